@@ -1,0 +1,173 @@
+//! Request extractors: the authenticated tenant and JSON bodies whose errors name the field.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::dev::Payload;
+use actix_web::http::{StatusCode, header};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use domain::ids::TenantId;
+use serde::de::DeserializeOwned;
+
+use crate::{ApiConfig, ApiError};
+
+/// The tenant that owns the request's API key (`Authorization: Bearer hk_…`).
+#[derive(Clone, Copy, Debug)]
+pub struct Tenant(pub TenantId);
+
+impl FromRequest for Tenant {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { authenticate(&req).await.map(Tenant) })
+    }
+}
+
+/// Resolves (once per request) the tenant behind the bearer token.
+pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError> {
+    if let Some(t) = req.extensions().get::<TenantId>() {
+        return Ok(*t);
+    }
+    let value = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthorized("missing Authorization header: expected Bearer <api key>")
+    })?;
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("Authorization header is not valid text"))?;
+    let token = value
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <api key>"))?;
+    let store = req
+        .app_data::<web::Data<store::Store>>()
+        .ok_or_else(ApiError::internal)?;
+    let tenant = store
+        .authenticate_api_key(token)
+        .await?
+        .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;
+    req.extensions_mut().insert(tenant);
+    Ok(tenant)
+}
+
+/// A JSON body, parsed into `T`. Syntax errors answer 400 `invalid_json`; a missing field or a
+/// wrong type answers 422 naming the field; a body over the size limit answers 413.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        let bytes = web::Bytes::from_request(&req, payload);
+        Box::pin(async move {
+            check_content_type(&req)?;
+            let body = bytes.await.map_err(|e| body_error(&req, e))?;
+            parse_json(&body).map(JsonBody)
+        })
+    }
+}
+
+fn check_content_type(req: &HttpRequest) -> Result<(), ApiError> {
+    match req.headers().get(header::CONTENT_TYPE).map(|v| v.to_str()) {
+        None => Ok(()),
+        Some(Ok(ct))
+            if ct
+                .trim()
+                .to_ascii_lowercase()
+                .starts_with("application/json") =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON (Content-Type: application/json)",
+        )),
+    }
+}
+
+fn body_error(req: &HttpRequest, e: actix_web::Error) -> ApiError {
+    let limit = req
+        .app_data::<web::Data<ApiConfig>>()
+        .map(|c| c.max_body_bytes())
+        .unwrap_or_default();
+    match e.as_error::<actix_web::error::PayloadError>() {
+        Some(actix_web::error::PayloadError::Overflow) => payload_too_large(limit),
+        _ => ApiError::bad_request("bad_body", format!("could not read the request body: {e}")),
+    }
+}
+
+pub(crate) fn payload_too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("the request body is larger than the limit of {limit} bytes"),
+    )
+}
+
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    // serde would fill a struct from a JSON array by position; bodies are objects.
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if matches!(
+        first,
+        Some(b'[')
+            | Some(b'"')
+            | Some(b'0'..=b'9')
+            | Some(b'-')
+            | Some(b't')
+            | Some(b'f')
+            | Some(b'n')
+    ) {
+        if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+            return Err(ApiError::bad_request(
+                "invalid_json",
+                "the body is not valid JSON",
+            ));
+        }
+        return Err(ApiError::validation(
+            ["body"],
+            "the body must be a JSON object",
+        ));
+    }
+    match serde_json::from_slice::<T>(body) {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_syntax() || e.is_eof() => Err(ApiError::bad_request(
+            "invalid_json",
+            format!("the body is not valid JSON: {e}"),
+        )),
+        Err(e) => {
+            // Parse again, tracking the path, only to name the field in the error.
+            let de = &mut serde_json::Deserializer::from_slice(body);
+            let path = match serde_path_to_error::deserialize::<_, T>(de) {
+                Err(pe) => pe.path().to_string(),
+                Ok(_) => String::new(),
+            };
+            let mut loc = vec!["body".to_owned()];
+            if !path.is_empty() && path != "." {
+                loc.extend(path.split('.').map(str::to_owned));
+            } else if let Some(field) = missing_field(&e) {
+                loc.push(field);
+            }
+            Err(ApiError::validation(loc, strip_position(&e.to_string())))
+        }
+    }
+}
+
+/// serde reports a missing field only in its message: "missing field `url` at line 1 …".
+fn missing_field(e: &serde_json::Error) -> Option<String> {
+    let msg = e.to_string();
+    let rest = msg.strip_prefix("missing field `")?;
+    Some(rest.split('`').next()?.to_owned())
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_owned(),
+        None => msg.to_owned(),
+    }
+}

@@ -1,0 +1,36 @@
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use serde::Serialize;
+use store::Store;
+
+use crate::ApiError;
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HealthOut {
+    /// `ok`.
+    pub status: String,
+    /// `ok` when the database answered.
+    pub database: String,
+    pub version: String,
+}
+
+/// Liveness and database reachability: 200 when the database answers, 503 when it does not.
+#[utoipa::path(get, path = "/api/v1/health", tag = "Health",
+    responses((status = 200, body = HealthOut), (status = 503, body = crate::error::HttpErrorOut)))]
+pub(crate) async fn health(store: web::Data<Store>) -> Result<HttpResponse, ApiError> {
+    match store.ping().await {
+        Ok(()) => Ok(HttpResponse::Ok().json(HealthOut {
+            status: "ok".into(),
+            database: "ok".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        })),
+        Err(e) => {
+            tracing::warn!(error = %e, "health check: database unreachable");
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                "the database did not answer",
+            ))
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! hookd's REST API under `/api/v1`, on actix-web: the core of Svix's API shape, so Svix's
+//! SDKs work unmodified, plus hookd's extension fields. Handlers are thin: parse, call the
+//! store or [`service`], map to JSON. Errors are JSON `{code, detail}`.
+
+mod dto;
+mod error;
+mod extract;
+mod health;
+mod idempotency;
+pub mod limits;
+mod openapi;
+mod routes;
+pub mod service;
+pub mod ssrf;
+pub mod validate;
+
+use actix_web::{middleware, web};
+use domain::endpoint_url::AllowList;
+
+pub use error::ApiError;
+pub use openapi::openapi_json;
+
+/// Operator settings the API enforces.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Largest message payload accepted (bytes).
+    pub max_payload_bytes: usize,
+    /// Networks endpoint URLs may resolve into despite the SSRF guard.
+    pub allow_networks: AllowList,
+    /// Refuse `http://` endpoint URLs.
+    pub https_only: bool,
+    /// Woken after anything makes deliveries due (a message, a resend), so a dispatcher in
+    /// this process starts at once instead of at its next poll.
+    pub new_work: std::sync::Arc<tokio::sync::Notify>,
+    /// Per-tenant ingest token buckets.
+    pub ingest_limits: std::sync::Arc<limits::IngestLimits>,
+    /// Message-create requests by result, for `/metrics`.
+    pub ingest_counts: std::sync::Arc<IngestCounts>,
+}
+
+/// What became of a message-create request (`POST /api/v1/app/{app_id}/msg`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IngestResult {
+    Accepted,
+    /// Refused with 429 by the tenant's ingest limit.
+    RateLimited,
+    /// Refused for any other reason: the body, the application, a duplicate eventId.
+    Rejected,
+}
+
+impl IngestResult {
+    pub const ALL: [IngestResult; 3] = [Self::Accepted, Self::RateLimited, Self::Rejected];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::RateLimited => "rate_limited",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
+/// Counts of authenticated message-create requests by [`IngestResult`] since the process started.
+#[derive(Debug, Default)]
+pub struct IngestCounts([std::sync::atomic::AtomicU64; 3]);
+
+impl IngestCounts {
+    pub fn record(&self, result: IngestResult) {
+        self.0[result as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn get(&self, result: IngestResult) -> u64 {
+        self.0[result as usize].load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl ApiConfig {
+    /// The request-body limit: the payload limit plus room for the message envelope.
+    pub fn max_body_bytes(&self) -> usize {
+        self.max_payload_bytes.saturating_add(64 * 1024)
+    }
+}
+
+/// One resource: its methods and handlers; any other method answers 405 with `Allow`.
+macro_rules! at {
+    ($path:literal $(, $method:ident => $handler:expr)+ $(,)?) => {
+        web::resource($path)
+            $(.route(web::$method().to($handler)))+
+            .default_service(web::to(|req: actix_web::HttpRequest| async move {
+                error::method_not_allowed(&req, &[$(stringify!($method)),+])
+            }))
+    };
+}
+
+/// Registers every API route. The caller provides `web::Data<store::Store>` and
+/// `web::Data<ApiConfig>`.
+pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
+    use routes::{
+        applications as apps, attempts, endpoints as eps, event_types as ets, messages as msgs,
+    };
+    let app_scope = web::scope("/app")
+        .service(at!("", get => apps::list, post => apps::create))
+        .service(at!("/{app_id}", get => apps::get, put => apps::upsert, patch => apps::patch, delete => apps::delete))
+        .service(at!("/{app_id}/endpoint", get => eps::list, post => eps::create))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}", get => eps::get, put => eps::upsert, patch => eps::patch, delete => eps::delete))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/secret", get => eps::get_secret))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/secret/rotate", post => eps::rotate_secret))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/headers", get => eps::get_headers, put => eps::set_headers, patch => eps::patch_headers))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/stats", get => eps::stats))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/recover", post => eps::recover))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/replay-missing", post => eps::replay_missing))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/replay-from-message", post => eps::replay_from_message))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/msg", get => eps::list_messages))
+        .service(at!("/{app_id}/msg", get => msgs::list, post => msgs::create))
+        .service(at!("/{app_id}/msg/{msg_id}", get => msgs::get))
+        .service(at!("/{app_id}/msg/{msg_id}/attempt/{attempt_id}", get => attempts::get))
+        .service(at!("/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend", post => attempts::resend))
+        .service(at!("/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip", post => attempts::skip))
+        .service(at!("/{app_id}/attempt/endpoint/{endpoint_id}", get => attempts::list_by_endpoint))
+        .service(at!("/{app_id}/attempt/msg/{msg_id}", get => attempts::list_by_msg))
+        .default_service(web::to(error::no_route));
+    let event_type_scope = web::scope("/event-type")
+        .service(at!("", get => ets::list, post => ets::create))
+        .service(at!("/{event_type_name}", get => ets::get, put => ets::upsert, patch => ets::patch, delete => ets::delete))
+        .default_service(web::to(error::no_route));
+    cfg.service(
+        web::scope("/api/v1")
+            .app_data(web::PayloadConfig::new(api.max_body_bytes()))
+            .app_data(web::QueryConfig::default().error_handler(error::query_error))
+            .app_data(web::PathConfig::default().error_handler(error::path_error))
+            .wrap(middleware::from_fn(idempotency::middleware))
+            .service(at!("/health", get => health::health))
+            .service(at!("/openapi.json", get => openapi::serve))
+            .service(at!("/background-task", get => eps::list_tasks))
+            .service(at!("/background-task/{task_id}", get => eps::get_task))
+            .service(at!("/email", get => eps::list_emails))
+            .service(app_scope)
+            .service(event_type_scope)
+            .default_service(web::to(error::no_route)),
+    );
+}

@@ -1,0 +1,153 @@
+use actix_web::{HttpResponse, web};
+use domain::ids::ApplicationId;
+use store::entities::application;
+use store::{NewApplication, Store, StoreError};
+
+use crate::dto::{
+    ApplicationIn, ApplicationOut, ApplicationPatch, GetIfExists, ListQuery, ListResponse, time,
+};
+use crate::extract::{JsonBody, Tenant};
+use crate::{ApiError, validate};
+
+pub fn out(m: application::Model) -> Result<ApplicationOut, ApiError> {
+    Ok(ApplicationOut {
+        metadata: store::from_json("applications.metadata", &m.metadata)?,
+        id: m.id,
+        uid: m.uid,
+        name: m.name,
+        throttle_rate: m.rate_limit.map(|r| r as u32),
+        created_at: time(m.created_at),
+        updated_at: time(m.updated_at),
+    })
+}
+
+fn new_app(body: ApplicationIn) -> Result<NewApplication, ApiError> {
+    if let Some(uid) = &body.uid {
+        validate::uid("uid", uid, ApplicationId::PREFIX)?;
+    }
+    let metadata = body.metadata.unwrap_or_default();
+    validate::metadata(&metadata)?;
+    Ok(NewApplication {
+        name: validate::name("name", &body.name)?,
+        uid: body.uid,
+        rate_limit: validate::throttle_rate(body.throttle_rate)?,
+        metadata,
+    })
+}
+
+#[utoipa::path(get, path = "/api/v1/app", tag = "Application", params(ListQuery),
+    responses((status = 200, body = ListResponse<ApplicationOut>)), security(("bearer" = [])))]
+pub async fn list(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    q: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let page = store.list_applications(t, &q.params()?).await?;
+    Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, out)?))
+}
+
+#[utoipa::path(post, path = "/api/v1/app", tag = "Application", params(GetIfExists),
+    request_body = ApplicationIn,
+    responses((status = 201, body = ApplicationOut), (status = 200, description = "existing application (get_if_exists)", body = ApplicationOut),
+        (status = 409, body = crate::error::HttpErrorOut), (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn create(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    q: web::Query<GetIfExists>,
+    JsonBody(body): JsonBody<ApplicationIn>,
+) -> Result<HttpResponse, ApiError> {
+    let new = new_app(body)?;
+    let uid = new.uid.clone();
+    match store.create_application(t, new).await {
+        Ok(app) => Ok(HttpResponse::Created().json(out(app)?)),
+        Err(StoreError::Conflict { .. }) if q.get_if_exists == Some(true) => {
+            let existing = store
+                .get_application(t, uid.as_deref().unwrap_or_default())
+                .await?;
+            Ok(HttpResponse::Ok().json(out(existing)?))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}", tag = "Application",
+    params(("app_id" = String, Path, description = "id or uid")),
+    responses((status = 200, body = ApplicationOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path).await?;
+    Ok(HttpResponse::Ok().json(out(app)?))
+}
+
+/// Replaces the application; creates it (with `app_id` as its uid) when none matches.
+#[utoipa::path(put, path = "/api/v1/app/{app_id}", tag = "Application",
+    params(("app_id" = String, Path, description = "id or uid")), request_body = ApplicationIn,
+    responses((status = 200, body = ApplicationOut), (status = 201, body = ApplicationOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn upsert(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+    JsonBody(body): JsonBody<ApplicationIn>,
+) -> Result<HttpResponse, ApiError> {
+    let mut new = new_app(body)?;
+    match store.get_application(t, &path).await {
+        Ok(_) => {
+            let app = store.update_application(t, &path, new).await?;
+            Ok(HttpResponse::Ok().json(out(app)?))
+        }
+        Err(StoreError::NotFound { .. }) if !path.starts_with(ApplicationId::PREFIX) => {
+            validate::uid("uid", &path, ApplicationId::PREFIX)
+                .map_err(|_| ApiError::not_found("application"))?;
+            new.uid = Some(path.into_inner());
+            let app = store.create_application(t, new).await?;
+            Ok(HttpResponse::Created().json(out(app)?))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[utoipa::path(patch, path = "/api/v1/app/{app_id}", tag = "Application",
+    params(("app_id" = String, Path)), request_body = ApplicationPatch,
+    responses((status = 200, body = ApplicationOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn patch(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+    JsonBody(body): JsonBody<ApplicationPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let current = store.get_application(t, &path).await?;
+    let metadata = store::from_json("applications.metadata", &current.metadata)?;
+    let merged = ApplicationIn {
+        name: body.name.apply_required(current.name),
+        throttle_rate: body
+            .throttle_rate
+            .apply(current.rate_limit.map(|r| r as u32)),
+        uid: body.uid.apply(current.uid),
+        metadata: Some(body.metadata.apply(Some(metadata)).unwrap_or_default()),
+    };
+    let app = store
+        .update_application(t, &current.id, new_app(merged)?)
+        .await?;
+    Ok(HttpResponse::Ok().json(out(app)?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}", tag = "Application",
+    params(("app_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn delete(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    store.delete_application(t, &path).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,177 @@
+use actix_web::{HttpResponse, web};
+use store::entities::attempt;
+use store::{AttemptFilter, Store};
+
+use crate::dto::{AttemptListQuery, ListResponse, MessageAttemptOut, list_params, time};
+use crate::extract::Tenant;
+use crate::{ApiError, service, validate};
+
+fn out(a: attempt::Model) -> MessageAttemptOut {
+    let success = a.classification == "success";
+    MessageAttemptOut {
+        id: a.id,
+        msg_id: a.msg_id,
+        endpoint_id: a.endpoint_id,
+        url: a.url,
+        response: a.response_excerpt.unwrap_or_default(),
+        response_status_code: a.status_code.unwrap_or(0),
+        response_duration_ms: i64::from(a.duration_ms),
+        status: if success { 0 } else { 2 },
+        status_text: if success { "success" } else { "fail" }.to_owned(),
+        trigger_type: if a.trigger == "manual" { 1 } else { 0 },
+        timestamp: time(a.started_at),
+        attempt_number: a.attempt_number,
+        error_kind: a.error_kind,
+    }
+}
+
+/// The store filter for a query; `None` when no attempt can match (pending, sending and
+/// canceled describe deliveries, never a finished attempt).
+fn filter(q: &AttemptListQuery) -> Result<Option<AttemptFilter>, ApiError> {
+    // Every parameter is checked before deciding that nothing can match.
+    let nothing_matches = matches!(q.status, Some(1 | 3 | 4));
+    let success = match q.status {
+        None | Some(1 | 3 | 4) => None,
+        Some(0) => Some(true),
+        Some(2) => Some(false),
+        Some(_) => {
+            return Err(ApiError::validation(
+                ["query", "status"],
+                "status must be 0 to 4",
+            ));
+        }
+    };
+    let status_code_class = match q.status_code_class {
+        None => None,
+        Some(c @ (0 | 100 | 200 | 300 | 400 | 500)) => Some(c),
+        Some(_) => {
+            return Err(ApiError::validation(
+                ["query", "status_code_class"],
+                "status_code_class must be 0, 100, 200, 300, 400 or 500",
+            ));
+        }
+    };
+    let (before, after) = validate::time_bounds(q.before.as_deref(), q.after.as_deref())?;
+    let filter = AttemptFilter {
+        success,
+        status_code_class,
+        before,
+        after,
+    };
+    Ok((!nothing_matches).then_some(filter))
+}
+
+fn respond(page: store::Page<attempt::Model>) -> HttpResponse {
+    HttpResponse::Ok().json(ListResponse::from_page(page, out))
+}
+
+fn empty() -> HttpResponse {
+    respond(store::Page {
+        data: vec![],
+        iterator: None,
+        done: true,
+    })
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path), AttemptListQuery),
+    responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn list_by_endpoint(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    q: web::Query<AttemptListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path.0).await?;
+    let ep = store.get_endpoint(t, &app.id, &path.1).await?;
+    let params = list_params(q.limit, q.iterator.clone())?;
+    let Some(filter) = filter(&q)? else {
+        return Ok(empty());
+    };
+    let page = store
+        .list_attempts_by_endpoint(t, &ep.id, &filter, &params)
+        .await?;
+    Ok(respond(page))
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/msg/{msg_id}", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("msg_id" = String, Path), AttemptListQuery),
+    responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn list_by_msg(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    q: web::Query<AttemptListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path.0).await?;
+    let msg = store.get_message(t, &app.id, &path.1).await?;
+    let params = list_params(q.limit, q.iterator.clone())?;
+    let Some(filter) = filter(&q)? else {
+        return Ok(empty());
+    };
+    let page = store
+        .list_attempts_by_message(t, &msg.id, &filter, &params)
+        .await?;
+    Ok(respond(page))
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("msg_id" = String, Path), ("attempt_id" = String, Path)),
+    responses((status = 200, body = MessageAttemptOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path.0).await?;
+    let msg = store.get_message(t, &app.id, &path.1).await?;
+    let a = store.get_attempt(t, &msg.id, &path.2).await?;
+    Ok(HttpResponse::Ok().json(out(a)))
+}
+
+/// Sends the message to the endpoint again now, as a manual attempt.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("msg_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 202), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn resend(
+    store: web::Data<Store>,
+    cfg: web::Data<crate::ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path.0).await?;
+    let msg = store.get_message(t, &app.id, &path.1).await?;
+    let ep = store.get_endpoint(t, &app.id, &path.2).await?;
+    service::resend(&store, t, &msg, &ep).await?;
+    cfg.new_work.notify_one();
+    Ok(HttpResponse::Accepted().json(serde_json::json!({})))
+}
+
+/// hookd extension: gives up on this message for this endpoint (state `skipped`), so that a
+/// dead head of an ordering key stops blocking the messages behind it.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("msg_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 202), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 409, description = "already delivered or being sent", body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn skip(
+    store: web::Data<Store>,
+    cfg: web::Data<crate::ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path.0).await?;
+    let msg = store.get_message(t, &app.id, &path.1).await?;
+    let ep = store.get_endpoint(t, &app.id, &path.2).await?;
+    if !store.skip_delivery(t, &msg.id, &ep.id).await? {
+        return Err(ApiError::conflict(
+            "only a failed or pending delivery can be skipped; this one was delivered, is being sent, or does not exist",
+        ));
+    }
+    cfg.new_work.notify_one();
+    Ok(HttpResponse::Accepted().json(serde_json::json!({})))
+}

@@ -1,0 +1,671 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use actix_web::{HttpResponse, web};
+use domain::delivery::DeliveryState;
+use domain::ids::EndpointId;
+use store::entities::{application, endpoint};
+use store::{NewEndpoint, Store, StoreError};
+
+use crate::dto::{
+    BackgroundTaskOut, EndpointExtIn, EndpointHeadersIn, EndpointHeadersOut,
+    EndpointHeadersPatchIn, EndpointIn, EndpointMessageOut, EndpointMessageQuery, EndpointOut,
+    EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn, EndpointStats, ListQuery,
+    ListResponse, RecoverIn, list_params, time,
+};
+use crate::extract::{JsonBody, Tenant};
+use crate::routes::messages::raw_payload;
+use crate::{ApiConfig, ApiError, service, validate};
+
+const DEFAULT_GRACE: Duration = Duration::from_secs(24 * 3600);
+const MAX_GRACE: u64 = 7 * 24 * 3600;
+
+pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
+    let overrides = validate::stored_status_overrides(m.status_overrides.as_deref());
+    let policy = store::retry_policy_of(&m);
+    let filter_types: Option<Vec<String>> = m
+        .filter_types
+        .as_deref()
+        .map(|t| store::from_json("endpoints.filter_types", t))
+        .transpose()?;
+    Ok(EndpointOut {
+        channels: m
+            .channels
+            .as_deref()
+            .map(|t| store::from_json("endpoints.channels", t))
+            .transpose()?,
+        metadata: store::from_json("endpoints.metadata", &m.metadata)?,
+        event_types: filter_types.clone(),
+        filter_types,
+        retry_policy: serde_json::to_value(&policy).map_err(|_| ApiError::internal())?,
+        timeout: validate::timeout_text(m.timeout_ms),
+        max_concurrency: m
+            .max_concurrency
+            .map(|c| c as u32)
+            .unwrap_or(validate::DEFAULT_MAX_CONCURRENCY),
+        retry_on: overrides.retry_on().to_vec(),
+        permanent_on: overrides.permanent_on().to_vec(),
+        status_preset: serde_json::to_value(overrides.preset())
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "default".to_owned()),
+        id: m.id,
+        uid: m.uid,
+        url: m.url,
+        description: m.description,
+        version: m.version,
+        throttle_rate: m.throttle_rate.map(|r| r as u32),
+        disabled: m.disabled,
+        disabled_reason: m.disabled_reason,
+        created_at: time(m.created_at),
+        updated_at: time(m.updated_at),
+        breaker_state: m.breaker_state,
+    })
+}
+
+fn non_empty(v: Option<Vec<String>>) -> Option<Vec<String>> {
+    v.filter(|v| !v.is_empty())
+}
+
+/// Validates every field of a full endpoint description.
+fn checked(new: NewEndpoint) -> Result<NewEndpoint, ApiError> {
+    if let Some(types) = &new.filter_types {
+        validate::event_type_list("filterTypes", types)?;
+    }
+    if let Some(chans) = &new.channels {
+        validate::labels("channels", chans, 10)?;
+    }
+    validate::headers(&new.headers)?;
+    validate::metadata(&new.metadata)?;
+    if new.description.chars().count() > 4096 {
+        return Err(ApiError::field(
+            "description",
+            "description must be at most 4096 characters",
+        ));
+    }
+    if new.version < 1 {
+        return Err(ApiError::field("version", "version must be at least 1"));
+    }
+    Ok(new)
+}
+
+fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
+    let EndpointExtIn {
+        retry_policy,
+        timeout,
+        max_concurrency,
+        retry_on,
+        permanent_on,
+        status_preset,
+    } = body.ext;
+    checked(NewEndpoint {
+        url: body.url,
+        uid: body.uid,
+        description: validate::description(body.description)?,
+        version: body.version.unwrap_or(1),
+        filter_types: non_empty(body.filter_types.or(body.event_types)),
+        channels: non_empty(body.channels),
+        headers: body.headers.unwrap_or_default(),
+        metadata: body.metadata.unwrap_or_default(),
+        disabled: body.disabled.unwrap_or(false),
+        throttle_rate: validate::throttle_rate(body.throttle_rate)?,
+        max_concurrency: max_concurrency.map(validate::max_concurrency).transpose()?,
+        timeout_ms: timeout.as_deref().map(validate::timeout).transpose()?,
+        retry_policy: retry_policy.map(validate::retry_policy).transpose()?,
+        status_overrides: validate::status_overrides(
+            status_preset.as_deref(),
+            retry_on.unwrap_or_default(),
+            permanent_on.unwrap_or_default(),
+        )?,
+    })
+}
+
+async fn load(
+    store: &Store,
+    t: domain::ids::TenantId,
+    app_id: &str,
+    ep_id: &str,
+) -> Result<(application::Model, endpoint::Model), ApiError> {
+    let app = store.get_application(t, app_id).await?;
+    let ep = store.get_endpoint(t, &app.id, ep_id).await?;
+    Ok((app, ep))
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint", tag = "Endpoint",
+    params(("app_id" = String, Path), ListQuery),
+    responses((status = 200, body = ListResponse<EndpointOut>), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn list(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+    q: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path).await?;
+    let page = store.list_endpoints(t, &app.id, &q.params()?).await?;
+    Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, out)?))
+}
+
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint", tag = "Endpoint",
+    params(("app_id" = String, Path)), request_body = EndpointIn,
+    responses((status = 201, body = EndpointOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 409, body = crate::error::HttpErrorOut), (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn create(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+    JsonBody(body): JsonBody<EndpointIn>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path).await?;
+    let secret = service::secret_or_new(body.secret.as_deref(), "secret")?;
+    let new = from_in(body)?;
+    let ep = service::create_endpoint(&store, &cfg, t, &app, new, secret).await?;
+    Ok(HttpResponse::Created().json(out(ep)?))
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "id or uid")),
+    responses((status = 200, body = EndpointOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    Ok(HttpResponse::Ok().json(out(ep)?))
+}
+
+/// Replaces the endpoint; creates it (with `endpoint_id` as its uid) when none matches.
+#[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointIn,
+    responses((status = 200, body = EndpointOut), (status = 201, body = EndpointOut),
+        (status = 404, body = crate::error::HttpErrorOut), (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn upsert(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(body): JsonBody<EndpointIn>,
+) -> Result<HttpResponse, ApiError> {
+    let (app_id, ep_id) = path.into_inner();
+    let app = store.get_application(t, &app_id).await?;
+    let given_secret = body.secret.clone();
+    let mut new = from_in(body)?;
+    match store.get_endpoint(t, &app.id, &ep_id).await {
+        Ok(current) => {
+            if given_secret.is_some() {
+                return Err(ApiError::field(
+                    "secret",
+                    "use POST …/secret/rotate to change the secret",
+                ));
+            }
+            let ep = service::update_endpoint(&store, &cfg, t, current, new).await?;
+            Ok(HttpResponse::Ok().json(out(ep)?))
+        }
+        Err(StoreError::NotFound { .. }) if !ep_id.starts_with(EndpointId::PREFIX) => {
+            validate::uid("uid", &ep_id, EndpointId::PREFIX)
+                .map_err(|_| ApiError::not_found("endpoint"))?;
+            new.uid = Some(ep_id);
+            let secret = service::secret_or_new(given_secret.as_deref(), "secret")?;
+            let ep = service::create_endpoint(&store, &cfg, t, &app, new, secret).await?;
+            Ok(HttpResponse::Created().json(out(ep)?))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointPatch,
+    responses((status = 200, body = EndpointOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn patch(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(p): JsonBody<EndpointPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, current) = load(&store, t, &path.0, &path.1).await?;
+    let cur = service::endpoint_as_new(&current)?;
+    let overrides = validate::stored_status_overrides(current.status_overrides.as_deref());
+    let preset = serde_json::to_value(overrides.preset())
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned));
+    let filter_types = match (p.filter_types, p.event_types) {
+        (crate::dto::Patch::Absent, other) | (other, _) => other,
+    };
+    let new = checked(NewEndpoint {
+        url: p.url.apply_required(cur.url),
+        uid: p.uid.apply(cur.uid),
+        description: validate::description(Some(p.description.apply_required(cur.description)))?,
+        version: p.version.apply_required(cur.version),
+        filter_types: non_empty(filter_types.apply(cur.filter_types)),
+        channels: non_empty(p.channels.apply(cur.channels)),
+        headers: cur.headers,
+        metadata: p.metadata.apply(Some(cur.metadata)).unwrap_or_default(),
+        disabled: p.disabled.apply_required(cur.disabled),
+        throttle_rate: validate::throttle_rate(
+            p.throttle_rate.apply(cur.throttle_rate.map(|r| r as u32)),
+        )?,
+        max_concurrency: p
+            .max_concurrency
+            .apply(cur.max_concurrency.map(|c| c as u32))
+            .map(validate::max_concurrency)
+            .transpose()?,
+        timeout_ms: match p.timeout {
+            crate::dto::Patch::Absent => cur.timeout_ms,
+            crate::dto::Patch::Null => None,
+            crate::dto::Patch::Value(v) => Some(validate::timeout(&v)?),
+        },
+        retry_policy: match p.retry_policy {
+            crate::dto::Patch::Absent => cur.retry_policy,
+            crate::dto::Patch::Null => None,
+            crate::dto::Patch::Value(v) => Some(validate::retry_policy(v)?),
+        },
+        status_overrides: validate::status_overrides(
+            p.status_preset.apply(preset).as_deref(),
+            p.retry_on
+                .apply(Some(overrides.retry_on().to_vec()))
+                .unwrap_or_default(),
+            p.permanent_on
+                .apply(Some(overrides.permanent_on().to_vec()))
+                .unwrap_or_default(),
+        )?,
+    })?;
+    let ep = service::update_endpoint(&store, &cfg, t, current, new).await?;
+    Ok(HttpResponse::Ok().json(out(ep)?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn delete(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    store.delete_endpoint(t, &ep).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 200, body = EndpointSecretOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get_secret(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    let secrets = store
+        .active_secrets(t, &ep.id, domain::Timestamp::now())
+        .await?;
+    let current = secrets
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::not_found("secret"))?;
+    Ok(HttpResponse::Ok().json(EndpointSecretOut {
+        key: current.secret,
+    }))
+}
+
+/// Makes a new secret current (and returns it); the previous one keeps signing for the grace
+/// period (24 h).
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointSecretRotateIn,
+    responses((status = 200, body = EndpointSecretOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn rotate_secret(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(body): JsonBody<EndpointSecretRotateIn>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    let secret = service::secret_or_new(body.key.as_deref(), "key")?;
+    let grace = match body.grace_period_seconds {
+        None => DEFAULT_GRACE,
+        Some(s) if s <= MAX_GRACE => Duration::from_secs(s),
+        Some(_) => {
+            return Err(ApiError::field(
+                "gracePeriodSeconds",
+                format!("at most {MAX_GRACE}"),
+            ));
+        }
+    };
+    let key = secret.to_string();
+    store.rotate_secret(t, &ep.id, &key, grace).await?;
+    Ok(HttpResponse::Ok().json(EndpointSecretOut { key }))
+}
+
+fn headers_of(ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError> {
+    Ok(store::from_json("endpoints.headers", &ep.headers)?)
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 200, body = EndpointHeadersOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get_headers(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    Ok(HttpResponse::Ok().json(EndpointHeadersOut {
+        headers: headers_of(&ep)?,
+        sensitive: vec![],
+    }))
+}
+
+async fn save_headers(
+    store: &Store,
+    cfg: &ApiConfig,
+    t: domain::ids::TenantId,
+    ep: endpoint::Model,
+    headers: BTreeMap<String, String>,
+) -> Result<HttpResponse, ApiError> {
+    validate::headers(&headers)?;
+    let mut new = service::endpoint_as_new(&ep)?;
+    new.headers = headers;
+    service::update_endpoint(store, cfg, t, ep, new).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointHeadersIn,
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn set_headers(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(body): JsonBody<EndpointHeadersIn>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    save_headers(&store, &cfg, t, ep, body.headers).await
+}
+
+#[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointHeadersPatchIn,
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn patch_headers(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(body): JsonBody<EndpointHeadersPatchIn>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    let mut headers = headers_of(&ep)?;
+    for (k, v) in body.headers {
+        match v {
+            Some(v) => headers.insert(k, v),
+            None => headers.remove(&k),
+        };
+    }
+    for k in body.delete_headers.unwrap_or_default() {
+        headers.remove(&k);
+    }
+    save_headers(&store, &cfg, t, ep, headers).await
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/stats", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 200, body = EndpointStats), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn stats(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    let s = store.endpoint_stats(t, &ep.id).await?;
+    Ok(HttpResponse::Ok().json(EndpointStats {
+        success: s.success,
+        pending: s.pending,
+        sending: s.sending,
+        fail: s.fail,
+        canceled: s.canceled,
+    }))
+}
+
+pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
+    let data = match (job.state.as_str(), &job.error) {
+        ("failed", Some(e)) => serde_json::json!({ "error": e }),
+        ("finished", _) => serde_json::json!({ "deliveries": job.progress }),
+        _ => serde_json::json!({}),
+    };
+    BackgroundTaskOut {
+        id: job.id,
+        status: job.state,
+        task: job.kind,
+        data,
+        updated_at: time(job.updated_at),
+    }
+}
+
+async fn start_job(
+    store: &Store,
+    t: domain::ids::TenantId,
+    path: &(String, String),
+    body: RecoverIn,
+    kind: &'static str,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(store, t, &path.0, &path.1).await?;
+    let since = validate::timestamp(["body", "since"], &body.since)?;
+    let until = body
+        .until
+        .as_deref()
+        .map(|u| validate::timestamp(["body", "until"], u))
+        .transpose()?;
+    let job = service::start_endpoint_job(store, t, &ep, kind, since, until).await?;
+    Ok(HttpResponse::Accepted().json(task_out(job)))
+}
+
+/// Sends again every failed message created since `since` (runs as a background job).
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/recover", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = RecoverIn,
+    responses((status = 202, body = BackgroundTaskOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn recover(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(body): JsonBody<RecoverIn>,
+) -> Result<HttpResponse, ApiError> {
+    start_job(&store, t, &path, body, "endpoint.recover").await
+}
+
+/// Sends the messages since `since` that this endpoint never received (background job).
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay-missing", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = RecoverIn,
+    responses((status = 202, body = BackgroundTaskOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn replay_missing(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(body): JsonBody<RecoverIn>,
+) -> Result<HttpResponse, ApiError> {
+    start_job(&store, t, &path, body, "endpoint.replay").await
+}
+
+pub fn state_code(state: &str) -> (i32, &'static str) {
+    match state.parse::<DeliveryState>() {
+        Ok(DeliveryState::Succeeded) => (0, "success"),
+        Ok(DeliveryState::Pending) => (1, "pending"),
+        Ok(DeliveryState::Failed) => (2, "fail"),
+        Ok(DeliveryState::Sending) => (3, "sending"),
+        Ok(DeliveryState::Skipped) | Err(_) => (4, "canceled"),
+    }
+}
+
+/// Deliveries of messages to this endpoint, with their state; `status=2` lists dead letters.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/msg", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path), EndpointMessageQuery),
+    responses((status = 200, body = ListResponse<EndpointMessageOut>), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn list_messages(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    q: web::Query<EndpointMessageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+    let state = match q.status {
+        None => None,
+        Some(0) => Some(DeliveryState::Succeeded),
+        Some(1) => Some(DeliveryState::Pending),
+        Some(2) => Some(DeliveryState::Failed),
+        Some(3) => Some(DeliveryState::Sending),
+        Some(4) => Some(DeliveryState::Skipped),
+        Some(_) => {
+            return Err(ApiError::validation(
+                ["query", "status"],
+                "status must be 0 to 4",
+            ));
+        }
+    };
+    let with_content = q.with_content.unwrap_or(true);
+    let page = store
+        .list_endpoint_deliveries(t, &ep.id, state, &list_params(q.limit, q.iterator.clone())?)
+        .await?;
+    let mut data = Vec::with_capacity(page.data.len());
+    for (d, m) in page.data {
+        let (status, status_text) = state_code(&d.state);
+        let (channels, tags) = crate::routes::messages::labels(&m)?;
+        data.push(EndpointMessageOut {
+            payload: raw_payload(&m.payload, with_content)?,
+            channels,
+            tags,
+            id: m.id,
+            event_type: m.event_type,
+            event_id: m.event_id,
+            timestamp: time(m.created_at),
+            status,
+            status_text: status_text.to_owned(),
+            next_attempt: (d.state == DeliveryState::Pending.as_str())
+                .then(|| time(d.next_attempt_at)),
+            attempt_count: d.attempt_count,
+            last_status_code: d.last_status,
+            last_error: d.last_error,
+            ordering_key: d.ordering_key,
+            sequence: d.seq,
+        });
+    }
+    Ok(HttpResponse::Ok().json(ListResponse {
+        data,
+        iterator: page.iterator,
+        prev_iterator: None,
+        done: page.done,
+    }))
+}
+
+/// A background task started by recover or replay-missing: poll until `finished` or `failed`.
+#[utoipa::path(get, path = "/api/v1/background-task/{task_id}", tag = "Background Task",
+    params(("task_id" = String, Path)),
+    responses((status = 200, body = BackgroundTaskOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get_task(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let job = store.get_job(t, &path).await?;
+    Ok(HttpResponse::Ok().json(task_out(job)))
+}
+
+/// The tenant's background tasks, newest first.
+#[utoipa::path(get, path = "/api/v1/background-task", tag = "Background Task", params(ListQuery),
+    responses((status = 200, body = ListResponse<BackgroundTaskOut>)), security(("bearer" = [])))]
+pub async fn list_tasks(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    q: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let page = store.list_jobs(t, &q.params()?).await?;
+    Ok(HttpResponse::Ok().json(ListResponse::from_page(page, task_out)))
+}
+
+/// An email hookd sent or will send to the tenant (hookd extension).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EmailOut {
+    pub id: String,
+    pub to: String,
+    pub subject: String,
+    /// `pending` (not yet sent: no SMTP configured, or the server is unreachable) or `sent`.
+    pub state: String,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub sent_at: Option<String>,
+}
+
+/// hookd extension: the notifications hookd sent or holds for this tenant, newest first.
+#[utoipa::path(get, path = "/api/v1/email", tag = "Notifications", params(ListQuery),
+    responses((status = 200, body = ListResponse<EmailOut>)), security(("bearer" = [])))]
+pub async fn list_emails(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    q: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let page = store.list_emails(t, &q.params()?).await?;
+    Ok(
+        HttpResponse::Ok().json(ListResponse::from_page(page, |m| EmailOut {
+            id: m.id,
+            to: m.to_addr,
+            subject: m.subject,
+            state: m.state,
+            attempts: m.attempts,
+            last_error: m.last_error,
+            created_at: time(m.created_at),
+            sent_at: m.sent_at.map(time),
+        })),
+    )
+}
+
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayFromMessageIn {
+    /// The message (id or eventId) to start from: it and every later failed message of this
+    /// endpoint are sent again.
+    pub msg_id: String,
+}
+
+/// hookd extension: sends again every failed message of this endpoint from the given message
+/// on (inclusive), as manual attempts, in a background job.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay-from-message", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = ReplayFromMessageIn,
+    responses((status = 202, body = BackgroundTaskOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn replay_from_message(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    JsonBody(body): JsonBody<ReplayFromMessageIn>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = load(&store, t, &path.0, &path.1).await?;
+    let msg = store.get_message(t, &app.id, &body.msg_id).await?;
+    let since = domain::Timestamp::from_millis(msg.created_at);
+    let job = service::start_endpoint_job(&store, t, &ep, "endpoint.recover", since, None).await?;
+    Ok(HttpResponse::Accepted().json(task_out(job)))
+}

@@ -1,0 +1,213 @@
+use actix_web::{HttpResponse, web};
+use domain::ids::TenantId;
+use serde_json::value::RawValue;
+use store::entities::message;
+use store::{MessageFilter, NewMessage, Store, retry_policy_of};
+
+use crate::dto::{
+    ListResponse, MessageIn, MessageListQuery, MessageOut, WithContent, list_params, time,
+};
+use crate::extract::{JsonBody, Tenant, payload_too_large};
+use crate::{ApiConfig, ApiError, IngestResult, validate};
+
+/// The stored payload as raw JSON (or `{}` when content was not asked for).
+pub fn raw_payload(bytes: &[u8], with_content: bool) -> Result<Box<RawValue>, ApiError> {
+    let text = if with_content {
+        String::from_utf8(bytes.to_vec()).map_err(|_| ApiError::internal())?
+    } else {
+        "{}".to_owned()
+    };
+    RawValue::from_string(text).map_err(|_| ApiError::internal())
+}
+
+/// A message's channels and tags, decoded from their JSON columns.
+pub type Labels = (Option<Vec<String>>, Option<Vec<String>>);
+
+pub fn labels(m: &message::Model) -> Result<Labels, ApiError> {
+    let decode = |col: &str, t: &Option<String>| -> Result<Option<Vec<String>>, ApiError> {
+        Ok(t.as_deref().map(|t| store::from_json(col, t)).transpose()?)
+    };
+    Ok((
+        decode("messages.channels", &m.channels)?,
+        decode("messages.tags", &m.tags)?,
+    ))
+}
+
+pub fn out(m: message::Model, with_content: bool) -> Result<MessageOut, ApiError> {
+    let (channels, tags) = labels(&m)?;
+    Ok(MessageOut {
+        payload: raw_payload(&m.payload, with_content)?,
+        channels,
+        tags,
+        id: m.id,
+        event_type: m.event_type,
+        event_id: m.event_id,
+        ordering_key: m.ordering_key,
+        timestamp: time(m.created_at),
+    })
+}
+
+/// Splits Svix's comma-separated `event_types` query value.
+pub fn event_types_param(value: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let types: Vec<String> = value
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for t in &types {
+        validate::ident("event_types", t).map_err(|_| {
+            ApiError::validation(
+                ["query", "event_types"],
+                format!("{t:?} is not a valid event type name"),
+            )
+        })?;
+    }
+    Ok(types)
+}
+
+/// Sends a message: stored once, with one delivery per matching enabled endpoint, in one
+/// transaction. A repeated `eventId` in the application answers 409.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/msg", tag = "Message",
+    params(("app_id" = String, Path), WithContent), request_body = MessageIn,
+    responses((status = 201, body = MessageOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 409, body = crate::error::HttpErrorOut), (status = 413, body = crate::error::HttpErrorOut),
+        (status = 429, description = "rate limited; see Retry-After", body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn create(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+    q: web::Query<WithContent>,
+    body: Result<JsonBody<MessageIn>, ApiError>,
+) -> Result<HttpResponse, ApiError> {
+    // The body is taken as a Result so that an unreadable one is counted too.
+    let answer = match body {
+        Ok(JsonBody(body)) => accept(&store, &cfg, t, &path, &q, body).await,
+        Err(e) => Err(e),
+    };
+    cfg.ingest_counts.record(match &answer {
+        Ok(_) => IngestResult::Accepted,
+        Err(e) if e.status == actix_web::http::StatusCode::TOO_MANY_REQUESTS => {
+            IngestResult::RateLimited
+        }
+        Err(_) => IngestResult::Rejected,
+    });
+    answer
+}
+
+async fn accept(
+    store: &Store,
+    cfg: &ApiConfig,
+    t: TenantId,
+    path: &str,
+    q: &WithContent,
+    body: MessageIn,
+) -> Result<HttpResponse, ApiError> {
+    if let Err(wait) = cfg.ingest_limits.check(store, t).await {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let mut e = ApiError::new(
+            actix_web::http::StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("this tenant's message rate limit is reached; retry in {secs} s"),
+        );
+        e.retry_after = Some(secs);
+        return Err(e);
+    }
+    if body.deliver_at.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::field(
+            "deliverAt",
+            "scheduled delivery (deliverAt) is not supported: hookd sends a message as soon as it is accepted",
+        ));
+    }
+    let app = store.get_application(t, path).await?;
+    validate::ident("eventType", &body.event_type)?;
+    if let Some(id) = &body.event_id {
+        validate::ident("eventId", id)?;
+    }
+    let channels = body.channels.unwrap_or_default();
+    validate::labels("channels", &channels, 10)?;
+    let tags = body.tags.unwrap_or_default();
+    validate::labels("tags", &tags, 5)?;
+    if let Some(key) = &body.ordering_key {
+        validate::ordering_key(key)?;
+    }
+    let raw = body.payload.get();
+    if raw.len() > cfg.max_payload_bytes {
+        return Err(payload_too_large(cfg.max_payload_bytes));
+    }
+    if !raw.starts_with('{') {
+        return Err(ApiError::field("payload", "payload must be a JSON object"));
+    }
+    let new = NewMessage {
+        event_type: body.event_type,
+        event_id: body.event_id,
+        payload: raw.as_bytes().to_vec(),
+        channels,
+        tags,
+        ordering_key: body.ordering_key,
+    };
+    let created = store
+        .create_message(t, &app, new, |ep, now| retry_policy_of(ep).give_up_at(now))
+        .await?;
+    if !created.deliveries.is_empty() {
+        cfg.new_work.notify_one();
+    }
+    Ok(HttpResponse::Created().json(out(created.message, q.with_content.unwrap_or(true))?))
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg", tag = "Message",
+    params(("app_id" = String, Path), MessageListQuery),
+    responses((status = 200, body = ListResponse<MessageOut>), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn list(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+    q: web::Query<MessageListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path).await?;
+    let (before, after) = validate::time_bounds(q.before.as_deref(), q.after.as_deref())?;
+    let filter = MessageFilter {
+        event_types: event_types_param(q.event_types.as_deref())?,
+        channel: q.channel.clone().filter(|c| !c.is_empty()),
+        tag: q.tag.clone().filter(|c| !c.is_empty()),
+        before,
+        after,
+    };
+    for (name, v) in [("channel", &filter.channel), ("tag", &filter.tag)] {
+        if let Some(v) = v {
+            validate::labels(name, std::slice::from_ref(v), 1)
+                .map_err(|e| ApiError::validation(["query", name], e.detail))?;
+        }
+    }
+    let with_content = q.with_content.unwrap_or(true);
+    let page = store
+        .list_messages(
+            t,
+            &app.id,
+            &filter,
+            &list_params(q.limit, q.iterator.clone())?,
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, |m| out(m, with_content))?))
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg/{msg_id}", tag = "Message",
+    params(("app_id" = String, Path), ("msg_id" = String, Path, description = "id or eventId"), WithContent),
+    responses((status = 200, body = MessageOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<(String, String)>,
+    q: web::Query<WithContent>,
+) -> Result<HttpResponse, ApiError> {
+    let app = store.get_application(t, &path.0).await?;
+    let m = store.get_message(t, &app.id, &path.1).await?;
+    Ok(HttpResponse::Ok().json(out(m, q.with_content.unwrap_or(true))?))
+}

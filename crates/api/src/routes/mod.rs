@@ -1,0 +1,5 @@
+pub mod applications;
+pub mod attempts;
+pub mod endpoints;
+pub mod event_types;
+pub mod messages;

@@ -1,0 +1,397 @@
+//! Sign-up, login and logout. Passwords are hashed with argon2 (default parameters) on the
+//! blocking pool; a failed-login limiter keyed by email and client address slows guessing.
+
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use actix_web::http::{StatusCode, header};
+use actix_web::{HttpRequest, HttpResponse, web};
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use domain::Timestamp;
+use domain::ids::{TenantId, UserId};
+use rand::RngCore;
+use serde::Deserialize;
+use store::{NewTenant, Store, StoreError};
+
+use crate::error::PageError;
+use crate::limiter::{LOGIN_LIMITER, MAX_FAILURES};
+use crate::session::{self, FORM_COOKIE, SESSION_COOKIE, SESSION_TTL, Session};
+use crate::views::{self, LoginPage, SignupDone, SignupPage};
+
+const MIN_PASSWORD: usize = 10;
+const MAX_PASSWORD: usize = 1024;
+/// How long an unused login form stays valid.
+const FORM_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+#[derive(Deserialize)]
+pub struct SignupForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+}
+
+#[derive(Deserialize)]
+pub struct LogoutForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+pub async fn signup_page(req: HttpRequest) -> Result<HttpResponse, PageError> {
+    if session::current(&req).await?.is_some() {
+        return Ok(see_other("/"));
+    }
+    let (token, _) = session::form_token(&req);
+    let page = SignupPage {
+        csrf: None,
+        form_token: token.clone(),
+        name: String::new(),
+        email: String::new(),
+        error: None,
+    };
+    with_form_cookie(&req, token, StatusCode::OK, &page)
+}
+
+pub async fn signup(
+    req: HttpRequest,
+    form: web::Form<SignupForm>,
+) -> Result<HttpResponse, PageError> {
+    let form = form.into_inner();
+    session::check_form_token(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let name = form.name.trim().to_owned();
+    let email = form.email.trim().to_lowercase();
+    let problem = if name.is_empty() || name.chars().count() > 100 {
+        Some("Enter your organisation's name (at most 100 characters).".to_owned())
+    } else if !plausible_email(&email) {
+        Some("Enter a valid email address, like ops@example.com.".to_owned())
+    } else if form.password.chars().count() < MIN_PASSWORD || form.password.len() > MAX_PASSWORD {
+        Some(format!(
+            "Choose a password of at least {MIN_PASSWORD} characters."
+        ))
+    } else if store.find_user_for_login(&email).await?.is_some() {
+        Some("An account with this email already exists. Log in instead.".to_owned())
+    } else {
+        None
+    };
+    if let Some(error) = problem {
+        let page = SignupPage {
+            csrf: None,
+            form_token: form.csrf,
+            name,
+            email,
+            error: Some(error),
+        };
+        return Ok(views::render(StatusCode::UNPROCESSABLE_ENTITY, &page)?);
+    }
+    let hash = hash_password(form.password).await?;
+    let tenant = store
+        .create_tenant(NewTenant {
+            name: name.clone(),
+            notification_email: email.clone(),
+            ingest_rate: None,
+            ingest_burst: None,
+        })
+        .await?;
+    let tenant_id = parse_tenant(&tenant.id)?;
+    // The email check above and this insert are not one transaction: a concurrent sign-up
+    // with the same email leaves an empty tenant behind and this one gets the message.
+    let user = match store.create_user(tenant_id, &email, &hash, "owner").await {
+        Err(StoreError::Conflict { .. }) => {
+            return Err(PageError::BadInput(
+                StatusCode::CONFLICT,
+                "An account with this email already exists. Log in instead.".into(),
+            ));
+        }
+        other => other?,
+    };
+    let (_, api_key) = store.create_api_key(tenant_id, "default").await?;
+    let user_id = UserId::parse(&user.id)
+        .map_err(|e| PageError::Internal(format!("new user id {}: {e}", user.id)))?;
+    let (cookie, csrf) = open_session(store, tenant_id, user_id).await?;
+    let page = SignupDone {
+        csrf: Some(csrf),
+        tenant_name: tenant.name,
+        api_key,
+        base_url: base_url(&req),
+    };
+    let mut resp = HttpResponse::Ok();
+    session::set_cookie(&mut resp, &req, SESSION_COOKIE, &cookie, SESSION_TTL, "Lax");
+    finish(resp, &page)
+}
+
+pub async fn login_page(req: HttpRequest) -> Result<HttpResponse, PageError> {
+    if session::current(&req).await?.is_some() {
+        return Ok(see_other("/"));
+    }
+    let (token, _) = session::form_token(&req);
+    let page = LoginPage {
+        csrf: None,
+        form_token: token.clone(),
+        email: String::new(),
+        error: None,
+    };
+    with_form_cookie(&req, token, StatusCode::OK, &page)
+}
+
+pub async fn login(
+    req: HttpRequest,
+    form: web::Form<LoginForm>,
+) -> Result<HttpResponse, PageError> {
+    let form = form.into_inner();
+    session::check_form_token(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let email = form.email.trim().to_lowercase();
+    // The socket's address, not X-Forwarded-For, which any client can write.
+    let ip = req
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let key = format!("{email}|{ip}");
+    let failed = |status: StatusCode, error: String| -> Result<HttpResponse, PageError> {
+        let page = LoginPage {
+            csrf: None,
+            form_token: form.csrf.clone(),
+            email: email.clone(),
+            error: Some(error),
+        };
+        Ok(views::render(status, &page)?)
+    };
+    if let Err(wait) = LOGIN_LIMITER.check(&key, Instant::now()) {
+        let minutes = wait.as_secs().div_ceil(60).max(1);
+        return failed(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "Too many failed logins ({MAX_FAILURES}) for this email from your network. \
+                 Try again in {minutes} minute{}.",
+                if minutes == 1 { "" } else { "s" }
+            ),
+        );
+    }
+    let user = if email.is_empty() || form.password.len() > MAX_PASSWORD {
+        None
+    } else {
+        store.find_user_for_login(&email).await?
+    };
+    // Without a user, a dummy hash is verified anyway, so timing does not tell which emails
+    // have accounts.
+    let stored = user
+        .as_ref()
+        .map(|u| u.password_hash.clone())
+        .unwrap_or_else(|| DUMMY_HASH.clone());
+    let ok = verify_password(form.password.clone(), stored).await? && user.is_some();
+    let Some(user) = user.filter(|_| ok) else {
+        LOGIN_LIMITER.record_failure(&key, Instant::now());
+        return failed(
+            StatusCode::UNAUTHORIZED,
+            "That email and password do not match an account.".into(),
+        );
+    };
+    LOGIN_LIMITER.clear(&key);
+    let tenant = parse_tenant(&user.tenant_id)?;
+    let user_id = UserId::parse(&user.id)
+        .map_err(|e| PageError::Internal(format!("user id {}: {e}", user.id)))?;
+    let (cookie, _) = open_session(store, tenant, user_id).await?;
+    let mut resp = HttpResponse::SeeOther();
+    resp.insert_header((header::LOCATION, "/"));
+    session::set_cookie(&mut resp, &req, SESSION_COOKIE, &cookie, SESSION_TTL, "Lax");
+    session::set_cookie(
+        &mut resp,
+        &req,
+        FORM_COOKIE,
+        "",
+        Default::default(),
+        "Strict",
+    );
+    Ok(resp.finish())
+}
+
+pub async fn logout(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<LogoutForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    session::store_of(&req)?
+        .delete_session(session.tenant, session.id)
+        .await?;
+    let mut resp = HttpResponse::SeeOther();
+    resp.insert_header((header::LOCATION, "/login"));
+    session::set_cookie(
+        &mut resp,
+        &req,
+        SESSION_COOKIE,
+        "",
+        Default::default(),
+        "Lax",
+    );
+    Ok(resp.finish())
+}
+
+/// Opens a session; returns the cookie token and the session's CSRF token.
+async fn open_session(
+    store: &Store,
+    tenant: TenantId,
+    user: UserId,
+) -> Result<(String, String), PageError> {
+    let csrf = session::random_token();
+    let expires = Timestamp::now().plus(SESSION_TTL);
+    let (_, token) = store.create_session(tenant, user, &csrf, expires).await?;
+    Ok((token, csrf))
+}
+
+fn with_form_cookie(
+    req: &HttpRequest,
+    token: String,
+    status: StatusCode,
+    page: &impl askama::Template,
+) -> Result<HttpResponse, PageError> {
+    let mut resp = HttpResponse::build(status);
+    session::set_cookie(&mut resp, req, FORM_COOKIE, &token, FORM_TTL, "Strict");
+    finish(resp, page)
+}
+
+/// Renders `page` into a response that already has its status and cookies.
+fn finish(
+    mut resp: actix_web::HttpResponseBuilder,
+    page: &impl askama::Template,
+) -> Result<HttpResponse, PageError> {
+    let mut resp = resp
+        .content_type("text/html; charset=utf-8")
+        .body(page.render()?);
+    crate::error::harden(&mut resp);
+    Ok(resp)
+}
+
+pub fn see_other(to: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, to))
+        .finish()
+}
+
+/// `scheme://host` as the browser sees it, for examples on the pages.
+pub fn base_url(req: &HttpRequest) -> String {
+    let info = req.connection_info();
+    format!("{}://{}", info.scheme(), info.host())
+}
+
+fn parse_tenant(id: &str) -> Result<TenantId, PageError> {
+    TenantId::parse(id).map_err(|e| PageError::Internal(format!("tenant id {id}: {e}")))
+}
+
+/// One `@`, something on both sides, a dot in the domain, no spaces; the mailbox proves the
+/// rest.
+fn plausible_email(email: &str) -> bool {
+    let Some((local, domain)) = email.split_once('@') else {
+        return false;
+    };
+    email.len() <= 254
+        && !local.is_empty()
+        && !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+async fn hash_password(password: String) -> Result<String, PageError> {
+    web::block(move || {
+        let mut salt = [0u8; 16];
+        rand::rng().fill_bytes(&mut salt);
+        let salt = SaltString::encode_b64(&salt)
+            .map_err(|e| PageError::Internal(format!("argon2 salt: {e}")))?;
+        Argon2::default()
+            .hash_password(password.as_bytes(), &salt)
+            .map(|h| h.to_string())
+            .map_err(|e| PageError::Internal(format!("argon2: {e}")))
+    })
+    .await
+    .map_err(|e| PageError::Internal(format!("password hashing stopped: {e}")))?
+}
+
+async fn verify_password(password: String, stored: String) -> Result<bool, PageError> {
+    web::block(move || {
+        PasswordHash::new(&stored)
+            .map(|h| {
+                Argon2::default()
+                    .verify_password(password.as_bytes(), &h)
+                    .is_ok()
+            })
+            .unwrap_or(false)
+    })
+    .await
+    .map_err(|e| PageError::Internal(format!("password check stopped: {e}")))
+}
+
+/// Verified when the email has no account, so both paths cost one argon2 run.
+static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
+    let salt = SaltString::encode_b64(&[7u8; 16]).ok();
+    salt.and_then(|s| {
+        Argon2::default()
+            .hash_password(b"no such user", &s)
+            .ok()
+            .map(|h| h.to_string())
+    })
+    .unwrap_or_default()
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_need_a_local_part_and_a_dotted_domain() {
+        for good in ["ops@example.com", "a.b+c@sub.example.co"] {
+            assert!(plausible_email(good), "{good}");
+        }
+        for bad in [
+            "",
+            "ops",
+            "ops@",
+            "@example.com",
+            "ops@example",
+            "a b@x.com",
+            "a@b@c.com",
+            "a@.com",
+            "a@x.",
+        ] {
+            assert!(!plausible_email(bad), "{bad}");
+        }
+    }
+
+    #[actix_web::test]
+    async fn passwords_verify_only_against_their_own_hash() {
+        let hash = hash_password("correct horse battery".into()).await.unwrap();
+        assert!(hash.starts_with("$argon2id$"));
+        assert!(
+            verify_password("correct horse battery".into(), hash.clone())
+                .await
+                .unwrap()
+        );
+        assert!(
+            !verify_password("wrong horse battery".into(), hash)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !verify_password("x".into(), "not a hash".into())
+                .await
+                .unwrap()
+        );
+    }
+}

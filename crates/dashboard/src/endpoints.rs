@@ -1,0 +1,436 @@
+//! The overview (applications, their endpoints and badges) and the endpoint page with its
+//! actions: enable, disable, recover failed messages since a date, rotate the secret, send a
+//! test event; the endpoint's dead letters; the fragments the pages poll.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use domain::Timestamp;
+use serde::Deserialize;
+use store::entities::{application, endpoint};
+use store::{AttemptFilter, EndpointChanges, ListParams, Store};
+
+use crate::auth::{base_url, see_other};
+use crate::error::PageError;
+use crate::manage::{self, TEST_EVENT_TYPE};
+use crate::session::{self, Session};
+use crate::views::{
+    self, AppView, AttemptRow, AttemptsFragment, DeadLetterRow, DeadLettersPage, EndpointPage,
+    EndpointRow, EndpointView, Overview, OverviewApps,
+};
+
+/// Applications on the overview, and endpoints shown per application.
+const OVERVIEW_APPS: u64 = 50;
+const ENDPOINTS_PER_APP: usize = 50;
+const DEAD_LETTERS_PER_PAGE: u64 = 50;
+const RECENT_ATTEMPTS: u64 = 25;
+
+/// What the overview shows besides the stored state.
+#[derive(Default)]
+pub struct OverviewExtra {
+    pub notice: Option<String>,
+    pub error: Option<String>,
+    /// The new-application name as typed, when it was refused.
+    pub app_name: String,
+}
+
+/// GET `/`.
+pub async fn overview(
+    req: HttpRequest,
+    session: Session,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, PageError> {
+    let notice = query
+        .get("created")
+        .map(|id| format!("Application created ({id}). Add an endpoint to it below."));
+    let extra = OverviewExtra {
+        notice,
+        ..OverviewExtra::default()
+    };
+    overview_page(&req, session, StatusCode::OK, extra).await
+}
+
+/// An application's endpoints with their badges.
+fn app_view(app: application::Model, eps: Vec<endpoint::Model>, now: Timestamp) -> AppView {
+    AppView {
+        endpoints: eps
+            .iter()
+            .take(ENDPOINTS_PER_APP)
+            .map(|e| EndpointRow::of(e, now))
+            .collect(),
+        more_endpoints: eps.len() > ENDPOINTS_PER_APP,
+        id: app.id,
+        name: app.name,
+        uid: app.uid,
+    }
+}
+
+pub async fn overview_page(
+    req: &HttpRequest,
+    session: Session,
+    status: StatusCode,
+    extra: OverviewExtra,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(req)?;
+    let tenant = store.get_tenant(session.tenant).await?;
+    let live = overview_apps(req, store, &session).await?;
+    let page = Overview {
+        csrf: Some(session.csrf),
+        tenant_name: tenant.name,
+        apps: live.apps,
+        more_apps: live.more_apps,
+        attention: live.attention,
+        base_url: live.base_url,
+        notice: extra.notice,
+        error: extra.error,
+        app_name: extra.app_name,
+    };
+    Ok(views::render(status, &page)?)
+}
+
+/// The overview's live part: applications, their endpoints and badges. Two queries however
+/// many applications: their endpoints come in one listing.
+async fn overview_apps(
+    req: &HttpRequest,
+    store: &Store,
+    session: &Session,
+) -> Result<OverviewApps, PageError> {
+    let t = session.tenant;
+    let now = Timestamp::now();
+    let apps = store
+        .list_applications(t, &ListParams::first(OVERVIEW_APPS))
+        .await?;
+    let app_ids: Vec<String> = apps.data.iter().map(|a| a.id.clone()).collect();
+    let mut by_app: HashMap<String, Vec<endpoint::Model>> = HashMap::new();
+    for ep in store.list_endpoints_of_apps(t, &app_ids).await? {
+        by_app.entry(ep.app_id.clone()).or_default().push(ep);
+    }
+    let views: Vec<AppView> = apps
+        .data
+        .into_iter()
+        .map(|app| {
+            let eps = by_app.remove(&app.id).unwrap_or_default();
+            app_view(app, eps, now)
+        })
+        .collect();
+    let attention = views
+        .iter()
+        .flat_map(|a| &a.endpoints)
+        .filter(|e| e.status.needs_attention())
+        .count();
+    Ok(OverviewApps {
+        apps: views,
+        more_apps: !apps.done,
+        attention,
+        base_url: base_url(req),
+    })
+}
+
+/// GET `/overview/apps`: the overview's applications and badges alone, for polling.
+pub async fn apps_fragment(req: HttpRequest, session: Session) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let view = overview_apps(&req, store, &session).await?;
+    Ok(views::render(StatusCode::OK, &view)?)
+}
+
+/// The newest attempts at an endpoint.
+async fn recent_attempts(
+    store: &Store,
+    session: &Session,
+    app_id: &str,
+    ep_id: &str,
+) -> Result<AttemptsFragment, PageError> {
+    let attempts = store
+        .list_attempts_by_endpoint(
+            session.tenant,
+            ep_id,
+            &AttemptFilter::default(),
+            &ListParams::first(RECENT_ATTEMPTS),
+        )
+        .await?;
+    Ok(AttemptsFragment {
+        app_id: app_id.to_owned(),
+        ep_id: ep_id.to_owned(),
+        attempts: attempts.data.iter().map(AttemptRow::of).collect(),
+        more_attempts: !attempts.done,
+    })
+}
+
+/// GET `/app/{app}/endpoint/{ep}/attempts`: the endpoint page's recent attempts, for polling.
+pub async fn attempts(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let (app, ep) = load(store, &session, &path.0, &path.1).await?;
+    let view = recent_attempts(store, &session, &app.id, &ep.id).await?;
+    Ok(views::render(StatusCode::OK, &view)?)
+}
+
+pub async fn detail(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let (app, ep) = load(store, &session, &path.0, &path.1).await?;
+    // `done` says what the last action did; `job` is the recovery just started. Other
+    // parameters are ignored: this is a page, not an API.
+    let done = query.get("done").map(String::as_str);
+    let notice = match (done, query.get("job")) {
+        (Some("enabled"), _) => {
+            Some("Endpoint enabled: new messages will be delivered to it again.".to_owned())
+        }
+        (Some("disabled"), _) => {
+            Some("Endpoint disabled: it gets no new deliveries until you enable it.".to_owned())
+        }
+        (Some("created"), _) => Some(
+            "Endpoint created. Reveal its signing secret below to verify our signatures."
+                .to_owned(),
+        ),
+        (Some("saved"), _) => Some("Endpoint saved.".to_owned()),
+        (Some("rotated"), _) => Some(
+            "Secret rotated: new deliveries are signed with the new secret; the previous one \
+             also signs them for 24 hours."
+                .to_owned(),
+        ),
+        (Some("test"), _) => query.get("msg").map(|m| {
+            format!("Test event {m} ({TEST_EVENT_TYPE}) queued for delivery to this endpoint.")
+        }),
+        (_, Some(job)) => job_notice(store, &session, &ep, job, "Recovery").await?,
+        _ => None,
+    };
+    let attempts = recent_attempts(store, &session, &app.id, &ep.id).await?;
+    let now = Timestamp::now();
+    let page = EndpointPage {
+        csrf: Some(session.csrf),
+        app_id: app.id,
+        app_name: app.name,
+        ep: EndpointView::of(&ep, now),
+        notice,
+        attempts: attempts.attempts,
+        more_attempts: attempts.more_attempts,
+        since_default: views::datetime_local(Timestamp::from_millis(
+            now.as_millis() - 24 * 3600 * 1000,
+        )),
+    };
+    Ok(views::render(StatusCode::OK, &page)?)
+}
+
+/// What a recovery job of this endpoint has done so far: "Recovery started …" or, with
+/// `label` "Replay", "Replay started: job …". `None` for another endpoint's or kind's job.
+pub async fn job_notice(
+    store: &Store,
+    session: &Session,
+    ep: &endpoint::Model,
+    job_id: &str,
+    label: &str,
+) -> Result<Option<String>, PageError> {
+    let job = match store.get_job(session.tenant, job_id).await {
+        Ok(job) => job,
+        Err(store::StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let params: serde_json::Value = store::from_json("params", &job.params)?;
+    if job.kind != "endpoint.recover" || params["endpointId"] != ep.id.as_str() {
+        return Ok(None);
+    }
+    let since = params["since"].as_i64();
+    let what = match since {
+        Some(0) => "all failed messages".to_owned(),
+        Some(ms) => format!("failed messages since {}", views::show_time(ms)),
+        None => "failed messages since the chosen time".to_owned(),
+    };
+    let state = match job.state.as_str() {
+        "finished" => format!("finished, {} failed messages queued again", job.progress),
+        "failed" => format!(
+            "failed: {}",
+            job.error.as_deref().unwrap_or("no reason recorded")
+        ),
+        other => other.to_owned(),
+    };
+    Ok(Some(match label {
+        "Replay" => format!("Replay started: job {} ({state}), for {what}.", job.id),
+        _ => format!("{label} started for {what} (job {}: {state}).", job.id),
+    }))
+}
+
+/// Wakes this process's dispatcher after something made deliveries due.
+pub fn notify_new_work(req: &HttpRequest) {
+    if let Some(cfg) = req.app_data::<web::Data<api::ApiConfig>>() {
+        cfg.new_work.notify_one();
+    }
+}
+
+#[derive(Deserialize)]
+pub struct PageQuery {
+    #[serde(default)]
+    iterator: Option<String>,
+    #[serde(default)]
+    job: Option<String>,
+}
+
+/// GET `/app/{app}/endpoint/{ep}/dead`: the endpoint's failed deliveries, newest first, with
+/// "Recover all".
+pub async fn dead_letters(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+    query: web::Query<PageQuery>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let (app, ep) = load(store, &session, &path.0, &path.1).await?;
+    let notice = match &query.job {
+        Some(job) => job_notice(store, &session, &ep, job, "Recovery").await?,
+        None => None,
+    };
+    let params = ListParams {
+        limit: DEAD_LETTERS_PER_PAGE,
+        iterator: query.iterator.clone().filter(|i| !i.is_empty()),
+        ascending: false,
+    };
+    let page = store
+        .list_endpoint_deliveries(
+            session.tenant,
+            &ep.id,
+            Some(domain::delivery::DeliveryState::Failed),
+            &params,
+        )
+        .await?;
+    let older = match (&page.iterator, page.done) {
+        (Some(it), false) => Some(format!(
+            "/app/{}/endpoint/{}/dead?iterator={}",
+            app.id,
+            ep.id,
+            views::query_value(it)
+        )),
+        _ => None,
+    };
+    let rows = page
+        .data
+        .iter()
+        .map(|(d, m)| DeadLetterRow {
+            msg_id: m.id.clone(),
+            event_type: m.event_type.clone(),
+            created: views::show_time(m.created_at),
+            attempts: d.attempt_count,
+            last_outcome: match (d.last_status, &d.last_error) {
+                (Some(code), _) => code.to_string(),
+                (None, Some(kind)) => kind.clone(),
+                (None, None) => "—".to_owned(),
+            },
+            last_attempt: d.last_attempt_at.map(views::show_time),
+        })
+        .collect();
+    let view = DeadLettersPage {
+        csrf: Some(session.csrf),
+        app_id: app.id,
+        app_name: app.name,
+        ep_id: ep.id,
+        ep_url: ep.url,
+        notice,
+        rows,
+        older,
+        paged: params.iterator.is_some(),
+    };
+    Ok(views::render(StatusCode::OK, &view)?)
+}
+
+#[derive(Deserialize)]
+pub struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    /// For `recover`: a `datetime-local` value, in UTC.
+    #[serde(default)]
+    since: String,
+}
+
+/// POST `/app/{app}/endpoint/{ep}/{action}`: `enable`, `disable`, `recover` (since a date)
+/// or `recover-all` (every failed delivery, from the dead-letter page).
+pub async fn act(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String, String)>,
+    form: web::Form<ActionForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let (app_id, ep_id, action) = path.into_inner();
+    let (app, ep) = load(store, &session, &app_id, &ep_id).await?;
+    let page = format!("/app/{}/endpoint/{}", app.id, ep.id);
+    match action.as_str() {
+        "enable" => {
+            store
+                .set_endpoint_disabled(session.tenant, ep, EndpointChanges::Enable)
+                .await?;
+            Ok(see_other(&format!("{page}?done=enabled")))
+        }
+        "disable" => {
+            let reason = "disabled from the dashboard".to_owned();
+            store
+                .set_endpoint_disabled(session.tenant, ep, EndpointChanges::Disable { reason })
+                .await?;
+            Ok(see_other(&format!("{page}?done=disabled")))
+        }
+        "recover" => {
+            let since = views::parse_datetime_local(&form.since).ok_or_else(|| {
+                PageError::bad_input(
+                    "Choose a date and time to recover from, like 2024-05-01 12:00 (UTC).",
+                )
+            })?;
+            let now = Timestamp::now();
+            if since > now.plus(Duration::from_secs(60)) {
+                return Err(PageError::bad_input(
+                    "The recovery start is in the future; choose a time in the past (UTC).",
+                ));
+            }
+            let job = api::service::start_endpoint_job(
+                store,
+                session.tenant,
+                &ep,
+                "endpoint.recover",
+                since,
+                None,
+            )
+            .await?;
+            Ok(see_other(&format!("{page}?job={}", job.id)))
+        }
+        "rotate-secret" => {
+            manage::rotate_secret(store, &session, &ep).await?;
+            Ok(see_other(&format!("{page}?done=rotated")))
+        }
+        "test" => {
+            let msg = manage::send_test_event(&req, store, &session, &app, &ep).await?;
+            Ok(see_other(&format!("{page}?done=test&msg={msg}")))
+        }
+        "recover-all" => {
+            let job = api::service::start_endpoint_job(
+                store,
+                session.tenant,
+                &ep,
+                "endpoint.recover",
+                Timestamp::from_millis(0),
+                None,
+            )
+            .await?;
+            Ok(see_other(&format!("{page}/dead?job={}", job.id)))
+        }
+        _ => Err(PageError::NotFound),
+    }
+}
+
+/// The application (by id or uid) and its endpoint, both the session tenant's.
+async fn load(
+    store: &Store,
+    session: &Session,
+    app_id: &str,
+    ep_id: &str,
+) -> Result<(application::Model, endpoint::Model), PageError> {
+    let app = store.get_application(session.tenant, app_id).await?;
+    let ep = store.get_endpoint(session.tenant, &app.id, ep_id).await?;
+    Ok((app, ep))
+}

@@ -1,0 +1,154 @@
+//! What can go wrong on a page, and the page each failure shows. Bad input is always a message
+//! on a page (4xx); only failures of hookd itself answer 500, logged with their cause chain.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+
+use crate::views::{self, MessagePage};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// No valid session: the browser is sent to the login page.
+    #[error("login required")]
+    LoginRequired,
+    #[error("not found")]
+    NotFound,
+    /// The form's CSRF token is missing or is not the session's.
+    #[error("CSRF token mismatch")]
+    Csrf,
+    /// Input the user can fix; the text is shown on the page.
+    #[error("{1}")]
+    BadInput(StatusCode, String),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("cannot render a page: {0}")]
+    Render(#[from] askama::Error),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl PageError {
+    pub fn bad_input(msg: impl Into<String>) -> Self {
+        PageError::BadInput(StatusCode::UNPROCESSABLE_ENTITY, msg.into())
+    }
+}
+
+/// The API's services report failures as `ApiError`; client errors keep their text.
+impl From<api::ApiError> for PageError {
+    fn from(e: api::ApiError) -> Self {
+        match e.status {
+            StatusCode::NOT_FOUND => PageError::NotFound,
+            s if s.is_client_error() => PageError::BadInput(s, e.detail),
+            _ => PageError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl ResponseError for PageError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            PageError::LoginRequired => StatusCode::SEE_OTHER,
+            PageError::NotFound | PageError::Store(store::StoreError::NotFound { .. }) => {
+                StatusCode::NOT_FOUND
+            }
+            PageError::Csrf => StatusCode::FORBIDDEN,
+            PageError::BadInput(status, _) => *status,
+            PageError::Store(store::StoreError::Conflict { .. }) => StatusCode::CONFLICT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let (title, text) = match self {
+            PageError::LoginRequired => {
+                // htmx follows redirects inside XHR; HX-Redirect makes it a full navigation.
+                return HttpResponse::SeeOther()
+                    .insert_header((header::LOCATION, "/login"))
+                    .insert_header(("HX-Redirect", "/login"))
+                    .finish();
+            }
+            PageError::Csrf => (
+                "Request refused",
+                "This form has expired or did not come from this dashboard. Reload the page \
+                 and try again."
+                    .to_owned(),
+            ),
+            PageError::BadInput(_, msg) => ("That did not work", msg.clone()),
+            PageError::Store(store::StoreError::Conflict { field }) => (
+                "That did not work",
+                format!("That {field} is already taken."),
+            ),
+            _ if status == StatusCode::NOT_FOUND => (
+                "Not found",
+                "There is nothing here, or it belongs to another account.".to_owned(),
+            ),
+            other => {
+                tracing::error!(error = %error_chain(other), "dashboard request failed");
+                (
+                    "Something went wrong",
+                    "hookd could not complete this request; the error has been logged. Try \
+                     again in a moment."
+                        .to_owned(),
+                )
+            }
+        };
+        let page = MessagePage {
+            csrf: None,
+            title,
+            text,
+        };
+        views::render(status, &page).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot render the error page");
+            HttpResponse::build(status)
+                .content_type("text/plain; charset=utf-8")
+                .body(title)
+        })
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// A form body that cannot be read (wrong content type, too large, not urlencoded).
+pub fn form_error(err: actix_web::error::UrlencodedError, _: &HttpRequest) -> actix_web::Error {
+    PageError::BadInput(
+        StatusCode::BAD_REQUEST,
+        format!("The form could not be read: {err}."),
+    )
+    .into()
+}
+
+/// Any path the dashboard and the API do not know.
+pub async fn not_found() -> Result<HttpResponse, PageError> {
+    Err(PageError::NotFound)
+}
+
+/// For responses that must not be cached or framed.
+pub fn harden(resp: &mut HttpResponse) {
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+}

@@ -1,0 +1,109 @@
+//! The tenant dashboard: server-rendered pages (askama templates in `/templates`) made quicker
+//! by htmx (`hx-boost`), over the same store and services as the REST API. Everything outside
+//! `/api/v1` is the dashboard's.
+//!
+//! Every page that shows tenant data takes a [`session::Session`], and every store call takes
+//! the session's tenant, so another tenant's ids answer 404.
+
+mod assets;
+mod auth;
+mod endpoints;
+mod error;
+mod limiter;
+mod manage;
+mod messages;
+mod session;
+mod settings;
+mod views;
+
+use actix_web::web;
+
+pub use error::PageError;
+
+/// Registers the dashboard's pages. Needs `web::Data<store::Store>` in the app data.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let form = || web::FormConfig::default().error_handler(error::form_error);
+    cfg.service(web::resource("/static/{file}").route(web::get().to(assets::serve)))
+        .service(
+            web::resource("/signup")
+                .app_data(form())
+                .route(web::get().to(auth::signup_page))
+                .route(web::post().to(auth::signup)),
+        )
+        .service(
+            web::resource("/login")
+                .app_data(form())
+                .route(web::get().to(auth::login_page))
+                .route(web::post().to(auth::login)),
+        )
+        .service(
+            web::resource("/logout")
+                .app_data(form())
+                .route(web::post().to(auth::logout)),
+        )
+        .service(web::resource("/").route(web::get().to(endpoints::overview)))
+        .service(web::resource("/settings").route(web::get().to(settings::show)))
+        .service(
+            web::resource("/settings/keys")
+                .app_data(form())
+                .route(web::post().to(settings::create_key)),
+        )
+        .service(
+            web::resource("/settings/keys/{key_id}/revoke")
+                .app_data(form())
+                .route(web::post().to(settings::revoke_key)),
+        )
+        .service(
+            web::resource("/settings/email")
+                .app_data(form())
+                .route(web::post().to(settings::set_email)),
+        )
+        .service(
+            web::resource("/app")
+                .app_data(form())
+                .route(web::post().to(manage::create_app)),
+        )
+        .service(web::resource("/overview/apps").route(web::get().to(endpoints::apps_fragment)))
+        // Before `/app/{app_id}/endpoint/{endpoint_id}`, which would take "new" as an id.
+        .service(
+            web::resource("/app/{app_id}/endpoint/new")
+                .app_data(form())
+                .route(web::get().to(manage::new_form))
+                .route(web::post().to(manage::create_endpoint)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}")
+                .route(web::get().to(endpoints::detail)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/edit")
+                .app_data(form())
+                .route(web::get().to(manage::edit_form))
+                .route(web::post().to(manage::update_endpoint)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/secret")
+                .route(web::get().to(manage::secret)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/attempts")
+                .route(web::get().to(endpoints::attempts)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/dead")
+                .route(web::get().to(endpoints::dead_letters)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/{action}")
+                .app_data(form())
+                .route(web::post().to(endpoints::act)),
+        )
+        .service(web::resource("/app/{app_id}/msg").route(web::get().to(messages::list)))
+        .service(web::resource("/app/{app_id}/msg/{msg_id}").route(web::get().to(messages::detail)))
+        .service(
+            web::resource("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/{action}")
+                .app_data(form())
+                .route(web::post().to(messages::act)),
+        )
+        .default_service(web::to(error::not_found));
+}

@@ -1,0 +1,542 @@
+//! Creating and changing things: applications (from the overview), endpoints (new and edit
+//! forms), an endpoint's signing secret (reveal, rotate) and test events. Every check the API
+//! makes is made here too, through `api::service` where the API exposes it; the form shows
+//! every problem at once instead of the first.
+
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use api::validate;
+use domain::Timestamp;
+use domain::duration::format_duration;
+use domain::signing::SigningSecret;
+use serde::Deserialize;
+use store::entities::{application, endpoint};
+use store::{NewApplication, NewEndpoint, NewMessage, Store, retry_policy_of};
+
+use crate::auth::see_other;
+use crate::endpoints::notify_new_work;
+use crate::error::PageError;
+use crate::session::{self, Session};
+use crate::views::{self, EndpointFormPage, EndpointFormValues, MessagePage, SecretFragment};
+
+/// How long the previous secret keeps signing after a rotation (as the API's default).
+pub const ROTATION_GRACE: Duration = Duration::from_secs(24 * 3600);
+/// The event type of test events.
+pub const TEST_EVENT_TYPE: &str = "hookd.test";
+
+fn api_config(req: &HttpRequest) -> Result<&api::ApiConfig, PageError> {
+    req.app_data::<web::Data<api::ApiConfig>>()
+        .map(|d| d.get_ref())
+        .ok_or_else(|| PageError::Internal("the dashboard needs web::Data<ApiConfig>".into()))
+}
+
+#[derive(Deserialize)]
+pub struct AppForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// POST `/app`: a new application, named on the overview.
+pub async fn create_app(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<AppForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let name = form.name.trim();
+    if name.is_empty() || name.chars().count() > 256 || name.chars().any(char::is_control) {
+        let extra = crate::endpoints::OverviewExtra {
+            error: Some("Give the application a name of 1 to 256 printable characters.".into()),
+            app_name: form.name.clone(),
+            ..Default::default()
+        };
+        return crate::endpoints::overview_page(
+            &req,
+            session,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            extra,
+        )
+        .await;
+    }
+    let app = session::store_of(&req)?
+        .create_application(
+            session.tenant,
+            NewApplication {
+                name: name.to_owned(),
+                ..NewApplication::default()
+            },
+        )
+        .await?;
+    Ok(see_other(&format!("/?created={}", app.id)))
+}
+
+/// The form's text turned into an endpoint, or every problem with it.
+fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut new = base;
+    new.url = f.url.trim().to_owned();
+    if new.url.is_empty() {
+        errors.push("URL: enter the address hookd should send webhooks to.".to_owned());
+    }
+    new.description = f.description.trim().to_owned();
+    if new.description.chars().count() > 4096 {
+        errors.push("Description: at most 4096 characters.".to_owned());
+    }
+    let list = |text: &str| -> Vec<String> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    // The API's own rules, so a form and an API call accept exactly the same endpoints.
+    let mut check = |label: &str, result: Result<(), api::ApiError>| {
+        if let Err(e) = result {
+            errors.push(format!("{label}: {}.", e.detail.trim_end_matches('.')));
+        }
+    };
+    let types = list(&f.event_types);
+    if types.len() > 1000 {
+        check(
+            "Event types",
+            Err(api::ApiError::field("filterTypes", "at most 1000")),
+        );
+    }
+    // The API's rule for each name; the page names the one that is wrong.
+    for t in types
+        .iter()
+        .filter(|t| validate::ident("filterTypes", t).is_err())
+    {
+        let msg = format!("“{t}” is not valid; use 1 to 256 letters, digits, '-', '_' or '.'");
+        check("Event types", Err(api::ApiError::field("filterTypes", msg)));
+    }
+    new.filter_types = (!types.is_empty()).then_some(types);
+    let channels = list(&f.channels);
+    check("Channels", validate::labels("channels", &channels, 10));
+    new.channels = (!channels.is_empty()).then_some(channels);
+    new.timeout_ms = match f.timeout.trim() {
+        "" => None,
+        t => validate::timeout(t)
+            .map_err(|e| check("Timeout", Err(e)))
+            .ok(),
+    };
+    new.retry_policy = match f.retry_policy.trim() {
+        "" => None,
+        text => serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| api::ApiError::field("retryPolicy", format!("not JSON: {e}")))
+            .and_then(validate::retry_policy)
+            .map_err(|e| check("Retry policy", Err(e)))
+            .ok(),
+    };
+    let mut number = |text: &str, field: &str, max: u32| -> Option<i32> {
+        match text.trim() {
+            "" => None,
+            t => match t.parse::<u32>() {
+                Ok(n) if (1..=max).contains(&n) => Some(n as i32),
+                _ => {
+                    errors.push(format!("{field}: enter a whole number from 1 to {max}."));
+                    None
+                }
+            },
+        }
+    };
+    new.max_concurrency = number(&f.max_concurrency, "Max concurrency", 1000);
+    new.throttle_rate = number(&f.throttle_rate, "Throttle", 65535);
+    if errors.is_empty() {
+        Ok(new)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The form's values for a stored endpoint.
+fn values_of(ep: &endpoint::Model) -> EndpointFormValues {
+    let list = |t: &Option<String>| -> String {
+        t.as_deref()
+            .and_then(|t| serde_json::from_str::<Vec<String>>(t).ok())
+            .map(|v| v.join(", "))
+            .unwrap_or_default()
+    };
+    EndpointFormValues {
+        csrf: String::new(),
+        url: ep.url.clone(),
+        description: ep.description.clone(),
+        event_types: list(&ep.filter_types),
+        channels: list(&ep.channels),
+        timeout: ep
+            .timeout_ms
+            .map(|ms| format_duration(Duration::from_millis(ms.max(0) as u64)))
+            .unwrap_or_default(),
+        max_concurrency: ep
+            .max_concurrency
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+        throttle_rate: ep.throttle_rate.map(|n| n.to_string()).unwrap_or_default(),
+        retry_policy: ep.retry_policy.clone().unwrap_or_default(),
+    }
+}
+
+fn form_page(
+    session: Session,
+    status: StatusCode,
+    app: application::Model,
+    ep_id: Option<String>,
+    form: EndpointFormValues,
+    errors: Vec<String>,
+) -> Result<HttpResponse, PageError> {
+    let page = EndpointFormPage {
+        csrf: Some(session.csrf),
+        app_id: app.id,
+        app_name: app.name,
+        ep_id,
+        form: EndpointFormValues {
+            csrf: String::new(),
+            ..form
+        },
+        errors,
+    };
+    Ok(views::render(status, &page)?)
+}
+
+/// An API error as a line of the form's error list.
+fn api_problem(e: api::ApiError) -> Result<String, PageError> {
+    if e.status.is_client_error() && e.status != StatusCode::NOT_FOUND {
+        let field = match e.loc.as_deref() {
+            Some([_, field, ..]) => match field.as_str() {
+                "url" => "URL: ",
+                "uid" => "uid: ",
+                _ => "",
+            },
+            _ => "",
+        };
+        Ok(format!("{field}{}", e.detail))
+    } else {
+        Err(e.into())
+    }
+}
+
+/// GET `/app/{app}/endpoint/new`.
+pub async fn new_form(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    let app = session::store_of(&req)?
+        .get_application(session.tenant, &path)
+        .await?;
+    form_page(
+        session,
+        StatusCode::OK,
+        app,
+        None,
+        EndpointFormValues::default(),
+        Vec::new(),
+    )
+}
+
+/// POST `/app/{app}/endpoint/new`.
+pub async fn create_endpoint(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<String>,
+    form: web::Form<EndpointFormValues>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let cfg = api_config(&req)?;
+    let app = store.get_application(session.tenant, &path).await?;
+    let form = form.into_inner();
+    let new = match parse_form(&form, NewEndpoint::default()) {
+        Ok(new) => new,
+        Err(mut errors) => {
+            // The URL's own checks too, so one round trip shows everything.
+            if !form.url.trim().is_empty()
+                && let Err(e) = api::service::check_url(cfg, &form.url).await
+            {
+                errors.insert(0, api_problem(e)?);
+            }
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return form_page(session, status, app, None, form, errors);
+        }
+    };
+    let secret = SigningSecret::generate(&mut rand::rng());
+    match api::service::create_endpoint(store, cfg, session.tenant, &app, new, secret).await {
+        Ok(ep) => Ok(see_other(&format!(
+            "/app/{}/endpoint/{}?done=created",
+            app.id, ep.id
+        ))),
+        Err(e) => {
+            let errors = vec![api_problem(e)?];
+            form_page(
+                session,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                app,
+                None,
+                form,
+                errors,
+            )
+        }
+    }
+}
+
+async fn load(
+    store: &Store,
+    session: &Session,
+    app_id: &str,
+    ep_id: &str,
+) -> Result<(application::Model, endpoint::Model), PageError> {
+    let app = store.get_application(session.tenant, app_id).await?;
+    let ep = store.get_endpoint(session.tenant, &app.id, ep_id).await?;
+    Ok((app, ep))
+}
+
+/// GET `/app/{app}/endpoint/{ep}/edit`.
+pub async fn edit_form(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let (app, ep) = load(session::store_of(&req)?, &session, &path.0, &path.1).await?;
+    let values = values_of(&ep);
+    form_page(
+        session,
+        StatusCode::OK,
+        app,
+        Some(ep.id),
+        values,
+        Vec::new(),
+    )
+}
+
+/// POST `/app/{app}/endpoint/{ep}/edit`: the form's fields replace the stored ones; what the
+/// form does not show (uid, headers, metadata, status overrides, disabled) is kept.
+pub async fn update_endpoint(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+    form: web::Form<EndpointFormValues>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let cfg = api_config(&req)?;
+    let (app, ep) = load(store, &session, &path.0, &path.1).await?;
+    let form = form.into_inner();
+    let base = api::service::endpoint_as_new(&ep)?;
+    let ep_id = ep.id.clone();
+    let new = match parse_form(&form, base) {
+        Ok(new) => new,
+        Err(mut errors) => {
+            let url = form.url.trim();
+            if !url.is_empty()
+                && url != ep.url
+                && let Err(e) = api::service::check_url(cfg, url).await
+            {
+                errors.insert(0, api_problem(e)?);
+            }
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return form_page(session, status, app, Some(ep_id), form, errors);
+        }
+    };
+    match api::service::update_endpoint(store, cfg, session.tenant, ep, new).await {
+        Ok(ep) => Ok(see_other(&format!(
+            "/app/{}/endpoint/{}?done=saved",
+            app.id, ep.id
+        ))),
+        Err(e) => {
+            let errors = vec![api_problem(e)?];
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            form_page(session, status, app, Some(ep_id), form, errors)
+        }
+    }
+}
+
+/// GET `/app/{app}/endpoint/{ep}/secret`: the current signing secret, as a fragment for htmx
+/// ("Reveal secret") or as a page without it.
+pub async fn secret(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let (_, ep) = load(store, &session, &path.0, &path.1).await?;
+    let secret = store
+        .active_secrets(session.tenant, &ep.id, Timestamp::now())
+        .await?
+        .into_iter()
+        .next()
+        .ok_or(PageError::NotFound)?
+        .secret;
+    if req.headers().contains_key("HX-Request") {
+        Ok(views::render(StatusCode::OK, &SecretFragment { secret })?)
+    } else {
+        let page = MessagePage {
+            csrf: Some(session.csrf),
+            title: "Signing secret",
+            text: secret,
+        };
+        Ok(views::render(StatusCode::OK, &page)?)
+    }
+}
+
+/// Makes a new secret current; the old one keeps signing for [`ROTATION_GRACE`].
+pub async fn rotate_secret(
+    store: &Store,
+    session: &Session,
+    ep: &endpoint::Model,
+) -> Result<(), PageError> {
+    let secret = SigningSecret::generate(&mut rand::rng()).to_string();
+    store
+        .rotate_secret(session.tenant, &ep.id, &secret, ROTATION_GRACE)
+        .await?;
+    Ok(())
+}
+
+/// Sends a `hookd.test` message the way `POST /api/v1/app/{app}/msg` does (ingest limit,
+/// one delivery per matching endpoint, dispatcher woken), and makes sure this endpoint gets
+/// it even if its event-type or channel filter would skip it. Returns the message id.
+pub async fn send_test_event(
+    req: &HttpRequest,
+    store: &Store,
+    session: &Session,
+    app: &application::Model,
+    ep: &endpoint::Model,
+) -> Result<String, PageError> {
+    if ep.disabled {
+        return Err(PageError::bad_input(
+            "This endpoint is disabled; enable it before sending a test event.",
+        ));
+    }
+    let cfg = api_config(req)?;
+    if let Err(wait) = cfg.ingest_limits.check(store, session.tenant).await {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        return Err(PageError::BadInput(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Your account's message rate limit is reached; try again in {secs} s."),
+        ));
+    }
+    let payload = serde_json::json!({
+        "type": TEST_EVENT_TYPE,
+        "endpointId": ep.id,
+        "sentAt": domain::time::rfc3339::format(Timestamp::now()),
+        "note": "A test event sent from the hookd dashboard.",
+    });
+    let new = NewMessage {
+        event_type: TEST_EVENT_TYPE.to_owned(),
+        event_id: None,
+        payload: payload.to_string().into_bytes(),
+        channels: Vec::new(),
+        tags: Vec::new(),
+        ordering_key: None,
+    };
+    let created = store
+        .create_message(session.tenant, app, new, |ep, now| {
+            retry_policy_of(ep).give_up_at(now)
+        })
+        .await?;
+    if !created.deliveries.iter().any(|d| d.endpoint_id == ep.id) {
+        api::service::resend(store, session.tenant, &created.message, ep).await?;
+    }
+    notify_new_work(req);
+    Ok(created.message.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(f: impl FnOnce(&mut EndpointFormValues)) -> EndpointFormValues {
+        let mut v = EndpointFormValues {
+            url: "https://example.com/hook".into(),
+            ..EndpointFormValues::default()
+        };
+        f(&mut v);
+        v
+    }
+
+    #[test]
+    fn empty_optional_fields_mean_the_defaults() {
+        let new = parse_form(&form(|_| {}), NewEndpoint::default()).expect("valid");
+        assert_eq!(new.url, "https://example.com/hook");
+        assert_eq!(new.filter_types, None);
+        assert_eq!(new.channels, None);
+        assert_eq!(new.timeout_ms, None);
+        assert_eq!(new.max_concurrency, None);
+        assert_eq!(new.throttle_rate, None);
+        assert_eq!(new.retry_policy, None);
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let bad = form(|v| {
+            v.url = " ".into();
+            v.event_types = "a.b, c d".into();
+            v.channels = "eu, x/y".into();
+            v.timeout = "99ms".into();
+            v.max_concurrency = "1001".into();
+            v.throttle_rate = "-1".into();
+            v.retry_policy = "{".into();
+        });
+        let errors = parse_form(&bad, NewEndpoint::default()).expect_err("invalid");
+        assert_eq!(errors.len(), 7, "{errors:#?}");
+    }
+
+    #[test]
+    fn stored_values_fill_the_form_and_parse_back() {
+        let filled = form(|v| {
+            v.event_types = "user.created,invoice.paid".into();
+            v.channels = "eu".into();
+            v.timeout = "2500ms".into();
+            v.max_concurrency = "4".into();
+            v.throttle_rate = "9".into();
+            v.retry_policy = r#"{"delays": ["1s", "1m"], "maxAttempts": 3}"#.into();
+        });
+        let new = parse_form(&filled, NewEndpoint::default()).expect("valid");
+        let ep = endpoint::Model {
+            id: "ep_1".into(),
+            tenant_id: "tnt_1".into(),
+            app_id: "app_1".into(),
+            uid: None,
+            url: new.url.clone(),
+            description: new.description.clone(),
+            version: 1,
+            filter_types: new
+                .filter_types
+                .as_ref()
+                .map(|t| serde_json::to_string(t).unwrap()),
+            channels: new
+                .channels
+                .as_ref()
+                .map(|t| serde_json::to_string(t).unwrap()),
+            headers: "{}".into(),
+            metadata: "{}".into(),
+            disabled: false,
+            disabled_reason: None,
+            disabled_at: None,
+            throttle_rate: new.throttle_rate,
+            max_concurrency: new.max_concurrency,
+            timeout_ms: new.timeout_ms,
+            retry_policy: new.retry_policy.clone(),
+            status_overrides: None,
+            failing_since: None,
+            last_success_at: None,
+            breaker_state: "closed".into(),
+            breaker_until: None,
+            created_at: 0,
+            updated_at: 0,
+        };
+        let shown = values_of(&ep);
+        assert_eq!(shown.event_types, "user.created, invoice.paid");
+        assert_eq!(shown.timeout, "2500ms");
+        let again = parse_form(&shown, NewEndpoint::default()).expect("valid");
+        assert_eq!(again.filter_types, new.filter_types);
+        assert_eq!(again.channels, new.channels);
+        assert_eq!(again.timeout_ms, Some(2500));
+        assert_eq!(again.max_concurrency, Some(4));
+        assert_eq!(again.throttle_rate, Some(9));
+        assert_eq!(again.retry_policy, new.retry_policy);
+    }
+}

@@ -1,0 +1,213 @@
+//! An application's messages: the listing (event-type filter, keyset paging) and a message's
+//! detail with every delivery and attempt, and the actions on one delivery: resend, and replay
+//! everything that failed since this message.
+//!
+//! Each page is a bounded number of queries: the detail page loads the message's deliveries,
+//! its attempts and the application's endpoints in one query each and groups them in memory.
+
+use std::collections::HashMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use domain::Timestamp;
+use serde::Deserialize;
+use store::entities::endpoint;
+use store::{AttemptFilter, ListParams, MessageFilter};
+
+use crate::auth::see_other;
+use crate::endpoints::{job_notice, notify_new_work};
+use crate::error::PageError;
+use crate::session::{self, Session};
+use crate::views::{self, AttemptRow, DeliveryView, MessageDetail, MessageRow, MessagesPage};
+
+const MESSAGES_PER_PAGE: u64 = 50;
+/// Attempts loaded for one message (the store's largest page).
+const ATTEMPTS_PER_MESSAGE: u64 = 250;
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    event_type: String,
+    #[serde(default)]
+    iterator: Option<String>,
+}
+
+/// GET `/app/{app}/msg`: newest first, 50 a page.
+pub async fn list(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<String>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let app = store.get_application(session.tenant, &path).await?;
+    let event_type = query.event_type.trim().to_owned();
+    let filter = MessageFilter {
+        event_types: if event_type.is_empty() {
+            Vec::new()
+        } else {
+            vec![event_type.clone()]
+        },
+        ..Default::default()
+    };
+    let params = ListParams {
+        limit: MESSAGES_PER_PAGE,
+        iterator: query.iterator.clone().filter(|i| !i.is_empty()),
+        ascending: false,
+    };
+    let page = store
+        .list_messages(session.tenant, &app.id, &filter, &params)
+        .await?;
+    let newest = if event_type.is_empty() {
+        format!("/app/{}/msg", app.id)
+    } else {
+        format!(
+            "/app/{}/msg?event_type={}",
+            app.id,
+            views::query_value(&event_type)
+        )
+    };
+    let older = match (&page.iterator, page.done) {
+        (Some(it), false) => Some(format!(
+            "{newest}{}iterator={}",
+            if event_type.is_empty() { '?' } else { '&' },
+            views::query_value(it)
+        )),
+        _ => None,
+    };
+    let view = MessagesPage {
+        csrf: Some(session.csrf),
+        app_id: app.id,
+        app_name: app.name,
+        messages: page
+            .data
+            .iter()
+            .map(|m| MessageRow {
+                id: m.id.clone(),
+                event_type: m.event_type.clone(),
+                event_id: m.event_id.clone(),
+                when: views::show_time(m.created_at),
+            })
+            .collect(),
+        event_type,
+        older,
+        paged: params.iterator.is_some(),
+        newest,
+    };
+    Ok(views::render(StatusCode::OK, &view)?)
+}
+
+/// GET `/app/{app}/msg/{msg}`.
+pub async fn detail(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let t = session.tenant;
+    let app = store.get_application(t, &path.0).await?;
+    let msg = store.get_message(t, &app.id, &path.1).await?;
+    let deliveries = store.deliveries_of_message(t, &msg.id).await?;
+    let attempts = store
+        .list_attempts_by_message(
+            t,
+            &msg.id,
+            &AttemptFilter::default(),
+            &ListParams::first(ATTEMPTS_PER_MESSAGE),
+        )
+        .await?;
+    let endpoints: HashMap<String, endpoint::Model> = store
+        .list_endpoints_of_apps(t, std::slice::from_ref(&app.id))
+        .await?
+        .into_iter()
+        .map(|e| (e.id.clone(), e))
+        .collect();
+
+    // Newest attempt first within each delivery, as listed.
+    let mut by_delivery: HashMap<&str, Vec<AttemptRow>> = HashMap::new();
+    for a in &attempts.data {
+        by_delivery
+            .entry(a.delivery_id.as_str())
+            .or_default()
+            .push(AttemptRow::of(a));
+    }
+    let delivery_views = deliveries
+        .iter()
+        .map(|d| DeliveryView {
+            endpoint_id: d.endpoint_id.clone(),
+            url: endpoints.get(&d.endpoint_id).map(|e| e.url.clone()),
+            state: d.state.clone(),
+            class: views::state_class(&d.state),
+            next_attempt: (d.state == "pending").then(|| views::show_time(d.next_attempt_at)),
+            attempts: by_delivery.remove(d.id.as_str()).unwrap_or_default(),
+        })
+        .collect();
+
+    let notice = match (query.get("done").map(String::as_str), query.get("ep")) {
+        (Some("resent"), Some(ep_id)) => endpoints.get(ep_id).map(|ep| {
+            format!(
+                "Resend queued: this message goes to {} again now, as a manual attempt.",
+                ep.url
+            )
+        }),
+        _ => match (
+            query.get("job"),
+            query.get("ep").and_then(|e| endpoints.get(e)),
+        ) {
+            (Some(job), Some(ep)) => job_notice(store, &session, ep, job, "Replay").await?,
+            _ => None,
+        },
+    };
+
+    let page = MessageDetail {
+        csrf: Some(session.csrf),
+        app_id: app.id,
+        app_name: app.name,
+        id: msg.id,
+        event_type: msg.event_type,
+        event_id: msg.event_id,
+        when: views::show_time(msg.created_at),
+        payload: views::pretty_payload(&msg.payload),
+        notice,
+        deliveries: delivery_views,
+        more_attempts: !attempts.done,
+    };
+    Ok(views::render(StatusCode::OK, &page)?)
+}
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// POST `/app/{app}/msg/{msg}/endpoint/{ep}/{action}`: `resend` (this message, to that
+/// endpoint, now) or `replay` (every failed delivery to that endpoint since this message).
+pub async fn act(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String, String, String)>,
+    form: web::Form<CsrfForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let t = session.tenant;
+    let (app_id, msg_id, ep_id, action) = path.into_inner();
+    if action != "resend" && action != "replay" {
+        return Err(PageError::NotFound);
+    }
+    let app = store.get_application(t, &app_id).await?;
+    let msg = store.get_message(t, &app.id, &msg_id).await?;
+    let ep = store.get_endpoint(t, &app.id, &ep_id).await?;
+    let page = format!("/app/{}/msg/{}", app.id, msg.id);
+    if action == "resend" {
+        api::service::resend(store, t, &msg, &ep).await?;
+        notify_new_work(&req);
+        return Ok(see_other(&format!("{page}?done=resent&ep={}", ep.id)));
+    }
+    let since = Timestamp::from_millis(msg.created_at);
+    let job =
+        api::service::start_endpoint_job(store, t, &ep, "endpoint.recover", since, None).await?;
+    Ok(see_other(&format!("{page}?job={}&ep={}", job.id, ep.id)))
+}

@@ -1,0 +1,179 @@
+//! Sessions and CSRF. The `hookd_session` cookie holds a random token whose hash finds the
+//! session row; the row holds the tenant and the CSRF token that every state-changing request
+//! must carry (form field `csrf`, or the `X-CSRF-Token` header htmx sends).
+//!
+//! Before login there is no session, so the login and sign-up forms are protected by a
+//! double-submitted token: the `hookd_form` cookie (SameSite=Strict) must equal the form field.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::{FromRequest, HttpRequest, HttpResponseBuilder, web};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use domain::Timestamp;
+use domain::ids::{SessionId, TenantId};
+use rand::RngCore;
+use store::Store;
+
+use crate::error::PageError;
+
+pub const SESSION_COOKIE: &str = "hookd_session";
+pub const FORM_COOKIE: &str = "hookd_form";
+pub const CSRF_HEADER: &str = "X-CSRF-Token";
+/// Sessions end a week after login.
+pub const SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The logged-in user's session; extracting it answers "log in first" when there is none.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub id: SessionId,
+    pub tenant: TenantId,
+    pub csrf: String,
+}
+
+impl Session {
+    /// Refuses the request unless it carries this session's CSRF token.
+    pub fn check_csrf(&self, req: &HttpRequest, form_token: &str) -> Result<(), PageError> {
+        let given = req
+            .headers()
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+            .unwrap_or(form_token);
+        if tokens_equal(given, &self.csrf) {
+            Ok(())
+        } else {
+            Err(PageError::Csrf)
+        }
+    }
+}
+
+impl FromRequest for Session {
+    type Error = PageError;
+    type Future = Pin<Box<dyn Future<Output = Result<Session, PageError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { current(&req).await?.ok_or(PageError::LoginRequired) })
+    }
+}
+
+/// The session behind the request's cookie, if it is valid.
+pub async fn current(req: &HttpRequest) -> Result<Option<Session>, PageError> {
+    let Some(token) = cookie(req, SESSION_COOKIE) else {
+        return Ok(None);
+    };
+    let store = store_of(req)?;
+    let Some(row) = store.find_session(&token, Timestamp::now()).await? else {
+        return Ok(None);
+    };
+    let corrupt = |what: &str| PageError::Internal(format!("session {} has a bad {what}", row.id));
+    Ok(Some(Session {
+        id: SessionId::parse(&row.id).map_err(|_| corrupt("id"))?,
+        tenant: TenantId::parse(&row.tenant_id).map_err(|_| corrupt("tenant id"))?,
+        csrf: row.csrf_token,
+    }))
+}
+
+pub fn store_of(req: &HttpRequest) -> Result<&Store, PageError> {
+    req.app_data::<web::Data<Store>>()
+        .map(|d| d.get_ref())
+        .ok_or_else(|| PageError::Internal("the dashboard needs web::Data<Store>".into()))
+}
+
+/// A value of the request's `Cookie` header. Our cookies hold URL-safe base64 only, so no
+/// decoding is needed.
+pub fn cookie(req: &HttpRequest, name: &str) -> Option<String> {
+    req.headers()
+        .get_all(header::COOKIE)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim_matches('"').to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// Adds a `Set-Cookie`. `max_age` zero deletes the cookie. Secure when the request came over
+/// https (directly or per `X-Forwarded-Proto`/`Forwarded`).
+pub fn set_cookie(
+    resp: &mut HttpResponseBuilder,
+    req: &HttpRequest,
+    name: &str,
+    value: &str,
+    max_age: Duration,
+    same_site: &str,
+) {
+    let secure = if req.connection_info().scheme() == "https" {
+        "; Secure"
+    } else {
+        ""
+    };
+    resp.append_header((
+        header::SET_COOKIE,
+        format!(
+            "{name}={value}; Path=/; Max-Age={}; HttpOnly; SameSite={same_site}{secure}",
+            max_age.as_secs()
+        ),
+    ));
+}
+
+/// 256 random bits, URL-safe base64.
+pub fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Compares in time independent of where the strings differ.
+pub fn tokens_equal(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && !a.is_empty()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// The pre-session form token: the browser's `hookd_form` cookie, or a new one.
+pub fn form_token(req: &HttpRequest) -> (String, bool) {
+    match cookie(req, FORM_COOKIE) {
+        Some(t) => (t, false),
+        None => (random_token(), true),
+    }
+}
+
+/// Refuses a login or sign-up post whose form token is not the cookie's.
+pub fn check_form_token(req: &HttpRequest, given: &str) -> Result<(), PageError> {
+    match cookie(req, FORM_COOKIE) {
+        Some(t) if tokens_equal(&t, given) => Ok(()),
+        _ => Err(PageError::Csrf),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    #[test]
+    fn cookies_are_found_by_exact_name() {
+        let req = TestRequest::default()
+            .insert_header((header::COOKIE, "a=1; hookd_session_x=2; hookd_session=abc"))
+            .to_http_request();
+        assert_eq!(cookie(&req, SESSION_COOKIE).as_deref(), Some("abc"));
+        assert_eq!(cookie(&req, FORM_COOKIE), None);
+    }
+
+    #[test]
+    fn tokens_must_match_exactly_and_not_be_empty() {
+        assert!(tokens_equal("abc", "abc"));
+        assert!(!tokens_equal("abc", "abd"));
+        assert!(!tokens_equal("abc", "abcd"));
+        assert!(!tokens_equal("", ""));
+    }
+}

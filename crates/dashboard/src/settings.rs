@@ -1,0 +1,207 @@
+//! `/settings`: the tenant's API keys (create — shown once —, list, revoke) and the address
+//! that gets notifications.
+
+use std::collections::HashMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use domain::email::EmailAddress;
+use domain::ids::ApiKeyId;
+use serde::Deserialize;
+use store::ListParams;
+
+use crate::auth::see_other;
+use crate::error::PageError;
+use crate::session::{self, Session};
+use crate::views::{self, ApiKeyRow, SettingsPage};
+
+/// Keys listed on the page (revoked ones included).
+const KEYS_SHOWN: u64 = 100;
+
+/// What the page shows besides the stored state: a notice, a just-created key, an error and
+/// the email as typed.
+#[derive(Default)]
+struct Extra {
+    notice: Option<String>,
+    new_key: Option<String>,
+    error: Option<String>,
+    email: Option<String>,
+}
+
+async fn page(
+    req: &HttpRequest,
+    session: Session,
+    status: StatusCode,
+    extra: Extra,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(req)?;
+    let tenant = store.get_tenant(session.tenant).await?;
+    let keys = store
+        .list_api_keys(
+            session.tenant,
+            &ListParams {
+                limit: KEYS_SHOWN,
+                iterator: None,
+                ascending: false,
+            },
+        )
+        .await?;
+    let view = SettingsPage {
+        csrf: Some(session.csrf),
+        tenant_name: tenant.name,
+        email: extra.email.unwrap_or(tenant.notification_email),
+        keys: keys
+            .data
+            .into_iter()
+            .map(|k| ApiKeyRow {
+                created: views::show_time(k.created_at),
+                last_used: k.last_used_at.map(views::show_time),
+                revoked: k.revoked_at.map(views::show_time),
+                id: k.id,
+                name: k.name,
+                prefix: k.prefix,
+            })
+            .collect(),
+        more_keys: !keys.done,
+        notice: extra.notice,
+        new_key: extra.new_key,
+        error: extra.error,
+    };
+    Ok(views::render(status, &view)?)
+}
+
+/// GET `/settings`.
+pub async fn show(
+    req: HttpRequest,
+    session: Session,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, PageError> {
+    let notice = match query.get("done").map(String::as_str) {
+        Some("revoked") => {
+            Some("API key revoked: requests made with it are now refused.".to_owned())
+        }
+        Some("email") => Some("Notification email saved.".to_owned()),
+        _ => None,
+    };
+    page(
+        &req,
+        session,
+        StatusCode::OK,
+        Extra {
+            notice,
+            ..Extra::default()
+        },
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+pub struct KeyForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// POST `/settings/keys`: a new key, shown on the answer only (never in a URL or again).
+pub async fn create_key(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<KeyForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let name = form.name.trim();
+    if name.is_empty() || name.chars().count() > 256 || name.chars().any(char::is_control) {
+        return page(
+            &req,
+            session,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Extra {
+                error: Some("Give the key a name of 1 to 256 printable characters.".to_owned()),
+                ..Extra::default()
+            },
+        )
+        .await;
+    }
+    let store = session::store_of(&req)?;
+    let (key, token) = store.create_api_key(session.tenant, name).await?;
+    let mut resp = page(
+        &req,
+        session,
+        StatusCode::OK,
+        Extra {
+            notice: Some(format!("API key “{}” created.", key.name)),
+            new_key: Some(token),
+            ..Extra::default()
+        },
+    )
+    .await?;
+    // The page holds a secret: keep it out of the back/forward cache and htmx's history.
+    resp.headers_mut().insert(
+        actix_web::http::header::HeaderName::from_static("hx-push-url"),
+        actix_web::http::header::HeaderValue::from_static("/settings"),
+    );
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// POST `/settings/keys/{key_id}/revoke`.
+pub async fn revoke_key(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<String>,
+    form: web::Form<CsrfForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let id = ApiKeyId::parse(&path).map_err(|_| PageError::NotFound)?;
+    session::store_of(&req)?
+        .revoke_api_key(session.tenant, id)
+        .await?;
+    Ok(see_other("/settings?done=revoked"))
+}
+
+#[derive(Deserialize)]
+pub struct EmailForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    email: String,
+}
+
+/// POST `/settings/email`: where hookd sends notifications (endpoint disabled, …).
+pub async fn set_email(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<EmailForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    match EmailAddress::parse(&form.email) {
+        Ok(email) => {
+            session::store_of(&req)?
+                .set_notification_email(session.tenant, email.as_str())
+                .await?;
+            Ok(see_other("/settings?done=email"))
+        }
+        Err(_) => {
+            page(
+                &req,
+                session,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Extra {
+                    error: Some(format!(
+                        "“{}” is not an email address; use the form name@example.com.",
+                        form.email.trim()
+                    )),
+                    email: Some(form.email.clone()),
+                    ..Extra::default()
+                },
+            )
+            .await
+        }
+    }
+}

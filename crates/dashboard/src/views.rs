@@ -1,0 +1,592 @@
+//! The pages (askama templates in `/templates`) and the view models they show.
+
+use actix_web::HttpResponse;
+use actix_web::http::StatusCode;
+use askama::Template;
+use domain::Timestamp;
+use domain::time::rfc3339;
+use store::entities::{attempt, endpoint};
+
+use crate::error::harden;
+
+/// A rendered page with the dashboard's security headers.
+pub fn render(status: StatusCode, page: &impl Template) -> Result<HttpResponse, askama::Error> {
+    let body = page.render()?;
+    let mut resp = HttpResponse::build(status)
+        .content_type("text/html; charset=utf-8")
+        .body(body);
+    harden(&mut resp);
+    Ok(resp)
+}
+
+/// `csrf` in every page is the session's token: `Some` shows the logged-in chrome (log-out
+/// button, htmx's CSRF header).
+#[derive(Template)]
+#[template(path = "message.html")]
+pub struct MessagePage {
+    pub csrf: Option<String>,
+    pub title: &'static str,
+    pub text: String,
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+pub struct LoginPage {
+    pub csrf: Option<String>,
+    /// The pre-session form token (double-submitted with the `hookd_form` cookie).
+    pub form_token: String,
+    pub email: String,
+    pub error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "signup.html")]
+pub struct SignupPage {
+    pub csrf: Option<String>,
+    pub form_token: String,
+    pub name: String,
+    pub email: String,
+    pub error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "signup_done.html")]
+pub struct SignupDone {
+    pub csrf: Option<String>,
+    pub tenant_name: String,
+    pub api_key: String,
+    pub base_url: String,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+pub struct Overview {
+    pub csrf: Option<String>,
+    pub tenant_name: String,
+    pub apps: Vec<AppView>,
+    pub more_apps: bool,
+    pub attention: usize,
+    pub base_url: String,
+    pub notice: Option<String>,
+    pub error: Option<String>,
+    /// The new-application field's value (as typed, when refused).
+    pub app_name: String,
+}
+
+pub struct AppView {
+    pub id: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub endpoints: Vec<EndpointRow>,
+    pub more_endpoints: bool,
+}
+
+pub struct EndpointRow {
+    pub id: String,
+    pub app_id: String,
+    pub url: String,
+    pub description: String,
+    pub status: Status,
+}
+
+#[derive(Template)]
+#[template(path = "endpoint.html")]
+pub struct EndpointPage {
+    pub csrf: Option<String>,
+    pub app_id: String,
+    pub app_name: String,
+    pub ep: EndpointView,
+    pub notice: Option<String>,
+    pub attempts: Vec<AttemptRow>,
+    pub more_attempts: bool,
+    /// The recover form's default: 24 hours ago, as `datetime-local` text (UTC).
+    pub since_default: String,
+}
+
+pub struct EndpointView {
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    pub status: Status,
+    pub disabled: bool,
+    pub disabled_reason: Option<String>,
+    pub disabled_at: Option<String>,
+    pub failing_since: Option<String>,
+    pub last_success_at: Option<String>,
+    pub breaker_until: Option<String>,
+}
+
+pub struct AttemptRow {
+    pub when: String,
+    pub msg_id: String,
+    pub number: i32,
+    pub trigger: String,
+    /// The HTTP status, or the kind of network error.
+    pub outcome: String,
+    pub ok: bool,
+    pub classification: String,
+    pub duration_ms: i32,
+    pub detail: String,
+}
+
+#[derive(Template)]
+#[template(path = "messages.html")]
+pub struct MessagesPage {
+    pub csrf: Option<String>,
+    pub app_id: String,
+    pub app_name: String,
+    /// The event-type filter as typed (empty: all).
+    pub event_type: String,
+    pub messages: Vec<MessageRow>,
+    /// The "older" link, when another page follows.
+    pub older: Option<String>,
+    /// Whether this is a later page (offers a link back to the newest).
+    pub paged: bool,
+    /// The first page, with the same filter.
+    pub newest: String,
+}
+
+pub struct MessageRow {
+    pub id: String,
+    pub event_type: String,
+    pub event_id: Option<String>,
+    pub when: String,
+}
+
+#[derive(Template)]
+#[template(path = "message_detail.html")]
+pub struct MessageDetail {
+    pub csrf: Option<String>,
+    pub app_id: String,
+    pub app_name: String,
+    pub id: String,
+    pub event_type: String,
+    pub event_id: Option<String>,
+    pub when: String,
+    /// Pretty-printed JSON (or the raw text when it is not JSON); escaped by the template.
+    pub payload: String,
+    pub notice: Option<String>,
+    pub deliveries: Vec<DeliveryView>,
+    /// Some attempts were left out (more than one query's worth).
+    pub more_attempts: bool,
+}
+
+pub struct DeliveryView {
+    pub endpoint_id: String,
+    /// The endpoint's URL, or `None` when it has been deleted.
+    pub url: Option<String>,
+    pub state: String,
+    /// Badge class for the state.
+    pub class: &'static str,
+    pub next_attempt: Option<String>,
+    pub attempts: Vec<AttemptRow>,
+}
+
+#[derive(Template)]
+#[template(path = "dead_letters.html")]
+pub struct DeadLettersPage {
+    pub csrf: Option<String>,
+    pub app_id: String,
+    pub app_name: String,
+    pub ep_id: String,
+    pub ep_url: String,
+    pub notice: Option<String>,
+    pub rows: Vec<DeadLetterRow>,
+    pub older: Option<String>,
+    pub paged: bool,
+}
+
+pub struct DeadLetterRow {
+    pub msg_id: String,
+    pub event_type: String,
+    pub created: String,
+    pub attempts: i32,
+    pub last_outcome: String,
+    pub last_attempt: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "settings.html")]
+pub struct SettingsPage {
+    pub csrf: Option<String>,
+    pub tenant_name: String,
+    /// The notification email, stored or as typed.
+    pub email: String,
+    pub keys: Vec<ApiKeyRow>,
+    pub more_keys: bool,
+    pub notice: Option<String>,
+    /// A key just created: its only showing.
+    pub new_key: Option<String>,
+    pub error: Option<String>,
+}
+
+pub struct ApiKeyRow {
+    pub id: String,
+    pub name: String,
+    pub prefix: String,
+    pub created: String,
+    pub last_used: Option<String>,
+    pub revoked: Option<String>,
+}
+
+/// The endpoint form (new and edit), with the values as typed and every problem found.
+#[derive(Template)]
+#[template(path = "endpoint_form.html")]
+pub struct EndpointFormPage {
+    pub csrf: Option<String>,
+    pub app_id: String,
+    pub app_name: String,
+    /// `None` for a new endpoint.
+    pub ep_id: Option<String>,
+    pub form: EndpointFormValues,
+    pub errors: Vec<String>,
+}
+
+/// The endpoint form's fields, as text.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct EndpointFormValues {
+    #[serde(default)]
+    pub csrf: String,
+    #[serde(default)]
+    pub url: String,
+    #[serde(default)]
+    pub description: String,
+    /// Comma-separated; empty means every event type.
+    #[serde(default)]
+    pub event_types: String,
+    #[serde(default)]
+    pub channels: String,
+    /// Like `15s`; empty means the default.
+    #[serde(default)]
+    pub timeout: String,
+    #[serde(default)]
+    pub max_concurrency: String,
+    #[serde(default)]
+    pub throttle_rate: String,
+    /// The JSON of the API's `retryPolicy`; empty means the default.
+    #[serde(default)]
+    pub retry_policy: String,
+}
+
+/// The endpoint page's recent attempts, also served alone for polling.
+#[derive(Template)]
+#[template(path = "endpoint_attempts.html")]
+pub struct AttemptsFragment {
+    pub app_id: String,
+    pub ep_id: String,
+    pub attempts: Vec<AttemptRow>,
+    pub more_attempts: bool,
+}
+
+/// The overview's applications, endpoints and badges, served alone for polling.
+#[derive(Template)]
+#[template(path = "overview_apps.html")]
+pub struct OverviewApps {
+    pub apps: Vec<AppView>,
+    pub more_apps: bool,
+    pub attention: usize,
+    pub base_url: String,
+}
+
+/// An endpoint's current signing secret, shown on request.
+#[derive(Template)]
+#[template(path = "secret.html")]
+pub struct SecretFragment {
+    pub secret: String,
+}
+
+/// An endpoint's badge: CSS class and label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub class: &'static str,
+    pub label: &'static str,
+}
+
+impl Status {
+    pub fn of(ep: &endpoint::Model, now: Timestamp) -> Status {
+        let (class, label) = if ep.disabled {
+            ("disabled", "Disabled")
+        } else if ep.breaker_state == "open" && ep.breaker_until.is_none_or(|u| u > now.as_millis())
+        {
+            ("open", "Breaker open")
+        } else if ep.failing_since.is_some() {
+            ("failing", "Failing")
+        } else {
+            ("healthy", "Healthy")
+        };
+        Status { class, label }
+    }
+
+    pub fn needs_attention(&self) -> bool {
+        self.class != "healthy"
+    }
+}
+
+impl EndpointRow {
+    pub fn of(ep: &endpoint::Model, now: Timestamp) -> Self {
+        EndpointRow {
+            id: ep.id.clone(),
+            app_id: ep.app_id.clone(),
+            url: ep.url.clone(),
+            description: ep.description.clone(),
+            status: Status::of(ep, now),
+        }
+    }
+}
+
+impl EndpointView {
+    pub fn of(ep: &endpoint::Model, now: Timestamp) -> Self {
+        EndpointView {
+            id: ep.id.clone(),
+            url: ep.url.clone(),
+            description: ep.description.clone(),
+            status: Status::of(ep, now),
+            disabled: ep.disabled,
+            disabled_reason: ep.disabled_reason.clone().filter(|r| !r.is_empty()),
+            disabled_at: ep.disabled_at.map(show_time),
+            failing_since: ep.failing_since.map(show_time),
+            last_success_at: ep.last_success_at.map(show_time),
+            breaker_until: ep.breaker_until.map(show_time),
+        }
+    }
+}
+
+impl AttemptRow {
+    pub fn of(a: &attempt::Model) -> Self {
+        AttemptRow {
+            when: show_time(a.started_at),
+            msg_id: a.msg_id.clone(),
+            number: a.attempt_number,
+            trigger: a.trigger.clone(),
+            outcome: match (a.status_code, &a.error_kind) {
+                (Some(code), _) => code.to_string(),
+                (None, Some(kind)) => kind.clone(),
+                (None, None) => "—".to_owned(),
+            },
+            ok: a.classification == "success",
+            classification: a.classification.replace('_', " "),
+            duration_ms: a.duration_ms,
+            detail: a
+                .error_detail
+                .clone()
+                .or_else(|| a.response_excerpt.clone())
+                .map(|d| excerpt(&d, 120))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A delivery state's badge class.
+pub fn state_class(state: &str) -> &'static str {
+    match state {
+        "succeeded" => "healthy",
+        "failed" => "failing",
+        "pending" | "sending" => "open",
+        _ => "disabled",
+    }
+}
+
+/// The stored payload for reading: JSON re-indented (keys, their order and numbers exactly as
+/// sent), anything else as text.
+pub fn pretty_payload(bytes: &[u8]) -> String {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut depth = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    let mut chars = text.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n("  ", depth));
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                    chars.next();
+                }
+                if chars.peek().is_some_and(|&n| n == '}' || n == ']') {
+                    out.extend(chars.next());
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_ascii_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Percent-encodes a query-string value.
+pub fn query_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(char::from(b))
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `2024-05-01 12:00:00 UTC`.
+pub fn show_time(ms: i64) -> String {
+    let s = rfc3339::format(Timestamp::from_millis(ms));
+    // "2024-05-01T12:00:00.123Z"
+    format!("{} {} UTC", &s[..10], &s[11..19])
+}
+
+/// The value of a `datetime-local` input for `t` (UTC, minutes).
+pub fn datetime_local(t: Timestamp) -> String {
+    rfc3339::format(t)[..16].to_owned()
+}
+
+/// Reads a `datetime-local` value (`2024-05-01T12:00`, seconds optional) as UTC. Full RFC 3339
+/// text with an offset is accepted too.
+pub fn parse_datetime_local(s: &str) -> Option<Timestamp> {
+    let s = s.trim();
+    let has_offset =
+        s.ends_with('Z') || s.ends_with('z') || s.get(19..).is_some_and(|t| t.contains(['+', '-']));
+    let full = match s.len() {
+        16 => format!("{s}:00Z"),
+        _ if has_offset => s.to_owned(),
+        _ => format!("{s}Z"),
+    };
+    rfc3339::parse(&full).ok()
+}
+
+fn excerpt(s: &str, max_chars: usize) -> String {
+    let mut out: String = s.chars().take(max_chars).collect();
+    if s.chars().nth(max_chars).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint() -> endpoint::Model {
+        endpoint::Model {
+            id: "ep_1".into(),
+            tenant_id: "tnt_1".into(),
+            app_id: "app_1".into(),
+            uid: None,
+            url: "https://example.com/hook".into(),
+            description: String::new(),
+            version: 1,
+            filter_types: None,
+            channels: None,
+            headers: "{}".into(),
+            metadata: "{}".into(),
+            disabled: false,
+            disabled_reason: None,
+            disabled_at: None,
+            throttle_rate: None,
+            max_concurrency: None,
+            timeout_ms: None,
+            retry_policy: None,
+            status_overrides: None,
+            failing_since: None,
+            last_success_at: None,
+            breaker_state: "closed".into(),
+            breaker_until: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn badges_rank_disabled_then_breaker_then_failing() {
+        let now = Timestamp::from_secs(1_000);
+        let mut ep = endpoint();
+        assert_eq!(Status::of(&ep, now).label, "Healthy");
+        ep.failing_since = Some(1);
+        assert_eq!(Status::of(&ep, now).label, "Failing");
+        ep.breaker_state = "open".into();
+        ep.breaker_until = Some(now.as_millis() + 1);
+        assert_eq!(Status::of(&ep, now).label, "Breaker open");
+        // An open breaker whose time is up is only failing until the next try says more.
+        ep.breaker_until = Some(now.as_millis() - 1);
+        assert_eq!(Status::of(&ep, now).label, "Failing");
+        ep.disabled = true;
+        assert_eq!(Status::of(&ep, now).label, "Disabled");
+        assert!(Status::of(&ep, now).needs_attention());
+    }
+
+    #[test]
+    fn datetime_local_round_trips_as_utc() {
+        let t = Timestamp::from_millis(1_614_265_320_000); // 2021-02-25T15:02:00Z
+        assert_eq!(datetime_local(t), "2021-02-25T15:02");
+        assert_eq!(parse_datetime_local("2021-02-25T15:02"), Some(t));
+        assert_eq!(parse_datetime_local(" 2021-02-25T15:02:00 "), Some(t));
+        assert_eq!(parse_datetime_local("2021-02-25T16:02:00+01:00"), Some(t));
+        for bad in [
+            "",
+            "yesterday",
+            "2021-02-25",
+            "2021-02-30T10:00",
+            "2021-02-25T25:00",
+        ] {
+            assert_eq!(parse_datetime_local(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn payloads_are_indented_without_reordering_or_rounding() {
+        let raw = br#"{"z":1,"a":{"b":[1, 2,{}],"e":[]},"s":"x, {y}: \"q\"","n":12345678901234567890123}"#;
+        let pretty = pretty_payload(raw);
+        assert_eq!(
+            pretty,
+            "{\n  \"z\": 1,\n  \"a\": {\n    \"b\": [\n      1,\n      2,\n      {}\n    ],\n    \"e\": []\n  },\n  \"s\": \"x, {y}: \\\"q\\\"\",\n  \"n\": 12345678901234567890123\n}"
+        );
+        let a: serde_json::Value = serde_json::from_slice(raw).unwrap();
+        let b: serde_json::Value = serde_json::from_str(&pretty).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(pretty_payload(b"not json <b>"), "not json <b>");
+        assert_eq!(pretty_payload(b" 42 "), "42");
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(query_value("user.created"), "user.created");
+        assert_eq!(query_value("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+    }
+
+    #[test]
+    fn times_show_in_utc() {
+        assert_eq!(show_time(1_614_265_330_123), "2021-02-25 15:02:10 UTC");
+    }
+}

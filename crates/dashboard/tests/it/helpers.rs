@@ -1,0 +1,301 @@
+//! `spawn_app()`: the real hookd (API + dashboard) in-process on port 0 over a fresh SQLite
+//! file, and `Browser`, a client that keeps cookies, does not follow redirects, and reads the
+//! CSRF token out of pages the way a form would.
+
+use std::collections::BTreeMap;
+
+use hookd::config::{Overrides, Settings};
+use hookd::startup::Application;
+use reqwest::StatusCode;
+use reqwest::header::{self, HeaderMap};
+use serde_json::Value;
+use store::testing::TestDb;
+
+pub const PASSWORD: &str = "correct horse battery staple";
+
+pub struct TestApp {
+    pub base: String,
+    /// The app's database, for setting up what only the dispatcher could (failed attempts).
+    pub db: TestDb,
+}
+
+pub async fn spawn_app() -> TestApp {
+    if std::env::var("TEST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_test_writer()
+            .try_init();
+    }
+    let db = TestDb::sqlite().await;
+    let env: BTreeMap<String, String> = [
+        ("HOOKD_DATABASE_URL", db.url.as_str()),
+        ("HOOKD_BIND", "127.0.0.1:0"),
+        ("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8"),
+        ("HOOKD_ROLES", "api"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let settings = Settings::load_from(None, &env, &Overrides::default()).expect("settings");
+    let app = Application::build(&settings).await.expect("build app");
+    let base = format!("http://127.0.0.1:{}", app.port().expect("api role"));
+    tokio::spawn(app.run_until_stopped());
+    TestApp { base, db }
+}
+
+pub struct Page {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Page {
+    pub fn location(&self) -> &str {
+        self.headers
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// The value of the first `name="csrf"` hidden field.
+    pub fn csrf(&self) -> String {
+        let marker = r#"name="csrf" value=""#;
+        let start = self
+            .body
+            .find(marker)
+            .unwrap_or_else(|| panic!("no csrf field in:\n{}", self.body))
+            + marker.len();
+        let len = self.body[start..].find('"').expect("closing quote");
+        self.body[start..start + len].to_owned()
+    }
+
+    pub fn set_cookies(&self) -> Vec<&str> {
+        self.headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    }
+
+    #[track_caller]
+    pub fn assert(&self, status: u16, contains: &str) {
+        assert_eq!(self.status.as_u16(), status, "body:\n{}", self.body);
+        assert!(
+            self.body.contains(contains),
+            "{contains:?} not in:\n{}",
+            self.body
+        );
+    }
+}
+
+/// One browser: its own cookie jar.
+pub struct Browser {
+    pub base: String,
+    client: reqwest::Client,
+    pub cookies: BTreeMap<String, String>,
+}
+
+impl Browser {
+    pub fn new(app: &TestApp) -> Browser {
+        Browser {
+            base: app.base.clone(),
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("client"),
+            cookies: BTreeMap::new(),
+        }
+    }
+
+    pub async fn get(&mut self, path: &str) -> Page {
+        let req = self.client.get(format!("{}{path}", self.base));
+        self.send(req).await
+    }
+
+    pub async fn get_with(&mut self, path: &str, headers: &[(&str, &str)]) -> Page {
+        let mut req = self.client.get(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req).await
+    }
+
+    pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+        self.post_with(path, form, &[]).await
+    }
+
+    pub async fn post_with(
+        &mut self,
+        path: &str,
+        form: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> Page {
+        let mut req = self.client.post(format!("{}{path}", self.base)).form(form);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req).await
+    }
+
+    pub async fn post_raw(&mut self, path: &str, content_type: &str, body: &str) -> Page {
+        let req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header(header::CONTENT_TYPE, content_type)
+            .body(body.to_owned());
+        self.send(req).await
+    }
+
+    async fn send(&mut self, req: reqwest::RequestBuilder) -> Page {
+        let jar: Vec<String> = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let req = if jar.is_empty() {
+            req
+        } else {
+            req.header(header::COOKIE, jar.join("; "))
+        };
+        let resp = req.send().await.expect("request");
+        let page = Page {
+            status: resp.status(),
+            headers: resp.headers().clone(),
+            body: resp.text().await.expect("body"),
+        };
+        assert_ne!(
+            page.status,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "500:\n{}",
+            page.body
+        );
+        for c in page.set_cookies() {
+            let (pair, attrs) = c.split_once(';').unwrap_or((c, ""));
+            let (name, value) = pair.split_once('=').expect("cookie pair");
+            if value.is_empty() || attrs.contains("Max-Age=0") {
+                self.cookies.remove(name);
+            } else {
+                self.cookies.insert(name.to_owned(), value.to_owned());
+            }
+        }
+        page
+    }
+
+    /// Signs up a new organisation; returns the API key the welcome page shows.
+    pub async fn sign_up(&mut self, name: &str, email: &str) -> String {
+        let form = self.get("/signup").await;
+        form.assert(200, "Create your hookd account");
+        let token = form.csrf();
+        let done = self
+            .post(
+                "/signup",
+                &[
+                    ("csrf", &token),
+                    ("name", name),
+                    ("email", email),
+                    ("password", PASSWORD),
+                ],
+            )
+            .await;
+        done.assert(200, "shown <strong>only this once</strong>");
+        let marker = r#"id="api-key">"#;
+        let start = done.body.find(marker).expect("api key on the page") + marker.len();
+        let len = done.body[start..].find('<').expect("end of key");
+        done.body[start..start + len].to_owned()
+    }
+
+    pub async fn log_in(&mut self, email: &str, password: &str) -> Page {
+        let token = self.get("/login").await.csrf();
+        self.post(
+            "/login",
+            &[("csrf", &token), ("email", email), ("password", password)],
+        )
+        .await
+    }
+}
+
+/// The REST API, as a tenant's code would use it.
+pub async fn api(app: &TestApp, key: &str, path: &str, body: Value) -> Value {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/v1{path}", app.base))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .expect("api request");
+    let status = resp.status();
+    let body: Value = resp.json().await.expect("json");
+    assert!(status.is_success(), "{path}: {status} {body}");
+    body
+}
+
+/// An application with one endpoint, made through the API; returns their ids.
+pub async fn app_with_endpoint(app: &TestApp, key: &str, url: &str) -> (String, String) {
+    let a = api(app, key, "/app", serde_json::json!({"name": "Shop"})).await;
+    let app_id = a["id"].as_str().expect("app id").to_owned();
+    let ep = api(
+        app,
+        key,
+        &format!("/app/{app_id}/endpoint"),
+        serde_json::json!({"url": url}),
+    )
+    .await;
+    (app_id, ep["id"].as_str().expect("endpoint id").to_owned())
+}
+
+/// A message through the API; returns its id.
+pub async fn send_message(
+    app: &TestApp,
+    key: &str,
+    app_id: &str,
+    event_type: &str,
+    payload: Value,
+) -> String {
+    let m = api(
+        app,
+        key,
+        &format!("/app/{app_id}/msg"),
+        serde_json::json!({"eventType": event_type, "payload": payload}),
+    )
+    .await;
+    m["id"].as_str().expect("message id").to_owned()
+}
+
+/// Plays the dispatcher: every due delivery gets one attempt that answered 500 with
+/// `response`, and becomes a dead letter.
+pub async fn fail_due_deliveries(app: &TestApp, response: &str) -> usize {
+    use domain::Timestamp;
+    use std::time::Duration;
+    use store::{AttemptResult, Next, attempt_row};
+    let store = &app.db.store;
+    let now = Timestamp::now().plus(Duration::from_secs(1));
+    let claimed = store
+        .claim_due("test", now, now.plus(Duration::from_secs(60)), 100, None)
+        .await
+        .expect("claim");
+    let results: Vec<AttemptResult> = claimed
+        .iter()
+        .map(|d| AttemptResult {
+            delivery: d.clone(),
+            attempt: attempt_row(
+                d,
+                "http://127.0.0.1:9/hook",
+                now,
+                42,
+                Some(500),
+                Some(response.to_owned()),
+                None,
+                None,
+                "permanent",
+                None,
+            ),
+            next: Next::Failed,
+            disable_endpoint: None,
+        })
+        .collect();
+    store
+        .record_results("test", &results, "http://localhost")
+        .await
+        .expect("record");
+    results.len()
+}

@@ -1,0 +1,358 @@
+//! The dashboard as a browser uses it, over HTTP against the real application.
+
+mod helpers;
+mod manage;
+mod messages;
+mod settings;
+
+use helpers::{Browser, PASSWORD, app_with_endpoint, spawn_app};
+
+#[tokio::test]
+async fn sign_up_see_endpoint_disable_it_and_log_out() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "Ops@Acme.example").await;
+    assert!(key.starts_with("hk_"), "{key}");
+    let session = b
+        .cookies
+        .get("hookd_session")
+        .cloned()
+        .expect("session cookie");
+
+    // Logged in, nothing yet.
+    let home = b.get("/").await;
+    home.assert(200, "No applications yet");
+    assert!(home.body.contains("Acme"));
+
+    // The key shown once works on the API; what it creates shows on the overview.
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let home = b.get("/").await;
+    home.assert(200, "http://127.0.0.1:9/hook");
+    assert!(
+        home.body
+            .contains(r#"<span class="badge healthy">Healthy</span>"#)
+    );
+    assert!(
+        home.body
+            .contains(&format!("/app/{app_id}/endpoint/{ep_id}"))
+    );
+
+    // Disabling without the CSRF token is refused and changes nothing.
+    let ep_page = format!("/app/{app_id}/endpoint/{ep_id}");
+    let refused = b
+        .post(&format!("{ep_page}/disable"), &[("csrf", "forged")])
+        .await;
+    refused.assert(403, "did not come from this dashboard");
+    let refused = b.post(&format!("{ep_page}/disable"), &[]).await;
+    assert_eq!(refused.status, 403);
+    b.get(&ep_page).await.assert(200, "badge healthy");
+
+    // With it (as the page's form sends it), the endpoint is disabled.
+    let page = b.get(&ep_page).await;
+    page.assert(200, ">Disable</button>");
+    let done = b
+        .post(&format!("{ep_page}/disable"), &[("csrf", &page.csrf())])
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.location(), format!("{ep_page}?done=disabled"));
+    let page = b.get(done.location()).await;
+    page.assert(200, "Endpoint disabled");
+    assert!(page.body.contains("disabled from the dashboard"));
+    assert!(page.body.contains(">Enable</button>"));
+    b.get("/").await.assert(200, "badge disabled");
+
+    // htmx sends the token in a header instead.
+    let csrf = page.csrf();
+    let done = b
+        .post_with(
+            &format!("{ep_page}/enable"),
+            &[],
+            &[("X-CSRF-Token", &csrf)],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    b.get(done.location()).await.assert(200, "Endpoint enabled");
+    b.get(&ep_page).await.assert(200, "badge healthy");
+
+    // Log out: the old cookie no longer opens anything.
+    let out = b.post("/logout", &[("csrf", &csrf)]).await;
+    assert_eq!(out.status, 303);
+    assert_eq!(out.location(), "/login");
+    assert!(!b.cookies.contains_key("hookd_session"));
+    b.cookies.insert("hookd_session".into(), session);
+    let after = b.get("/").await;
+    assert_eq!(after.status, 303);
+    assert_eq!(after.location(), "/login");
+
+    // And logging in again works.
+    let back = b.log_in("ops@acme.example", PASSWORD).await;
+    assert_eq!(back.status, 303, "{}", back.body);
+    assert_eq!(back.location(), "/");
+    b.get("/").await.assert(200, "http://127.0.0.1:9/hook");
+}
+
+#[tokio::test]
+async fn another_tenant_never_sees_the_first_tenants_pages() {
+    let app = spawn_app().await;
+    let mut alice = Browser::new(&app);
+    let key = alice.sign_up("Alice Inc", "alice@example.com").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/a").await;
+    let ep_page = format!("/app/{app_id}/endpoint/{ep_id}");
+    alice
+        .get(&ep_page)
+        .await
+        .assert(200, "http://127.0.0.1:9/a");
+
+    let mut mallory = Browser::new(&app);
+    mallory.sign_up("Mallory", "mallory@example.com").await;
+    let home = mallory.get("/").await;
+    home.assert(200, "No applications yet");
+    assert!(!home.body.contains("127.0.0.1:9/a"));
+    let stolen = mallory.get(&ep_page).await;
+    stolen.assert(404, "belongs to another account");
+    assert!(!stolen.body.contains("127.0.0.1:9/a"));
+
+    // Actions with Mallory's own valid token are 404 too, and change nothing.
+    let token = home.csrf();
+    for action in ["disable", "recover"] {
+        let r = mallory
+            .post(
+                &format!("{ep_page}/{action}"),
+                &[("csrf", &token), ("since", "2024-01-01T00:00")],
+            )
+            .await;
+        assert_eq!(r.status, 404, "{action}: {}", r.body);
+    }
+    alice.get(&ep_page).await.assert(200, "badge healthy");
+}
+
+#[tokio::test]
+async fn pages_need_a_session() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    for path in ["/", "/app/app_x/endpoint/ep_x"] {
+        let r = b.get(path).await;
+        assert_eq!(r.status, 303, "{path}");
+        assert_eq!(r.location(), "/login", "{path}");
+    }
+    let r = b.post("/app/a/endpoint/e/disable", &[("csrf", "x")]).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(r.location(), "/login");
+    // A made-up cookie is no session.
+    b.cookies.insert("hookd_session".into(), "made-up".into());
+    assert_eq!(b.get("/").await.status, 303);
+    b.get("/no/such/page").await.assert(404, "Not found");
+}
+
+#[tokio::test]
+async fn login_is_refused_after_five_failures() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.sign_up("Acme", "owner@acme.example").await;
+    let mut other = Browser::new(&app);
+    for _ in 0..5 {
+        other
+            .log_in("owner@acme.example", "wrong password!")
+            .await
+            .assert(401, "do not match an account");
+    }
+    // Even the right password is refused now, with a clear message.
+    other
+        .log_in("owner@acme.example", PASSWORD)
+        .await
+        .assert(429, "Too many failed logins");
+    // An unknown email fails the same way as a wrong password.
+    other
+        .log_in("nobody@acme.example", PASSWORD)
+        .await
+        .assert(401, "do not match an account");
+}
+
+#[tokio::test]
+async fn login_and_signup_forms_need_their_token() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.get("/signup").await;
+    let r = b
+        .post(
+            "/signup",
+            &[
+                ("csrf", "forged"),
+                ("name", "X"),
+                ("email", "x@example.com"),
+                ("password", PASSWORD),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = b
+        .post(
+            "/login",
+            &[("email", "x@example.com"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+}
+
+#[tokio::test]
+async fn bad_sign_up_input_gets_a_message_on_the_page() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.sign_up("Taken", "taken@example.com").await;
+    let mut b = Browser::new(&app);
+    let token = b.get("/signup").await.csrf();
+    let cases = [
+        ("", "a@example.com", PASSWORD, "organisation"),
+        ("Acme", "not-an-email", PASSWORD, "valid email"),
+        ("Acme", "a@example.com", "short", "at least 10 characters"),
+        ("Acme", "TAKEN@example.com", PASSWORD, "already exists"),
+    ];
+    for (name, email, password, message) in cases {
+        let r = b
+            .post(
+                "/signup",
+                &[
+                    ("csrf", &token),
+                    ("name", name),
+                    ("email", email),
+                    ("password", password),
+                ],
+            )
+            .await;
+        r.assert(422, message);
+        // What was typed is kept (escaped), the password is not.
+        assert!(
+            r.body
+                .contains(&format!(r#"value="{}""#, email.to_lowercase()))
+        );
+        assert!(!r.body.contains(password) || password.is_empty());
+    }
+    // Not a form at all.
+    let r = b.post_raw("/signup", "application/json", "{}").await;
+    r.assert(400, "could not be read");
+    // Markup in input comes back escaped.
+    let r = b
+        .post(
+            "/signup",
+            &[
+                ("csrf", &token),
+                ("name", "<script>x</script>"),
+                ("email", "bad"),
+                ("password", PASSWORD),
+            ],
+        )
+        .await;
+    r.assert(422, "&#60;script&#62;x");
+    assert!(!r.body.contains("<script>x"));
+}
+
+#[tokio::test]
+async fn recover_since_a_date_starts_a_job_and_confirms_it() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let ep_page = format!("/app/{app_id}/endpoint/{ep_id}");
+    let page = b.get(&ep_page).await;
+    page.assert(200, "Recover failed messages");
+    let csrf = page.csrf();
+
+    for (since, message) in [
+        ("", "Choose a date and time"),
+        ("yesterday", "Choose a date and time"),
+        ("2999-01-01T00:00", "in the future"),
+    ] {
+        b.post(
+            &format!("{ep_page}/recover"),
+            &[("csrf", &csrf), ("since", since)],
+        )
+        .await
+        .assert(422, message);
+    }
+
+    let r = b
+        .post(
+            &format!("{ep_page}/recover"),
+            &[("csrf", &csrf), ("since", "2024-05-01T12:00")],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(
+        r.location().starts_with(&format!("{ep_page}?job=job_")),
+        "{}",
+        r.location()
+    );
+    let done = b.get(r.location()).await;
+    done.assert(
+        200,
+        "Recovery started for failed messages since 2024-05-01 12:00:00 UTC",
+    );
+
+    // The job is the API's: it lists it as a background task.
+    let tasks = reqwest::Client::new()
+        .get(format!("{}/api/v1/background-task", app.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("tasks")
+        .json::<serde_json::Value>()
+        .await
+        .expect("json");
+    assert_eq!(tasks["data"].as_array().map(Vec::len), Some(1), "{tasks}");
+}
+
+#[tokio::test]
+async fn session_cookie_is_httponly_lax_and_secure_behind_https() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.sign_up("Acme", "ops@acme.example").await;
+
+    let mut plain = Browser::new(&app);
+    let r = plain.log_in("ops@acme.example", PASSWORD).await;
+    let cookie = r
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("hookd_session="))
+        .expect("session cookie")
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    assert!(!cookie.contains("Secure"), "{cookie}");
+
+    let mut proxied = Browser::new(&app);
+    let token = proxied.get("/login").await.csrf();
+    let r = proxied
+        .post_with(
+            "/login",
+            &[
+                ("csrf", &token),
+                ("email", "ops@acme.example"),
+                ("password", PASSWORD),
+            ],
+            &[("X-Forwarded-Proto", "https")],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let cookie = r
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("hookd_session="))
+        .expect("session cookie");
+    assert!(cookie.contains("; Secure"), "{cookie}");
+}
+
+#[tokio::test]
+async fn static_assets_are_served() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let js = b.get("/static/htmx.min.js").await;
+    assert_eq!(js.status, 200);
+    assert!(js.body.starts_with("var htmx="), "{}", &js.body[..40]);
+    let css = b.get("/static/hookd.css").await;
+    assert_eq!(css.status, 200);
+    assert!(css.body.contains(".badge.healthy"));
+    assert_eq!(b.get("/static/../Cargo.toml").await.status, 404);
+    assert_eq!(b.get("/static/nope.js").await.status, 404);
+}

@@ -1,0 +1,281 @@
+//! Messages, message detail with its actions, and dead letters.
+
+use serde_json::json;
+
+use crate::helpers::{Browser, app_with_endpoint, fail_due_deliveries, send_message, spawn_app};
+
+/// How many links to a message's detail page `body` holds.
+fn message_links(body: &str, app_id: &str) -> usize {
+    body.matches(&format!(r#"href="/app/{app_id}/msg/msg_"#))
+        .count()
+}
+
+async fn background_tasks(base: &str, key: &str) -> Vec<serde_json::Value> {
+    let tasks = reqwest::Client::new()
+        .get(format!("{base}/api/v1/background-task"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("tasks")
+        .json::<serde_json::Value>()
+        .await
+        .expect("json");
+    tasks["data"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn message_detail_shows_the_payload_escaped_and_every_attempt() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    // Raw text, so that the keys are not in sorted order.
+    let sent: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/api/v1/app/{app_id}/msg", app.base))
+        .bearer_auth(&key)
+        .header("Content-Type", "application/json")
+        .body(r#"{"eventType": "invoice.paid", "payload": {"zeta":1,"html":"<script>alert(1)</script>"}}"#)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let msg_id = sent["id"].as_str().expect("message id").to_owned();
+    assert_eq!(fail_due_deliveries(&app, "<b>upstream down</b>").await, 1);
+
+    // Found from the overview, the listing and the endpoint page.
+    let home = b.get("/").await;
+    home.assert(200, &format!(r#"href="/app/{app_id}/msg""#));
+    let list = b.get(&format!("/app/{app_id}/msg")).await;
+    list.assert(200, &format!(r#"href="/app/{app_id}/msg/{msg_id}""#));
+    assert!(list.body.contains("invoice.paid"));
+    let ep_page = b.get(&format!("/app/{app_id}/endpoint/{ep_id}")).await;
+    ep_page.assert(200, &format!(r#"href="/app/{app_id}/msg/{msg_id}""#));
+    assert!(
+        ep_page
+            .body
+            .contains(&format!(r#"href="/app/{app_id}/endpoint/{ep_id}/dead""#))
+    );
+
+    let page = b.get(&format!("/app/{app_id}/msg/{msg_id}")).await;
+    // Pretty-printed, in the order sent, and escaped: the markup is text, not a script.
+    page.assert(
+        200,
+        "{\n  &#34;zeta&#34;: 1,\n  &#34;html&#34;: &#34;&#60;script&#62;alert(1)&#60;/script&#62;&#34;\n}",
+    );
+    assert!(!page.body.contains("<script>alert"), "{}", page.body);
+    // The delivery, its state and its attempt with the (escaped) response.
+    assert!(
+        page.body
+            .contains(r#"<span class="badge failing">failed</span>"#)
+    );
+    assert!(
+        page.body
+            .contains(r#"<span class="badge failing">500</span>"#)
+    );
+    assert!(page.body.contains("&#60;b&#62;upstream down&#60;/b&#62;"));
+    assert!(page.body.contains("42 ms"));
+    assert!(page.body.contains("http://127.0.0.1:9/hook"));
+    assert!(page.body.contains(">Resend</button>"));
+    assert!(
+        page.body
+            .contains(">Replay all failed since this message</button>")
+    );
+
+    // An unknown message of one's own application is 404 too.
+    b.get(&format!("/app/{app_id}/msg/msg_nope"))
+        .await
+        .assert(404, "Not found");
+}
+
+#[tokio::test]
+async fn resend_and_replay_need_the_csrf_token_and_confirm_what_they_did() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let msg_id = send_message(&app, &key, &app_id, "a.b", json!({"n": 1})).await;
+    fail_due_deliveries(&app, "nope").await;
+    let detail = format!("/app/{app_id}/msg/{msg_id}");
+    let resend = format!("{detail}/endpoint/{ep_id}/resend");
+    let replay = format!("{detail}/endpoint/{ep_id}/replay");
+
+    // Without the token (or with a forged one): refused, nothing changes.
+    b.post(&resend, &[])
+        .await
+        .assert(403, "did not come from this dashboard");
+    b.post(&replay, &[("csrf", "forged")])
+        .await
+        .assert(403, "did not come from this dashboard");
+    let page = b.get(&detail).await;
+    page.assert(200, r#"<span class="badge failing">failed</span>"#);
+    assert!(background_tasks(&app.base, &key).await.is_empty());
+
+    // Resend: the delivery is due again now, and the page says so.
+    let csrf = page.csrf();
+    let r = b.post(&resend, &[("csrf", &csrf)]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location(), format!("{detail}?done=resent&ep={ep_id}"));
+    let done = b.get(r.location()).await;
+    done.assert(200, "Resend queued");
+    assert!(
+        done.body
+            .contains(r#"<span class="badge open">pending</span>"#),
+        "{}",
+        done.body
+    );
+
+    // Replay: a recovery job from the message's creation.
+    let r = b.post(&replay, &[("csrf", &csrf)]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(
+        r.location().starts_with(&format!("{detail}?job=job_")),
+        "{}",
+        r.location()
+    );
+    b.get(r.location())
+        .await
+        .assert(200, "Replay started: job job_");
+    let tasks = background_tasks(&app.base, &key).await;
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+
+    // An action the page does not offer is 404.
+    let r = b
+        .post(
+            &format!("{detail}/endpoint/{ep_id}/explode"),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(r.status, 404);
+}
+
+#[tokio::test]
+async fn another_tenants_messages_and_dead_letters_are_404() {
+    let app = spawn_app().await;
+    let mut alice = Browser::new(&app);
+    let key = alice.sign_up("Alice Inc", "alice@example.com").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/a").await;
+    let msg_id = send_message(&app, &key, &app_id, "secret.event", json!({"pin": "4711"})).await;
+    fail_due_deliveries(&app, "down").await;
+    let detail = format!("/app/{app_id}/msg/{msg_id}");
+    let dead = format!("/app/{app_id}/endpoint/{ep_id}/dead");
+    alice.get(&detail).await.assert(200, "4711");
+
+    let mut mallory = Browser::new(&app);
+    mallory.sign_up("Mallory", "mallory@example.com").await;
+    let token = mallory.get("/").await.csrf();
+    for path in [format!("/app/{app_id}/msg"), detail.clone(), dead.clone()] {
+        let r = mallory.get(&path).await;
+        r.assert(404, "belongs to another account");
+        assert!(
+            !r.body.contains("4711") && !r.body.contains("secret.event"),
+            "{path}"
+        );
+    }
+    for path in [
+        format!("{detail}/endpoint/{ep_id}/resend"),
+        format!("{detail}/endpoint/{ep_id}/replay"),
+        format!("/app/{app_id}/endpoint/{ep_id}/recover-all"),
+    ] {
+        let r = mallory.post(&path, &[("csrf", &token)]).await;
+        assert_eq!(r.status, 404, "{path}: {}", r.body);
+    }
+    // Nothing happened to Alice's message.
+    alice
+        .get(&detail)
+        .await
+        .assert(200, r#"<span class="badge failing">failed</span>"#);
+    assert!(background_tasks(&app.base, &key).await.is_empty());
+}
+
+#[tokio::test]
+async fn messages_filter_by_event_type_and_page_to_older_ones() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let first = send_message(&app, &key, &app_id, "rare.event", json!({})).await;
+    for i in 0..51 {
+        send_message(&app, &key, &app_id, "common.event", json!({"i": i})).await;
+    }
+
+    let page = b.get(&format!("/app/{app_id}/msg")).await;
+    page.assert(200, "Older");
+    assert_eq!(message_links(&page.body, &app_id), 50);
+    assert!(
+        !page.body.contains(&first),
+        "the oldest is on the next page"
+    );
+    let marker = r#"<a href=""#;
+    let older = page
+        .body
+        .rmatch_indices(marker)
+        .map(|(i, _)| &page.body[i + marker.len()..])
+        .find(|rest| rest.contains("Older"))
+        .and_then(|rest| rest.split('"').next())
+        .expect("older link")
+        .replace("&#38;", "&");
+    assert!(older.contains("iterator=msg_"), "{older}");
+    let next = b.get(&older).await;
+    next.assert(200, &first);
+    assert_eq!(message_links(&next.body, &app_id), 2);
+    assert!(!next.body.contains("Older"));
+    assert!(next.body.contains(">Newest</a>"));
+
+    let rare = b
+        .get(&format!("/app/{app_id}/msg?event_type=rare.event"))
+        .await;
+    rare.assert(200, &first);
+    assert_eq!(message_links(&rare.body, &app_id), 1);
+    assert!(!rare.body.contains("Older"));
+    let none = b
+        .get(&format!("/app/{app_id}/msg?event_type=%3Cb%3E"))
+        .await;
+    none.assert(200, "No messages yet");
+    assert!(none.body.contains("&#60;b&#62;") && !none.body.contains("<b>"));
+}
+
+#[tokio::test]
+async fn dead_letters_list_failed_deliveries_and_recover_all_of_them() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let dead = format!("/app/{app_id}/endpoint/{ep_id}/dead");
+    b.get(&dead).await.assert(200, "No dead letters");
+
+    let failed = send_message(&app, &key, &app_id, "order.failed", json!({})).await;
+    fail_due_deliveries(&app, "down").await;
+    let pending = send_message(&app, &key, &app_id, "order.pending", json!({})).await;
+
+    let page = b.get(&dead).await;
+    page.assert(200, &format!(r#"href="/app/{app_id}/msg/{failed}""#));
+    assert!(
+        !page.body.contains(&pending),
+        "only failed deliveries are dead letters"
+    );
+    assert!(
+        page.body
+            .contains(r#"<span class="badge failing">500</span>"#)
+    );
+
+    let recover = format!("/app/{app_id}/endpoint/{ep_id}/recover-all");
+    b.post(&recover, &[])
+        .await
+        .assert(403, "did not come from this dashboard");
+    assert!(background_tasks(&app.base, &key).await.is_empty());
+
+    let r = b.post(&recover, &[("csrf", &page.csrf())]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(
+        r.location().starts_with(&format!("{dead}?job=job_")),
+        "{}",
+        r.location()
+    );
+    b.get(r.location())
+        .await
+        .assert(200, "Recovery started for all failed messages (job job_");
+    let tasks = background_tasks(&app.base, &key).await;
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+}

@@ -1,0 +1,147 @@
+//! `/settings`: API keys (create, shown once; list; revoke) and the notification email.
+
+use crate::helpers::{Browser, Page, spawn_app};
+
+/// The id in the first revoke form after `name` on the page.
+fn key_id_after(page: &Page, name: &str) -> String {
+    let at = page
+        .body
+        .find(&format!(">{name}</td>"))
+        .unwrap_or_else(|| panic!("{name} not listed:\n{}", page.body));
+    let marker = "/settings/keys/";
+    let start = page.body[at..].find(marker).expect("revoke form") + at + marker.len();
+    let len = page.body[start..].find('/').expect("end of id");
+    page.body[start..start + len].to_owned()
+}
+
+async fn api_status(base: &str, key: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{base}/api/v1/app"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("api request")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn api_keys_are_created_once_listed_and_revoked() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let first = b.sign_up("Acme", "ops@acme.example").await;
+
+    let page = b.get("/settings").await;
+    page.assert(200, ">default</td>");
+    assert!(page.body.contains(&format!("{}…", &first[..8])));
+    assert!(!page.body.contains(&first), "a key is shown only once");
+    assert!(page.body.contains("badge healthy\">Active"));
+
+    // Creating needs the CSRF token.
+    let refused = b
+        .post("/settings/keys", &[("csrf", "forged"), ("name", "ci")])
+        .await;
+    refused.assert(403, "did not come from this dashboard");
+    let blank = b
+        .post("/settings/keys", &[("csrf", &page.csrf()), ("name", "  ")])
+        .await;
+    blank.assert(422, "Give the key a name");
+
+    let made = b
+        .post("/settings/keys", &[("csrf", &page.csrf()), ("name", "ci")])
+        .await;
+    made.assert(200, "Shown <strong>only this once</strong>");
+    let marker = r#"id="new-api-key">"#;
+    let start = made.body.find(marker).expect("new key") + marker.len();
+    let len = made.body[start..].find('<').expect("end of key");
+    let key = made.body[start..start + len].to_owned();
+    assert!(key.starts_with("hk_") && key != first, "{key}");
+    assert_eq!(api_status(&app.base, &key).await, 200);
+
+    // Listed afterwards by name and prefix, never in full.
+    let page = b.get("/settings").await;
+    page.assert(200, ">ci</td>");
+    assert!(page.body.contains(&format!("{}…", &key[..8])));
+    assert!(!page.body.contains(&key));
+    let id = key_id_after(&page, "ci");
+
+    // Another tenant cannot revoke it.
+    let mut other = Browser::new(&app);
+    other.sign_up("Globex", "ops@globex.example").await;
+    let theirs = other.get("/settings").await;
+    let revoke = format!("/settings/keys/{id}/revoke");
+    other
+        .post(&revoke, &[("csrf", &theirs.csrf())])
+        .await
+        .assert(404, "belongs to another account");
+    assert_eq!(api_status(&app.base, &key).await, 200);
+
+    // Revoking needs the token; then the key stops working and shows as revoked.
+    b.post(&revoke, &[("csrf", "forged")])
+        .await
+        .assert(403, "did not come from this dashboard");
+    assert_eq!(api_status(&app.base, &key).await, 200);
+    let done = b.post(&revoke, &[("csrf", &page.csrf())]).await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.location(), "/settings?done=revoked");
+    let page = b.get(done.location()).await;
+    page.assert(200, "API key revoked");
+    assert!(page.body.contains("badge disabled\">Revoked"));
+    assert_eq!(api_status(&app.base, &key).await, 401);
+    assert_eq!(api_status(&app.base, &first).await, 200);
+    // Twice, or a key id that is not one: not found.
+    b.post(&revoke, &[("csrf", &page.csrf())])
+        .await
+        .assert(404, "Not found");
+    b.post("/settings/keys/nonsense/revoke", &[("csrf", &page.csrf())])
+        .await
+        .assert(404, "Not found");
+}
+
+#[tokio::test]
+async fn notification_email_is_validated_and_saved() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.sign_up("Acme", "ops@acme.example").await;
+    let page = b.get("/settings").await;
+    page.assert(200, "Notification email");
+    let csrf = page.csrf();
+
+    b.post(
+        "/settings/email",
+        &[("csrf", "forged"), ("email", "alerts@acme.example")],
+    )
+    .await
+    .assert(403, "did not come from this dashboard");
+
+    let bad = b
+        .post(
+            "/settings/email",
+            &[("csrf", &csrf), ("email", "alerts@acme")],
+        )
+        .await;
+    bad.assert(422, "is not an email address");
+    assert!(
+        bad.body.contains(r#"value="alerts@acme""#),
+        "typed value kept"
+    );
+    assert!(!b.get("/settings").await.body.contains("alerts@acme"));
+
+    let done = b
+        .post(
+            "/settings/email",
+            &[("csrf", &csrf), ("email", " alerts@acme.example ")],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let page = b.get(done.location()).await;
+    page.assert(200, "Notification email saved");
+    assert!(page.body.contains(r#"value="alerts@acme.example""#));
+
+    // Each tenant sees its own.
+    let mut other = Browser::new(&app);
+    other.sign_up("Globex", "ops@globex.example").await;
+    let theirs = other.get("/settings").await;
+    theirs.assert(200, "Globex");
+    assert!(!theirs.body.contains("alerts@acme.example"));
+}

@@ -1,0 +1,249 @@
+//! One attempt: build the signed request, send it, classify the outcome and decide what next.
+
+use std::time::{Duration, Instant};
+
+use domain::Timestamp;
+use domain::classify::{Classification, Outcome, StatusOverrides, classify};
+use domain::delivery::ErrorKind;
+use domain::endpoint_url::{AllowList, EndpointUrl, check_destination};
+use domain::retry::{Decision, next_attempt};
+use domain::retry_after::parse_retry_after;
+use domain::signing::{SigningSecret, signature_header};
+use store::entities::{delivery, message};
+use store::{AttemptResult, DispatchEndpoint, Next, attempt_row, retry_policy_of};
+
+/// How much of a response body is kept with the attempt.
+pub const EXCERPT_BYTES: usize = 1024;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+
+struct Response {
+    status: Option<u16>,
+    retry_after: Option<String>,
+    excerpt: Option<String>,
+    error: Option<(ErrorKind, String)>,
+}
+
+pub async fn attempt(
+    client: &reqwest::Client,
+    allow: &AllowList,
+    ep: &DispatchEndpoint,
+    msg: &message::Model,
+    d: &delivery::Model,
+) -> AttemptResult {
+    let started = Timestamp::now();
+    let clock = Instant::now();
+    let e = &ep.endpoint;
+    let timeout = e
+        .timeout_ms
+        .map(|ms| Duration::from_millis(ms.max(1) as u64))
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let response = match build(client, allow, ep, msg, d, started, timeout) {
+        Ok(req) => execute(req).await,
+        Err(err) => Response {
+            status: None,
+            retry_after: None,
+            excerpt: None,
+            error: Some(err),
+        },
+    };
+    let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
+    let overrides: StatusOverrides = e
+        .status_overrides
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    let outcome = match (response.status, &response.error) {
+        (Some(s), _) => Outcome::Status(s),
+        (None, Some((kind, _))) => Outcome::Error(*kind),
+        (None, None) => Outcome::Error(ErrorKind::Http),
+    };
+    let class = classify(outcome, &overrides);
+    // Retry-After counts on 429 and 503 only (DESIGN.md).
+    let retry_after = match response.status {
+        Some(429 | 503) => response
+            .retry_after
+            .as_deref()
+            .and_then(|v| parse_retry_after(v, Timestamp::now())),
+        _ => None,
+    };
+    let (next, disable) = match class {
+        Classification::Success => (Next::Succeeded, None),
+        Classification::Permanent { disable_endpoint } => (
+            Next::Failed,
+            disable_endpoint.then(|| "the endpoint answered 410 Gone".to_owned()),
+        ),
+        Classification::Retry => {
+            let policy = retry_policy_of(e);
+            let failed = (d.attempt_count + 1 - d.attempts_at_arm).max(1) as u32;
+            let prev = d.last_attempt_at.map(|last| {
+                Timestamp::from_millis(d.next_attempt_at).since(Timestamp::from_millis(last))
+            });
+            let now = Timestamp::now();
+            let decision = next_attempt(
+                &policy,
+                failed,
+                now,
+                Timestamp::from_millis(d.give_up_at),
+                retry_after,
+                prev,
+                &mut rand::rng(),
+            );
+            match decision {
+                Decision::RetryAt { at, .. } => (Next::Retry { at }, None),
+                Decision::GiveUp(_) => (Next::Failed, None),
+            }
+        }
+    };
+    let (error_kind, error_detail) = match response.error {
+        Some((k, detail)) => (Some(k.to_string()), Some(detail)),
+        None => (None, None),
+    };
+    let attempt = attempt_row(
+        d,
+        &e.url,
+        started,
+        duration_ms,
+        response.status,
+        response.excerpt,
+        error_kind,
+        error_detail,
+        class.as_str(),
+        retry_after.map(|r| r.as_millis() as i64),
+    );
+    AttemptResult {
+        delivery: d.clone(),
+        attempt,
+        next,
+        disable_endpoint: disable,
+    }
+}
+
+fn build(
+    client: &reqwest::Client,
+    allow: &AllowList,
+    ep: &DispatchEndpoint,
+    msg: &message::Model,
+    d: &delivery::Model,
+    now: Timestamp,
+    timeout: Duration,
+) -> Result<reqwest::RequestBuilder, (ErrorKind, String)> {
+    let url = EndpointUrl::parse(&ep.endpoint.url, false)
+        .map_err(|e| (ErrorKind::Http, e.to_string()))?;
+    // Names are checked by the resolver at connect time; literals never reach it.
+    if let Some(ip) = url.host_ip() {
+        check_destination(ip, allow).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+    }
+    let secrets: Vec<SigningSecret> = ep
+        .secrets
+        .iter()
+        .filter_map(|s| SigningSecret::parse(s).ok())
+        .collect();
+    let ts = now.as_secs();
+    let mut req = client
+        .post(url.as_str())
+        .timeout(timeout)
+        .header("content-type", "application/json")
+        .header("webhook-id", &msg.id)
+        .header("webhook-timestamp", ts.to_string())
+        .header(
+            "webhook-signature",
+            signature_header(&secrets, &msg.id, ts, &msg.payload),
+        )
+        .header("webhook-attempt", (d.attempt_count + 1).to_string());
+    if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
+        req = req
+            .header("webhook-ordering-key", key)
+            .header("webhook-sequence", seq.to_string());
+    }
+    let custom: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&ep.endpoint.headers).unwrap_or_default();
+    for (k, v) in custom {
+        req = req.header(k, v);
+    }
+    Ok(req.body(msg.payload.clone()))
+}
+
+async fn execute(req: reqwest::RequestBuilder) -> Response {
+    match req.send().await {
+        Ok(mut resp) => {
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let mut body = Vec::new();
+            loop {
+                match resp.chunk().await {
+                    Ok(Some(chunk)) => {
+                        let room = EXCERPT_BYTES - body.len();
+                        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                        if body.len() >= EXCERPT_BYTES {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    // The status arrived; a body cut short does not change the outcome.
+                    Err(_) => break,
+                }
+            }
+            Response {
+                status: Some(status),
+                retry_after,
+                excerpt: Some(String::from_utf8_lossy(&body).into_owned()),
+                error: None,
+            }
+        }
+        Err(e) => Response {
+            status: None,
+            retry_after: None,
+            excerpt: None,
+            error: Some((kind_of(&e), error_text(&e))),
+        },
+    }
+}
+
+fn error_text(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// reqwest reports DNS, refused-by-guard and TLS failures all as connect errors; the cause
+/// chain tells them apart.
+fn kind_of(e: &reqwest::Error) -> ErrorKind {
+    if e.is_timeout() {
+        return ErrorKind::Timeout;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<domain::endpoint_url::ForbiddenDestination>()
+            .is_some()
+        {
+            return ErrorKind::Dns;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return ErrorKind::Timeout;
+        }
+        let text = s.to_string().to_ascii_lowercase();
+        if text.contains("dns error") || text.contains("failed to lookup") {
+            return ErrorKind::Dns;
+        }
+        if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+            return ErrorKind::Tls;
+        }
+        source = s.source();
+    }
+    if e.is_connect() {
+        ErrorKind::Connect
+    } else {
+        ErrorKind::Http
+    }
+}

@@ -1,0 +1,435 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use domain::Timestamp;
+use domain::breaker::{BreakerConfig, BreakerState};
+use domain::endpoint_url::AllowList;
+use store::entities::delivery;
+use store::{AttemptResult, DispatchEndpoint, Next, Store};
+use tokio::sync::{Mutex, Notify, Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::flow::{BreakerChange, Flow, Gate};
+use crate::metrics::Metrics;
+use crate::send;
+
+/// Deliveries created this recently are claimed first (see `Store::claim_due`).
+const FRESH_WINDOW: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Debug)]
+pub struct DispatcherConfig {
+    /// This process's id: the lease owner of what it claims.
+    pub node_id: String,
+    /// Most deliveries claimed per query.
+    pub batch_size: u64,
+    /// Most HTTP requests in flight from this process.
+    pub max_in_flight: usize,
+    /// How often to look for due work when nothing wakes us (other processes' ingests, retries
+    /// coming due).
+    pub poll_interval: Duration,
+    /// How long a claim is held without renewal; a dead process's work returns after this.
+    pub lease: Duration,
+    /// Networks deliveries may reach despite the SSRF guard.
+    pub allow_networks: AllowList,
+    /// When an endpoint's circuit breaker opens, and for how long.
+    pub breaker: BreakerConfig,
+    /// Where hookd is reached, for links in emails (an endpoint disabled on a 410).
+    pub public_url: String,
+}
+
+impl DispatcherConfig {
+    pub fn new(node_id: String, allow_networks: AllowList) -> Self {
+        DispatcherConfig {
+            node_id,
+            batch_size: 256,
+            max_in_flight: 1024,
+            poll_interval: Duration::from_millis(200),
+            lease: Duration::from_secs(30),
+            allow_networks,
+            breaker: BreakerConfig::default(),
+            public_url: "http://127.0.0.1:8080".to_owned(),
+        }
+    }
+}
+
+pub struct Dispatcher {
+    store: Store,
+    cfg: DispatcherConfig,
+    wake: Arc<Notify>,
+    client: reqwest::Client,
+    flow: Arc<Flow>,
+    metrics: Arc<Metrics>,
+}
+
+const RESULT_BATCH: usize = 512;
+
+impl Dispatcher {
+    pub fn new(store: Store, cfg: DispatcherConfig, wake: Arc<Notify>) -> reqwest::Result<Self> {
+        let client = crate::http::build_client(cfg.allow_networks.clone())?;
+        let flow = Arc::new(Flow::new(cfg.breaker));
+        Ok(Dispatcher {
+            store,
+            cfg,
+            wake,
+            client,
+            flow,
+            metrics: Arc::new(Metrics::new()),
+        })
+    }
+
+    /// Counts attempts into `metrics` (shared with whoever serves `/metrics`).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Runs until `stop` turns true: stops claiming, lets in-flight attempts finish and be
+    /// recorded, and gives back any claim it had not started.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let (tx, rx) = mpsc::channel::<Done>(RESULT_BATCH * 4);
+        let writer = tokio::spawn(write_results(
+            self.store.clone(),
+            self.cfg.node_id.clone(),
+            self.cfg.public_url.clone(),
+            rx,
+            self.wake.clone(),
+        ));
+        let in_flight = Arc::new(Semaphore::new(self.cfg.max_in_flight));
+        let stopping = Arc::new(AtomicBool::new(false));
+        // The renewer outlives the claim loop: it stops only once in-flight work is recorded.
+        let (stop_renewing, renewer_stop) = watch::channel(false);
+        let renewer = tokio::spawn(renew_leases(
+            self.store.clone(),
+            self.cfg.clone(),
+            renewer_stop,
+        ));
+        let mut tasks = JoinSet::new();
+        let mut last_reap = Instant::now() - Duration::from_secs(60);
+        let unstarted: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+
+        while !*stop.borrow() {
+            while tasks.try_join_next().is_some() {}
+            if last_reap.elapsed() > self.cfg.lease / 3 {
+                last_reap = Instant::now();
+                match self.store.reap_expired_leases(Timestamp::now()).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(count = n, "returned expired leases to pending"),
+                    Err(e) => tracing::warn!(error = %e, "lease reaper"),
+                }
+            }
+            let room = in_flight
+                .available_permits()
+                .min(self.cfg.batch_size as usize);
+            if room == 0 {
+                // Full: wait until a result is recorded and frees its permit.
+                tokio::select! {
+                    p = in_flight.acquire() => drop(p),
+                    _ = stop.changed() => {}
+                }
+                continue;
+            }
+            let now = Timestamp::now();
+            let lease_until = now.plus(self.cfg.lease);
+            let fresh_since =
+                Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
+            let owner = &self.cfg.node_id;
+            // Half the room for what just became due, the rest oldest first: fair to new
+            // messages without starving a backlog.
+            let claimed = match self
+                .store
+                .claim_due(
+                    owner,
+                    now,
+                    lease_until,
+                    room.div_ceil(2) as u64,
+                    Some(fresh_since),
+                )
+                .await
+            {
+                Ok(mut fresh) => {
+                    let rest = (room - fresh.len()) as u64;
+                    match self
+                        .store
+                        .claim_due(owner, now, lease_until, rest, None)
+                        .await
+                    {
+                        Ok(old) => {
+                            fresh.extend(old);
+                            Ok(fresh)
+                        }
+                        Err(e) => Err((e, fresh)),
+                    }
+                }
+                Err(e) => Err((e, Vec::new())),
+            };
+            let claimed = match claimed {
+                Ok(c) => c,
+                Err((e, partial)) => {
+                    tracing::warn!(error = %e, "claim failed; retrying");
+                    let ids: Vec<String> = partial.into_iter().map(|d| d.id).collect();
+                    let _ = self.store.release_claims(owner, &ids).await;
+                    sleep_or_stop(&mut stop, self.cfg.poll_interval).await;
+                    continue;
+                }
+            };
+            let full = claimed.len() == room;
+            if !claimed.is_empty()
+                && let Err(e) = self
+                    .start(claimed, &in_flight, &tx, &mut tasks, &stopping, &unstarted)
+                    .await
+            {
+                tracing::warn!(error = %e, "loading claimed work failed; its leases will expire");
+            }
+            if !full {
+                tokio::select! {
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(self.cfg.poll_interval) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+        stopping.store(true, Ordering::SeqCst);
+        while tasks.join_next().await.is_some() {}
+        let leftover = std::mem::take(&mut *unstarted.lock().await);
+        match self
+            .store
+            .release_claims(&self.cfg.node_id, &leftover)
+            .await
+        {
+            Ok(n) if n > 0 => tracing::info!(count = n, "released unstarted claims"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not release claims; their leases will expire")
+            }
+        }
+        drop(tx);
+        let _ = writer.await;
+        let _ = stop_renewing.send(true);
+        let _ = renewer.await;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start(
+        &self,
+        claimed: Vec<delivery::Model>,
+        in_flight: &Arc<Semaphore>,
+        tx: &mpsc::Sender<Done>,
+        tasks: &mut JoinSet<()>,
+        stopping: &Arc<AtomicBool>,
+        unstarted: &Arc<Mutex<Vec<String>>>,
+    ) -> Result<(), store::StoreError> {
+        let msg_ids: Vec<String> = claimed.iter().map(|d| d.msg_id.clone()).collect();
+        let messages = self.store.messages_by_ids(&msg_ids).await?;
+        // Read fresh for every batch (two queries), so a rotated secret, a new URL or a disable
+        // applies to the very next batch in every process.
+        let endpoint_ids: Vec<String> = claimed
+            .iter()
+            .map(|d| d.endpoint_id.clone())
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .collect();
+        let endpoints: HashMap<String, Arc<DispatchEndpoint>> = self
+            .store
+            .dispatch_endpoints(&endpoint_ids, Timestamp::now())
+            .await?
+            .into_iter()
+            .map(|(id, ep)| (id, Arc::new(ep)))
+            .collect();
+        let now = Timestamp::now();
+        let mut deferrals = Vec::new();
+        let mut changes = Vec::new();
+        let mut queued: HashMap<String, usize> = HashMap::new();
+        let mut admitted = Vec::new();
+        for d in claimed {
+            let Some(ep) = endpoints.get(&d.endpoint_id) else {
+                admitted.push(d);
+                continue;
+            };
+            let q = queued.entry(d.endpoint_id.clone()).or_default();
+            let (gate, change) = self.flow.admit(&ep.endpoint, now, q);
+            changes.extend(change);
+            match gate {
+                Gate::Send => admitted.push(d),
+                Gate::Defer(until) => deferrals.push((d.id, until)),
+            }
+        }
+        if let Err(e) = self.store.defer_claims(&self.cfg.node_id, &deferrals).await {
+            tracing::warn!(error = %e, "could not defer claims; their leases will expire");
+        }
+        for change in changes {
+            persist_breaker(&self.store, change).await;
+        }
+        for d in admitted {
+            let (Some(msg), Some(ep)) = (
+                messages.get(&d.msg_id).cloned(),
+                endpoints.get(&d.endpoint_id).cloned(),
+            ) else {
+                // The message or endpoint was deleted after the claim: nothing to send.
+                unstarted.lock().await.push(d.id.clone());
+                continue;
+            };
+            let permit = match in_flight.clone().acquire_owned().await {
+                Ok(p) => p,
+                Err(_) => break,
+            };
+            let client = self.client.clone();
+            let allow = self.cfg.allow_networks.clone();
+            let tx = tx.clone();
+            let stopping = stopping.clone();
+            let unstarted = unstarted.clone();
+            let flow = self.flow.clone();
+            let store = self.store.clone();
+            let metrics = self.metrics.clone();
+            tasks.spawn(async move {
+                if stopping.load(Ordering::SeqCst) {
+                    flow.abandoned(&d.endpoint_id);
+                    unstarted.lock().await.push(d.id.clone());
+                    return;
+                }
+                let result = send::attempt(&client, &allow, &ep, &msg, &d).await;
+                let success = result.attempt.classification == "success";
+                let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
+                record_metrics(&metrics, &result, &msg, took);
+                if let Some(change) = flow.finished(&d.endpoint_id, success, took, Timestamp::now())
+                {
+                    persist_breaker(&store, change).await;
+                }
+                // The permit travels with the result: a claim counts as in flight until its
+                // result is committed, which bounds what a crash can leave to be re-sent.
+                let _ = tx
+                    .send(Done {
+                        result,
+                        _permit: permit,
+                    })
+                    .await;
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Counts a finished attempt; a delivery's first success also records its time to deliver.
+fn record_metrics(
+    metrics: &Metrics,
+    result: &AttemptResult,
+    msg: &store::entities::message::Model,
+    took: Duration,
+) {
+    let status = result
+        .attempt
+        .status_code
+        .and_then(|s| u16::try_from(s).ok());
+    metrics.attempt(&result.next, status, took);
+    if matches!(result.next, Next::Succeeded) && is_first_success(&result.delivery) {
+        let since = Timestamp::now().since(Timestamp::from_millis(msg.created_at));
+        metrics.delivered(since);
+    }
+}
+
+/// Success is terminal, so a delivery armed by the schedule has never succeeded. A manual
+/// re-arm (resend, recover, replay) may follow an earlier success: its last status says so.
+fn is_first_success(d: &delivery::Model) -> bool {
+    d.next_trigger != domain::delivery::AttemptTrigger::Manual.as_str()
+        || !d.last_status.is_some_and(|s| (200..300).contains(&s))
+}
+
+/// Shows a breaker's new state in the endpoint, and when it opens moves the endpoint's due
+/// backlog past the open period in one statement.
+async fn persist_breaker(store: &Store, change: BreakerChange) {
+    let until = match change.state {
+        BreakerState::Open { until } => Some(until),
+        _ => None,
+    };
+    if let Err(e) = store
+        .set_breaker_state(&change.endpoint_id, change.state.as_str(), until)
+        .await
+    {
+        tracing::warn!(error = %e, endpoint_id = %change.endpoint_id, "could not record breaker state");
+    }
+    if let Some(until) = until {
+        tracing::info!(endpoint_id = %change.endpoint_id, "circuit breaker opened");
+        if let Err(e) = store
+            .defer_endpoint_backlog(&change.endpoint_id, until)
+            .await
+        {
+            tracing::warn!(error = %e, "could not defer an open endpoint's backlog");
+        }
+    }
+}
+
+async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = stop.changed() => {}
+    }
+}
+
+/// A finished attempt and the in-flight permit it holds until recorded.
+struct Done {
+    result: AttemptResult,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Commits results in batches: whatever has arrived, up to `RESULT_BATCH`, per transaction.
+async fn write_results(
+    store: Store,
+    owner: String,
+    public_url: String,
+    mut rx: mpsc::Receiver<Done>,
+    wake: Arc<Notify>,
+) {
+    let mut done = Vec::with_capacity(RESULT_BATCH);
+    while rx.recv_many(&mut done, RESULT_BATCH).await > 0 {
+        let batch: Vec<AttemptResult> = done.iter().map(|d| d.result.clone()).collect();
+        let mut delay = Duration::from_millis(50);
+        for attempt in 1.. {
+            match store.record_results(&owner, &batch, &public_url).await {
+                Ok(lost) => {
+                    if !lost.is_empty() {
+                        tracing::warn!(
+                            count = lost.len(),
+                            "results arrived after the lease was lost; state left to the new owner"
+                        );
+                    }
+                    break;
+                }
+                Err(e) if attempt < 10 => {
+                    tracing::warn!(error = %e, attempt, "writing results failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => {
+                    // The leases will expire and the deliveries be sent again: at least once.
+                    tracing::error!(error = %e, count = batch.len(), "giving up writing results");
+                    break;
+                }
+            }
+        }
+        // A success may have made the next message of an ordered key due; a quick retry may be due.
+        if batch
+            .iter()
+            .any(|r| r.delivery.seq.is_some() || matches!(r.next, Next::Retry { .. }))
+        {
+            wake.notify_one();
+        }
+        // Dropping the permits frees room for new claims.
+        done.clear();
+    }
+}
+
+/// Keeps this node's claims alive while their attempts run.
+async fn renew_leases(store: Store, cfg: DispatcherConfig, mut stop: watch::Receiver<bool>) {
+    let every = cfg.lease / 3;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+        let until = Timestamp::now().plus(cfg.lease);
+        if let Err(e) = store.renew_leases(&cfg.node_id, until).await {
+            tracing::warn!(error = %e, "lease renewal failed");
+        }
+    }
+}

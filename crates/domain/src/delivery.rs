@@ -1,0 +1,100 @@
+//! The life-cycle states of a delivery (one message to one endpoint) and of an attempt.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a delivery stands. `Failed` is the dead-letter state; `Skipped` is a dead ordered head
+/// the tenant chose to skip so that its key can flow again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    Pending,
+    Sending,
+    Succeeded,
+    Failed,
+    Skipped,
+}
+
+/// What set an attempt off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptTrigger {
+    Scheduled,
+    Manual,
+}
+
+/// Why an attempt produced no HTTP status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    Timeout,
+    Connect,
+    Dns,
+    Tls,
+    Http,
+}
+
+macro_rules! text_enum {
+    ($ty:ty { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl $ty {
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),+ }
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl FromStr for $ty {
+            type Err = UnknownVariant;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok(Self::$variant),)+
+                    _ => Err(UnknownVariant { kind: stringify!($ty), value: s.to_owned() }),
+                }
+            }
+        }
+    };
+}
+
+text_enum!(DeliveryState { Pending => "pending", Sending => "sending", Succeeded => "succeeded", Failed => "failed", Skipped => "skipped" });
+text_enum!(AttemptTrigger { Scheduled => "scheduled", Manual => "manual" });
+text_enum!(ErrorKind { Timeout => "timeout", Connect => "connect", Dns => "dns", Tls => "tls", Http => "http" });
+
+impl DeliveryState {
+    /// No more attempts will be made unless a person asks for one.
+    pub const fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Skipped)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {value:?}")]
+pub struct UnknownVariant {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_text() {
+        for s in [
+            DeliveryState::Pending,
+            DeliveryState::Sending,
+            DeliveryState::Succeeded,
+            DeliveryState::Failed,
+            DeliveryState::Skipped,
+        ] {
+            assert_eq!(s.as_str().parse::<DeliveryState>(), Ok(s));
+        }
+        assert!("dead".parse::<DeliveryState>().is_err());
+        assert!(DeliveryState::Failed.is_final());
+        assert!(!DeliveryState::Sending.is_final());
+    }
+}

@@ -1,0 +1,255 @@
+//! Typed, prefixed, sortable ids: `tnt_01JD…`, `app_01JD…`, `msg_01JD…`.
+//!
+//! The body is a ULID-style 128-bit value (48-bit millisecond time, 80 random bits) written as
+//! 26 Crockford base32 characters, so ids sort by creation time as plain strings: listings page
+//! newest-first on the primary key alone. Within one process ids are strictly increasing, even
+//! within one millisecond. One macro makes every type; parsing checks the prefix.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use rand::RngCore;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::time::Timestamp;
+
+const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+const BODY_LEN: usize = 26;
+const RANDOM_BITS: u32 = 80;
+const RANDOM_MASK: u128 = (1u128 << RANDOM_BITS) - 1;
+
+/// Why an id string was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("expected an id starting with {expected:?}")]
+    WrongPrefix { expected: &'static str },
+    #[error("malformed id: expected {expected:?} followed by 26 base32 characters")]
+    Malformed { expected: &'static str },
+}
+
+/// Encodes 128 bits as 26 Crockford base32 characters (the top two bits of the first are zero).
+fn encode(value: u128) -> [u8; BODY_LEN] {
+    let mut out = [0u8; BODY_LEN];
+    for (i, slot) in out.iter_mut().enumerate() {
+        let shift = 5 * (BODY_LEN - 1 - i);
+        *slot = ALPHABET[((value >> shift) & 0x1f) as usize];
+    }
+    out
+}
+
+fn decode(body: &str) -> Option<u128> {
+    if body.len() != BODY_LEN {
+        return None;
+    }
+    let mut value: u128 = 0;
+    for (i, c) in body.bytes().enumerate() {
+        let digit = ALPHABET.iter().position(|&a| a == c.to_ascii_uppercase())? as u128;
+        // The first character carries only 3 bits (26 * 5 = 130 > 128).
+        if i == 0 && digit > 7 {
+            return None;
+        }
+        value = (value << 5) | digit;
+    }
+    Some(value)
+}
+
+static LAST: Mutex<u128> = Mutex::new(0);
+
+/// A new id value for time `now`: strictly greater than every value this process made before.
+fn next_value(now: Timestamp, rng: &mut impl RngCore) -> u128 {
+    let ms = (now.as_millis().max(0) as u128) & ((1u128 << 48) - 1);
+    let mut random = [0u8; 16];
+    rng.fill_bytes(&mut random);
+    let fresh = (ms << RANDOM_BITS) | (u128::from_be_bytes(random) & RANDOM_MASK);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let value = if fresh > *last { fresh } else { *last + 1 };
+    *last = value;
+    value
+}
+
+/// The millisecond timestamp an id was minted at.
+fn value_time(value: u128) -> Timestamp {
+    Timestamp::from_millis((value >> RANDOM_BITS) as i64)
+}
+
+macro_rules! define_id {
+    ($(#[$meta:meta])* $name:ident, $prefix:literal) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(u128);
+
+        impl $name {
+            pub const PREFIX: &'static str = concat!($prefix, "_");
+
+            /// A new id stamped with the current system time.
+            pub fn new() -> Self {
+                Self::new_at(Timestamp::now(), &mut rand::rng())
+            }
+
+            /// A new id stamped with `now`, its random part drawn from `rng`.
+            pub fn new_at(now: Timestamp, rng: &mut impl RngCore) -> Self {
+                $name(next_value(now, rng))
+            }
+
+            /// When this id was created (millisecond precision).
+            pub fn created_at(&self) -> Timestamp {
+                value_time(self.0)
+            }
+
+            /// The smallest id that could have been minted at `t`: the bound for "after t"
+            /// keyset queries on id-ordered tables.
+            pub fn lower_bound(t: Timestamp) -> Self {
+                $name(((t.as_millis().max(0) as u128) & ((1u128 << 48) - 1)) << RANDOM_BITS)
+            }
+
+            pub fn parse(s: &str) -> Result<Self, IdError> {
+                let body = s
+                    .strip_prefix(Self::PREFIX)
+                    .ok_or(IdError::WrongPrefix { expected: Self::PREFIX })?;
+                decode(body)
+                    .map($name)
+                    .ok_or(IdError::Malformed { expected: Self::PREFIX })
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(Self::PREFIX)?;
+                // The alphabet is ASCII, so this is always valid UTF-8.
+                f.write_str(std::str::from_utf8(&encode(self.0)).map_err(|_| fmt::Error)?)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self, f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::parse(s)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                Self::parse(&s).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+define_id!(/** A tenant: one customer of hookd. */ TenantId, "tnt");
+define_id!(/** A dashboard user. */ UserId, "usr");
+define_id!(/** A dashboard login session. */ SessionId, "sess");
+define_id!(/** An API key (its secret part is never stored). */ ApiKeyId, "key");
+define_id!(/** A Svix "application": one of the tenant's consumers. */ ApplicationId, "app");
+define_id!(/** An event type. */ EventTypeId, "evtype");
+define_id!(/** An endpoint URL of an application. */ EndpointId, "ep");
+define_id!(/** A signing secret of an endpoint. */ SecretId, "whsk");
+define_id!(/** A message (an event as submitted). */ MessageId, "msg");
+define_id!(/** A delivery: one message to one endpoint. */ DeliveryId, "dlv");
+define_id!(/** One HTTP try of a delivery. */ AttemptId, "atmpt");
+define_id!(/** A queued email. */ EmailId, "eml");
+define_id!(/** An operational event (endpoint disabled, …). */ OperationalEventId, "oev");
+define_id!(/** A running hookd process. */ NodeId, "node");
+define_id!(/** A durable background job (bulk recover or replay). */ JobId, "job");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn display_has_prefix_and_26_chars() {
+        let id = MessageId::new();
+        let s = id.to_string();
+        assert!(s.starts_with("msg_"), "{s}");
+        assert_eq!(s.len(), 4 + 26);
+        assert_eq!(MessageId::parse(&s), Ok(id));
+    }
+
+    #[test]
+    fn parse_checks_the_prefix() {
+        let app = ApplicationId::new().to_string();
+        assert_eq!(
+            EndpointId::parse(&app),
+            Err(IdError::WrongPrefix { expected: "ep_" })
+        );
+        assert_eq!(
+            EndpointId::parse("ep_tooshort"),
+            Err(IdError::Malformed { expected: "ep_" })
+        );
+        // 'U' is not in Crockford's alphabet; '8' as the first char would overflow 128 bits.
+        assert!(EndpointId::parse("ep_0000000000000000000000000U").is_err());
+        assert!(EndpointId::parse("ep_80000000000000000000000000").is_err());
+        assert!(EndpointId::parse("").is_err());
+    }
+
+    #[test]
+    fn ids_sort_by_creation_time_even_within_one_millisecond() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let t = Timestamp::from_millis(1_700_000_000_000);
+        let ids: Vec<String> = (0..1000)
+            .map(|_| MessageId::new_at(t, &mut rng).to_string())
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        let later = MessageId::new_at(t.plus(std::time::Duration::from_millis(1)), &mut rng);
+        assert!(later.to_string() > ids[999]);
+    }
+
+    #[test]
+    fn created_at_and_lower_bound_agree() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let t = Timestamp::from_millis(1_750_000_000_123);
+        let id = AttemptId::new_at(t, &mut rng);
+        assert_eq!(id.created_at(), t);
+        assert!(AttemptId::lower_bound(t) <= id);
+        assert!(AttemptId::lower_bound(t.plus(std::time::Duration::from_millis(1))) > id);
+    }
+
+    #[test]
+    fn serde_uses_the_string_form() {
+        let id = TenantId::new();
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, format!("\"{id}\""));
+        assert_eq!(serde_json::from_str::<TenantId>(&json).unwrap(), id);
+        assert!(serde_json::from_str::<ApplicationId>(&json).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn any_value_round_trips(hi in any::<u64>(), lo in any::<u64>()) {
+            let id = EndpointId(((hi as u128) << 64) | lo as u128);
+            prop_assert_eq!(EndpointId::parse(&id.to_string()), Ok(id));
+        }
+
+        #[test]
+        fn lowercase_is_accepted(hi in any::<u64>(), lo in any::<u64>()) {
+            let id = MessageId(((hi as u128) << 64) | lo as u128);
+            let s = id.to_string();
+            let lower = format!("msg_{}", s[4..].to_ascii_lowercase());
+            prop_assert_eq!(MessageId::parse(&lower), Ok(id));
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! hookd's pure rules: typed ids, time, retry policy, status classification, Retry-After,
+//! Standard Webhooks signing, endpoint health, circuit breaker and ordering.
+//!
+//! Nothing here does I/O. Randomness and time are passed in so every rule is exactly testable.
+
+pub mod breaker;
+pub mod classify;
+pub mod delivery;
+pub mod duration;
+pub mod email;
+pub mod endpoint_url;
+pub mod health;
+pub mod ids;
+pub mod notify;
+pub mod ordering;
+pub mod retry;
+pub mod retry_after;
+pub mod routing;
+pub mod signing;
+pub mod time;
+
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};

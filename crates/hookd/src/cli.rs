@@ -1,0 +1,390 @@
+//! The command line: `serve`, `migrate`, `tenant create`, `config`.
+
+use std::error::Error;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use domain::email::EmailAddress;
+use domain::ids::TenantId;
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use crate::config::{Overrides, Settings};
+use crate::startup::{Application, open_store};
+
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hookd",
+    version,
+    about = "Webhook delivery platform: signed, retried, ordered, observable."
+)]
+pub struct Cli {
+    /// A TOML file of settings (see the README's configuration table).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args, Default, Clone)]
+pub struct DbArgs {
+    /// Overrides HOOKD_DATABASE_URL and the config file.
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (API on HOOKD_BIND; SQLite database created on first start).
+    Serve {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Overrides HOOKD_BIND, e.g. 0.0.0.0:8080.
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+        /// Overrides HOOKD_ROLES: any of api, dispatcher, scheduler (comma-separated).
+        #[arg(long, value_name = "ROLES")]
+        roles: Option<String>,
+    },
+    /// Create or upgrade the database schema, then exit. Safe to run repeatedly.
+    Migrate {
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Manage tenants.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+    /// Print the effective settings (secrets redacted) and exit.
+    Config,
+    /// Run a webhook receiver that verifies, dedups, checks order and injects failures.
+    Sink(SinkArgs),
+    /// Benchmark: the sink and hookd in-process on a fresh database, an exact delivery ledger.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Database to run hookd on (default: a fresh SQLite file in a temporary directory).
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Messages to submit.
+    #[arg(long, default_value_t = 20_000)]
+    pub messages: u64,
+    /// Endpoints (all at the sink) each message fans out to.
+    #[arg(long, default_value_t = 1)]
+    pub endpoints: u32,
+    /// Size of each message's JSON payload.
+    #[arg(long, default_value_t = 100)]
+    pub payload_bytes: usize,
+    /// Ingest requests in flight at once (closed loop).
+    #[arg(long, default_value_t = 32, conflicts_with = "rate")]
+    pub concurrency: usize,
+    /// Messages per second at fixed intervals (open loop) instead of a concurrency.
+    #[arg(long, value_name = "MSGS_PER_SEC")]
+    pub rate: Option<f64>,
+    /// Share of deliveries the sink fails with a 500 (0 to below 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_rate: f64,
+    /// Seconds to wait for the last acknowledgements.
+    #[arg(long, default_value_t = 120)]
+    pub drain_timeout: u64,
+    /// Seconds of the sink-alone loopback flood (0: skip).
+    #[arg(long, default_value_t = 3)]
+    pub loopback_secs: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SinkArgs {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:9000", value_name = "ADDR")]
+    pub bind: std::net::SocketAddr,
+    /// A signing secret (whsec_…) to verify with; repeat for several. None: no verification.
+    #[arg(long = "secret", value_name = "SECRET")]
+    pub secrets: Vec<String>,
+    /// Share of requests to fail (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_rate: f64,
+    /// Status code of injected failures.
+    #[arg(long, default_value_t = 500)]
+    pub fail_status: u16,
+    /// Delay before every answer.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Share of requests never answered.
+    #[arg(long, default_value_t = 0.0)]
+    pub timeout_rate: f64,
+    /// Retry-After value sent with injected failures (seconds or an HTTP date).
+    #[arg(long, value_name = "SECS")]
+    pub retry_after: Option<String>,
+    /// Write the JSON report here every second and on exit.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant and print its id and a new API key (shown once; only a hash is kept).
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Where hookd sends notifications (e.g. an endpoint was disabled).
+        #[arg(long)]
+        email: String,
+        /// Print {"tenant_id": …, "api_key": …} instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+pub fn run(cli: Cli) -> Result<(), BoxError> {
+    if let Command::Sink(args) = cli.command {
+        return runtime()?.block_on(run_sink(args));
+    }
+    if let Command::Bench(args) = cli.command {
+        return runtime()?.block_on(run_bench(args));
+    }
+    let overrides = match &cli.command {
+        Command::Serve { db, bind, roles } => Overrides {
+            database_url: db.database_url.clone(),
+            bind: bind.clone(),
+            roles: roles.clone(),
+        },
+        Command::Migrate { db }
+        | Command::Tenant {
+            command: TenantCommand::Create { db, .. },
+        } => Overrides {
+            database_url: db.database_url.clone(),
+            ..Overrides::default()
+        },
+        Command::Config | Command::Sink(_) | Command::Bench(_) => Overrides::default(),
+    };
+    let settings = Settings::load(cli.config.as_deref(), &overrides)?;
+    crate::telemetry::init(&settings);
+    match cli.command {
+        Command::Serve { .. } => serve_runtime()?.block_on(serve(settings)),
+        Command::Migrate { .. } => runtime()?.block_on(migrate(settings)),
+        Command::Tenant {
+            command: TenantCommand::Create {
+                name, email, json, ..
+            },
+        } => runtime()?.block_on(create_tenant(settings, name, email, json)),
+        Command::Config => {
+            print!("{}", settings.describe());
+            Ok(())
+        }
+        Command::Sink(_) | Command::Bench(_) => Ok(()),
+    }
+}
+
+async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_writer(std::io::stderr)
+        .try_init();
+    let opts = crate::bench::BenchOptions {
+        database_url: args.database_url,
+        messages: args.messages,
+        endpoints: args.endpoints,
+        payload_bytes: args.payload_bytes,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        fail_rate: args.fail_rate,
+        drain_timeout: std::time::Duration::from_secs(args.drain_timeout),
+        loopback: std::time::Duration::from_secs(args.loopback_secs),
+    };
+    let report = crate::bench::run(&opts).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(())
+}
+
+async fn run_sink(args: SinkArgs) -> Result<(), BoxError> {
+    use crate::sink::{Behaviour, Sink, SinkConfig, write_report};
+    for (name, rate) in [
+        ("--fail-rate", args.fail_rate),
+        ("--timeout-rate", args.timeout_rate),
+    ] {
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(format!("invalid {name} {rate}: expected a number from 0 to 1").into());
+        }
+    }
+    if !(100..=599).contains(&args.fail_status) {
+        return Err(format!(
+            "invalid --fail-status {}: expected 100 to 599",
+            args.fail_status
+        )
+        .into());
+    }
+    let secrets = args
+        .secrets
+        .iter()
+        .map(|s| {
+            domain::signing::SigningSecret::parse(s).map_err(|e| format!("invalid --secret: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let sink = Sink::start(SinkConfig {
+        bind: args.bind,
+        secrets,
+        behaviour: Behaviour {
+            fail_rate: args.fail_rate,
+            fail_status: args.fail_status,
+            latency_ms: args.latency_ms,
+            timeout_rate: args.timeout_rate,
+            retry_after: args.retry_after,
+            fail_first: 0,
+        },
+        report: args.report.clone(),
+        record: false,
+    })
+    .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
+    eprintln!(
+        "hookd sink listening on http://{}:{} (report: GET /_sink/report)",
+        args.bind.ip(),
+        sink.port
+    );
+    let state = sink.state.clone();
+    let report_path = args.report.clone();
+    let writer = tokio::spawn(async move {
+        let Some(path) = report_path else { return };
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let _ = write_report(&path, &state.report());
+        }
+    });
+    wait_for_signal().await;
+    writer.abort();
+    let report = sink.state.report();
+    if let Some(path) = &args.report {
+        write_report(path, &report).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    eprintln!("{}", serde_json::to_string(&report)?);
+    sink.stop().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Serving uses every core: the API's workers and the dispatcher share one runtime.
+fn serve_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, BoxError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+async fn serve(settings: Settings) -> Result<(), BoxError> {
+    let app = Application::build(&settings).await?;
+    let database = store::redact_url(settings.database_url.expose_secret());
+    match app.port() {
+        Some(port) => tracing::info!(
+            roles = %settings.roles,
+            %database,
+            "hookd listening on http://{}:{}",
+            settings.bind.ip(),
+            port
+        ),
+        None => tracing::info!(roles = %settings.roles, %database, "hookd running (no API role)"),
+    }
+    app.run_until_stopped().await?;
+    tracing::info!("hookd stopped");
+    Ok(())
+}
+
+async fn migrate(settings: Settings) -> Result<(), BoxError> {
+    let store = open_store(&settings).await?;
+    let pending = store.pending_migrations().await?;
+    store.migrate().await?;
+    if pending.is_empty() {
+        println!("database schema is up to date; nothing to do");
+    } else {
+        println!(
+            "applied {} migration(s): {}",
+            pending.len(),
+            pending.join(", ")
+        );
+    }
+    store.close().await?;
+    Ok(())
+}
+
+async fn create_tenant(
+    settings: Settings,
+    name: String,
+    email: String,
+    as_json: bool,
+) -> Result<(), BoxError> {
+    let name = name.trim().to_owned();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err("invalid --name: expected 1 to 200 characters".into());
+    }
+    let email = EmailAddress::parse(&email).map_err(|e| format!("invalid --email: {e}"))?;
+    let store = open_store(&settings).await?;
+    store.migrate().await?;
+    let tenant = store
+        .create_tenant(store::NewTenant {
+            name,
+            notification_email: email.to_string(),
+            ingest_rate: None,
+            ingest_burst: None,
+        })
+        .await?;
+    let tenant_id = TenantId::parse(&tenant.id)?;
+    let (_, api_key) = store.create_api_key(tenant_id, "default").await?;
+    if as_json {
+        println!("{}", json!({ "tenant_id": tenant.id, "api_key": api_key }));
+    } else {
+        println!("tenant created: {}", tenant.id);
+        println!("API key (shown only now; store it safely): {api_key}");
+    }
+    store.close().await?;
+    Ok(())
+}
+
+/// `outer: inner: innermost` on one line.
+pub fn error_chain(e: &(dyn Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}

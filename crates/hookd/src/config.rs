@@ -1,0 +1,780 @@
+//! Settings: defaults < TOML file (`--config`) < `HOOKD_*` environment < command-line flags.
+//!
+//! Every value, whatever its source, goes through the same parser, and an invalid one stops
+//! start-up with a message naming the setting and where it came from.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use domain::duration::{format_duration, parse_duration};
+use domain::endpoint_url::AllowList;
+use secrecy::SecretString;
+
+/// One setting: its name in the TOML file (the env variable is `HOOKD_` + upper case), its
+/// default and what it means. The README's configuration table mirrors this list.
+pub struct SettingSpec {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+pub const SETTINGS: &[SettingSpec] = &[
+    SettingSpec {
+        name: "database_url",
+        default: "sqlite://data/hookd.db",
+        help: "sqlite://PATH (file and directory are created) or postgres://USER:PASS@HOST/DB",
+    },
+    SettingSpec {
+        name: "bind",
+        default: "127.0.0.1:8080",
+        help: "address and port the HTTP server listens on",
+    },
+    SettingSpec {
+        name: "max_payload_bytes",
+        default: "1048576",
+        help: "largest message payload accepted, in bytes (1 KiB to 64 MiB); larger ones answer 413",
+    },
+    SettingSpec {
+        name: "endpoint_allow_networks",
+        default: "",
+        help: "comma-separated CIDR networks endpoint URLs may point into despite the SSRF guard, e.g. 127.0.0.0/8,10.0.0.0/8",
+    },
+    SettingSpec {
+        name: "endpoint_https_only",
+        default: "false",
+        help: "true to refuse http:// endpoint URLs",
+    },
+    SettingSpec {
+        name: "roles",
+        default: "api,dispatcher,scheduler",
+        help: "what `hookd serve` runs: any of api (REST API), dispatcher (delivery workers), scheduler (background jobs)",
+    },
+    SettingSpec {
+        name: "delivery_lease",
+        default: "30s",
+        help: "how long a claimed delivery stays reserved without renewal; after a crash, work returns to the queue within this time (1s-10m)",
+    },
+    SettingSpec {
+        name: "delivery_max_in_flight",
+        default: "1024",
+        help: "most HTTP requests in flight from one dispatcher process (1-100000)",
+    },
+    SettingSpec {
+        name: "delivery_batch_size",
+        default: "256",
+        help: "most deliveries claimed per database round trip (1-10000)",
+    },
+    SettingSpec {
+        name: "delivery_poll_interval",
+        default: "200ms",
+        help: "how often a dispatcher looks for due work when not woken (retries coming due, other processes' messages)",
+    },
+    SettingSpec {
+        name: "public_url",
+        default: "",
+        help: "where people reach hookd, for links in emails (default http://BIND)",
+    },
+    SettingSpec {
+        name: "smtp_url",
+        default: "",
+        help: "SMTP server for notifications: smtp://[user:pass@]host[:port] (plain; credentials then travel unencrypted), add ?tls=starttls for STARTTLS, smtps://host for TLS; empty keeps mail in the outbox",
+    },
+    SettingSpec {
+        name: "smtp_from",
+        default: "hookd@localhost.localdomain",
+        help: "the From address of notification emails",
+    },
+    SettingSpec {
+        name: "endpoint_disable_after",
+        default: "120h",
+        help: "an endpoint failing with no success for this long is disabled and its tenant emailed",
+    },
+    SettingSpec {
+        name: "health_sweep_interval",
+        default: "1m",
+        help: "how often the scheduler looks for endpoints to disable",
+    },
+    SettingSpec {
+        name: "tenant_ingest_rate",
+        default: "5000",
+        help: "messages per second a tenant may send, across all API processes, unless the tenant has its own limit; over it, 429 with Retry-After",
+    },
+    SettingSpec {
+        name: "tenant_ingest_burst",
+        default: "10000",
+        help: "how many messages a tenant may send at once above its rate",
+    },
+    SettingSpec {
+        name: "breaker_failures",
+        default: "5",
+        help: "consecutive failed attempts that open an endpoint's circuit breaker (1-1000); a failure ratio of 50 % over 60 s with at least 10 attempts opens it too",
+    },
+    SettingSpec {
+        name: "breaker_open_for",
+        default: "30s",
+        help: "how long an open breaker holds an endpoint's deliveries (without counting attempts) before one probe is let through",
+    },
+    SettingSpec {
+        name: "db_max_connections",
+        default: "16",
+        help: "size of the database connection pool (1-1000)",
+    },
+    SettingSpec {
+        name: "shutdown_timeout",
+        default: "30s",
+        help: "on SIGINT/SIGTERM, how long in-flight requests may take to finish",
+    },
+    SettingSpec {
+        name: "log_format",
+        default: "text",
+        help: "text or json (one JSON object per line on stderr)",
+    },
+    SettingSpec {
+        name: "log_level",
+        default: "info",
+        help: "a tracing filter: error, warn, info, debug, or e.g. info,store=debug",
+    },
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub database_url: SecretString,
+    pub bind: SocketAddr,
+    pub max_payload_bytes: usize,
+    pub endpoint_allow_networks: AllowList,
+    pub endpoint_https_only: bool,
+    pub roles: Roles,
+    pub delivery_lease: Duration,
+    pub delivery_max_in_flight: usize,
+    pub delivery_batch_size: u64,
+    pub delivery_poll_interval: Duration,
+    pub public_url: String,
+    pub smtp_url: Option<SecretString>,
+    pub smtp_from: String,
+    pub endpoint_disable_after: Duration,
+    pub health_sweep_interval: Duration,
+    pub tenant_ingest_rate: u32,
+    pub tenant_ingest_burst: u32,
+    pub breaker_failures: u32,
+    pub breaker_open_for: Duration,
+    pub db_max_connections: u32,
+    pub shutdown_timeout: Duration,
+    pub log_format: LogFormat,
+    pub log_level: String,
+}
+
+/// A setting that could not be used. The message names the setting and its source.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid TOML: {message}")]
+    Toml { path: String, message: String },
+    #[error("unknown setting {name:?} in {path} (known: {known})")]
+    Unknown {
+        name: String,
+        path: String,
+        known: String,
+    },
+    #[error("invalid {setting} {value:?} (from {source_name}): {reason}")]
+    Invalid {
+        setting: &'static str,
+        value: String,
+        source_name: String,
+        reason: String,
+    },
+}
+
+/// A raw value and where it came from, for error messages.
+#[derive(Debug, Clone)]
+struct Raw {
+    value: String,
+    source: String,
+}
+
+/// Overrides from command-line flags (the highest layer).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub database_url: Option<String>,
+    pub bind: Option<String>,
+    pub roles: Option<String>,
+}
+
+impl Settings {
+    /// Loads settings from the optional file, the process environment and flag overrides.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Settings, ConfigError> {
+        let env: BTreeMap<String, String> = std::env::vars().collect();
+        Self::load_from(file, &env, overrides)
+    }
+
+    /// As [`Settings::load`], with the environment passed in (for tests).
+    pub fn load_from(
+        file: Option<&Path>,
+        env: &BTreeMap<String, String>,
+        overrides: &Overrides,
+    ) -> Result<Settings, ConfigError> {
+        let mut raw: BTreeMap<&'static str, Raw> = SETTINGS
+            .iter()
+            .map(|s| {
+                let raw = Raw {
+                    value: s.default.to_owned(),
+                    source: "the default".to_owned(),
+                };
+                (s.name, raw)
+            })
+            .collect();
+
+        if let Some(path) = file {
+            for (name, value) in read_file(path)? {
+                let spec = SETTINGS.iter().find(|s| s.name == name).ok_or_else(|| {
+                    ConfigError::Unknown {
+                        name: name.clone(),
+                        path: path.display().to_string(),
+                        known: SETTINGS
+                            .iter()
+                            .map(|s| s.name)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    }
+                })?;
+                let source = format!("{} in {}", spec.name, path.display());
+                raw.insert(spec.name, Raw { value, source });
+            }
+        }
+        for spec in SETTINGS {
+            let var = env_name(spec.name);
+            if let Some(value) = env.get(&var) {
+                raw.insert(
+                    spec.name,
+                    Raw {
+                        value: value.clone(),
+                        source: var,
+                    },
+                );
+            }
+        }
+        let flags = [
+            ("database_url", &overrides.database_url, "--database-url"),
+            ("bind", &overrides.bind, "--bind"),
+            ("roles", &overrides.roles, "--roles"),
+        ];
+        for (name, value, flag) in flags {
+            if let Some(v) = value {
+                raw.insert(
+                    name,
+                    Raw {
+                        value: v.clone(),
+                        source: flag.to_owned(),
+                    },
+                );
+            }
+        }
+        Self::parse(&raw)
+    }
+
+    fn parse(raw: &BTreeMap<&'static str, Raw>) -> Result<Settings, ConfigError> {
+        let get = |name: &'static str| &raw[name];
+        Ok(Settings {
+            database_url: field("database_url", get("database_url"), |v| {
+                store::Backend::of_url(v)
+                    .map(|_| SecretString::from(v.to_owned()))
+                    .map_err(|_| "expected sqlite://PATH or postgres://USER@HOST/DB".to_owned())
+            })?,
+            bind: field("bind", get("bind"), |v| {
+                v.parse::<SocketAddr>()
+                    .map_err(|_| "expected IP:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080".to_owned())
+            })?,
+            max_payload_bytes: field("max_payload_bytes", get("max_payload_bytes"), |v| {
+                match v.parse::<usize>() {
+                    Ok(n) if (1024..=64 * 1024 * 1024).contains(&n) => Ok(n),
+                    _ => Err("expected a number of bytes from 1024 to 67108864".to_owned()),
+                }
+            })?,
+            endpoint_allow_networks: field(
+                "endpoint_allow_networks",
+                get("endpoint_allow_networks"),
+                |v| AllowList::parse(v).map_err(|e| e.to_string()),
+            )?,
+            endpoint_https_only: field(
+                "endpoint_https_only",
+                get("endpoint_https_only"),
+                parse_bool,
+            )?,
+            roles: field("roles", get("roles"), Roles::parse)?,
+            delivery_lease: field("delivery_lease", get("delivery_lease"), |v| {
+                duration_between(v, Duration::from_secs(1), Duration::from_secs(600))
+            })?,
+            delivery_max_in_flight: field(
+                "delivery_max_in_flight",
+                get("delivery_max_in_flight"),
+                |v| number_between(v, 1, 100_000).map(|n| n as usize),
+            )?,
+            delivery_batch_size: field("delivery_batch_size", get("delivery_batch_size"), |v| {
+                number_between(v, 1, 10_000)
+            })?,
+            delivery_poll_interval: field(
+                "delivery_poll_interval",
+                get("delivery_poll_interval"),
+                |v| duration_between(v, Duration::from_millis(10), Duration::from_secs(60)),
+            )?,
+            public_url: field("public_url", get("public_url"), |v| {
+                if v.is_empty() {
+                    return Ok(String::new());
+                }
+                match v.split_once("://") {
+                    Some(("http" | "https", rest)) if !rest.is_empty() => {
+                        Ok(v.trim_end_matches('/').to_owned())
+                    }
+                    _ => Err("expected http(s)://HOST[:PORT][/PATH]".to_owned()),
+                }
+            })?,
+            smtp_url: field("smtp_url", get("smtp_url"), |v| {
+                if v.is_empty() {
+                    return Ok(None);
+                }
+                scheduler::email::Mailer::from_url(v, "hookd@localhost")
+                    .map(|_| Some(SecretString::from(v.to_owned())))
+                    .map_err(|e| e.to_string())
+            })?,
+            smtp_from: field("smtp_from", get("smtp_from"), |v| {
+                domain::email::EmailAddress::parse(v)
+                    .map(|a| a.to_string())
+                    .map_err(|e| e.to_string())
+            })?,
+            endpoint_disable_after: field(
+                "endpoint_disable_after",
+                get("endpoint_disable_after"),
+                |v| duration_between(v, Duration::from_secs(1), Duration::from_secs(365 * 86_400)),
+            )?,
+            health_sweep_interval: field(
+                "health_sweep_interval",
+                get("health_sweep_interval"),
+                |v| duration_between(v, Duration::from_millis(100), Duration::from_secs(86_400)),
+            )?,
+            tenant_ingest_rate: field("tenant_ingest_rate", get("tenant_ingest_rate"), |v| {
+                number_between(v, 1, 10_000_000).map(|n| n as u32)
+            })?,
+            tenant_ingest_burst: field("tenant_ingest_burst", get("tenant_ingest_burst"), |v| {
+                number_between(v, 1, 10_000_000).map(|n| n as u32)
+            })?,
+            breaker_failures: field("breaker_failures", get("breaker_failures"), |v| {
+                number_between(v, 1, 1000).map(|n| n as u32)
+            })?,
+            breaker_open_for: field("breaker_open_for", get("breaker_open_for"), |v| {
+                duration_between(v, Duration::from_millis(100), Duration::from_secs(86_400))
+            })?,
+            db_max_connections: field(
+                "db_max_connections",
+                get("db_max_connections"),
+                |v| match v.parse::<u32>() {
+                    Ok(n) if (1..=1000).contains(&n) => Ok(n),
+                    _ => Err("expected a whole number from 1 to 1000".to_owned()),
+                },
+            )?,
+            shutdown_timeout: field("shutdown_timeout", get("shutdown_timeout"), |v| {
+                parse_duration(v).map_err(|e| e.to_string())
+            })?,
+            log_format: field("log_format", get("log_format"), |v| match v {
+                "text" => Ok(LogFormat::Text),
+                "json" => Ok(LogFormat::Json),
+                _ => Err("expected text or json".to_owned()),
+            })?,
+            log_level: field("log_level", get("log_level"), |v| {
+                tracing_subscriber::EnvFilter::try_new(v)
+                    .map(|_| v.to_owned())
+                    .map_err(|e| format!("not a log filter: {e}"))
+            })?,
+        })
+    }
+
+    /// Where people reach hookd: `public_url`, or the bind address.
+    pub fn public_url(&self) -> String {
+        if self.public_url.is_empty() {
+            format!("http://{}", self.bind)
+        } else {
+            self.public_url.clone()
+        }
+    }
+
+    /// The effective settings as `name = value` lines, secrets redacted (`hookd config`).
+    pub fn describe(&self) -> String {
+        use secrecy::ExposeSecret;
+        let fmt = match self.log_format {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        };
+        [
+            (
+                "database_url",
+                store::redact_url(self.database_url.expose_secret()),
+            ),
+            ("bind", self.bind.to_string()),
+            ("max_payload_bytes", self.max_payload_bytes.to_string()),
+            (
+                "endpoint_allow_networks",
+                self.endpoint_allow_networks.to_string(),
+            ),
+            ("endpoint_https_only", self.endpoint_https_only.to_string()),
+            ("roles", self.roles.to_string()),
+            ("delivery_lease", format_duration(self.delivery_lease)),
+            (
+                "delivery_max_in_flight",
+                self.delivery_max_in_flight.to_string(),
+            ),
+            ("delivery_batch_size", self.delivery_batch_size.to_string()),
+            (
+                "delivery_poll_interval",
+                format_duration(self.delivery_poll_interval),
+            ),
+            ("public_url", self.public_url()),
+            (
+                "smtp_url",
+                self.smtp_url
+                    .as_ref()
+                    .map(|u| store::redact_url(u.expose_secret()))
+                    .unwrap_or_default(),
+            ),
+            ("smtp_from", self.smtp_from.clone()),
+            (
+                "endpoint_disable_after",
+                format_duration(self.endpoint_disable_after),
+            ),
+            (
+                "health_sweep_interval",
+                format_duration(self.health_sweep_interval),
+            ),
+            ("tenant_ingest_rate", self.tenant_ingest_rate.to_string()),
+            ("tenant_ingest_burst", self.tenant_ingest_burst.to_string()),
+            ("breaker_failures", self.breaker_failures.to_string()),
+            ("breaker_open_for", format_duration(self.breaker_open_for)),
+            ("db_max_connections", self.db_max_connections.to_string()),
+            ("shutdown_timeout", format_duration(self.shutdown_timeout)),
+            ("log_format", fmt.to_owned()),
+            ("log_level", self.log_level.clone()),
+        ]
+        .iter()
+        .map(|(k, v)| format!("{k} = {v:?}\n"))
+        .collect()
+    }
+}
+
+/// Which parts of hookd a `serve` process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    pub api: bool,
+    pub dispatcher: bool,
+    pub scheduler: bool,
+}
+
+impl Roles {
+    pub fn parse(v: &str) -> Result<Roles, String> {
+        let mut roles = Roles {
+            api: false,
+            dispatcher: false,
+            scheduler: false,
+        };
+        for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "api" => roles.api = true,
+                "dispatcher" => roles.dispatcher = true,
+                "scheduler" => roles.scheduler = true,
+                "all" => {
+                    roles = Roles {
+                        api: true,
+                        dispatcher: true,
+                        scheduler: true,
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "unknown role {other:?}: expected api, dispatcher, scheduler or all"
+                    ));
+                }
+            }
+        }
+        if !(roles.api || roles.dispatcher || roles.scheduler) {
+            return Err("name at least one role".to_owned());
+        }
+        Ok(roles)
+    }
+}
+
+impl std::fmt::Display for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = [
+            (self.api, "api"),
+            (self.dispatcher, "dispatcher"),
+            (self.scheduler, "scheduler"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+fn number_between(v: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from {lo} to {hi}")),
+    }
+}
+
+fn duration_between(v: &str, lo: Duration, hi: Duration) -> Result<Duration, String> {
+    let d = parse_duration(v).map_err(|e| e.to_string())?;
+    if d < lo || d > hi {
+        return Err(format!(
+            "expected between {} and {}",
+            format_duration(lo),
+            format_duration(hi)
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err("expected true or false".to_owned()),
+    }
+}
+
+pub fn env_name(setting: &str) -> String {
+    format!("HOOKD_{}", setting.to_ascii_uppercase())
+}
+
+fn field<T>(
+    setting: &'static str,
+    raw: &Raw,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, ConfigError> {
+    parse(raw.value.trim()).map_err(|reason| ConfigError::Invalid {
+        setting,
+        value: if setting == "database_url" {
+            store::redact_url(&raw.value)
+        } else {
+            raw.value.clone()
+        },
+        source_name: raw.source.clone(),
+        reason,
+    })
+}
+
+/// Reads a flat TOML table; scalars become their text form so that every layer parses alike.
+fn read_file(path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
+    let display = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: display.clone(),
+        source,
+    })?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError::Toml {
+            path: display.clone(),
+            message: e.message().to_owned(),
+        })?;
+    table
+        .into_iter()
+        .map(|(k, v)| {
+            let value = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(ConfigError::Toml {
+                        path: display.clone(),
+                        message: format!(
+                            "{k} must be a string, number or boolean, not {}",
+                            other.type_str()
+                        ),
+                    });
+                }
+            };
+            Ok((k, value))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn file(contents: &str) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), contents).unwrap();
+        f
+    }
+
+    #[test]
+    fn defaults_apply_with_nothing_set() {
+        let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.database_url.expose_secret(), "sqlite://data/hookd.db");
+        assert_eq!(s.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.log_format, LogFormat::Text);
+        assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(s.max_payload_bytes, 1024 * 1024);
+        assert!(s.endpoint_allow_networks.is_empty());
+        assert!(!s.endpoint_https_only);
+    }
+
+    #[test]
+    fn roles_parse_and_reject_unknown_ones() {
+        let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.roles.to_string(), "api,dispatcher,scheduler");
+        let e = env(&[("HOOKD_ROLES", "dispatcher")]);
+        let s = Settings::load_from(None, &e, &Overrides::default()).unwrap();
+        assert!(s.roles.dispatcher && !s.roles.api && !s.roles.scheduler);
+        for bad in ["", "api,web", "workers"] {
+            let e = env(&[("HOOKD_ROLES", bad)]);
+            let err = Settings::load_from(None, &e, &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("roles"), "{bad:?}: {err}");
+        }
+        let e = env(&[("HOOKD_DELIVERY_LEASE", "100ms")]);
+        assert!(Settings::load_from(None, &e, &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn allow_networks_and_https_only_parse() {
+        let e = env(&[
+            ("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8,::1/128"),
+            ("HOOKD_ENDPOINT_HTTPS_ONLY", "true"),
+        ]);
+        let s = Settings::load_from(None, &e, &Overrides::default()).unwrap();
+        assert!(
+            s.endpoint_allow_networks
+                .contains("127.0.0.1".parse().unwrap())
+        );
+        assert!(
+            !s.endpoint_allow_networks
+                .contains("10.0.0.1".parse().unwrap())
+        );
+        assert!(s.endpoint_https_only);
+    }
+
+    #[test]
+    fn file_beats_default_env_beats_file_flag_beats_env() {
+        let f = file("bind = \"127.0.0.1:9000\"\nlog_format = \"json\"\ndb_max_connections = 4\n");
+        let s = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.bind.port(), 9000);
+        assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!(s.db_max_connections, 4);
+
+        let e = env(&[("HOOKD_BIND", "127.0.0.1:9001")]);
+        let s = Settings::load_from(Some(f.path()), &e, &Overrides::default()).unwrap();
+        assert_eq!(s.bind.port(), 9001);
+        assert_eq!(
+            s.log_format,
+            LogFormat::Json,
+            "file value survives where env is silent"
+        );
+
+        let o = Overrides {
+            bind: Some("127.0.0.1:9002".into()),
+            ..Default::default()
+        };
+        let s = Settings::load_from(Some(f.path()), &e, &o).unwrap();
+        assert_eq!(s.bind.port(), 9002);
+    }
+
+    #[test]
+    fn invalid_values_name_the_setting_and_source() {
+        let e = env(&[("HOOKD_BIND", "localhost")]);
+        let err = Settings::load_from(None, &e, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("bind") && err.contains("HOOKD_BIND") && err.contains("localhost"),
+            "{err}"
+        );
+
+        let f = file("shutdown_timeout = \"soon\"\n");
+        let err = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("shutdown_timeout") && err.contains("in "),
+            "{err}"
+        );
+
+        let e = env(&[("HOOKD_DATABASE_URL", "mysql://root:pw@db/x")]);
+        let err = Settings::load_from(None, &e, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("database_url") && !err.contains("pw"),
+            "password redacted: {err}"
+        );
+
+        let e = env(&[("HOOKD_DB_MAX_CONNECTIONS", "0")]);
+        assert!(Settings::load_from(None, &e, &Overrides::default()).is_err());
+        let e = env(&[("HOOKD_LOG_FORMAT", "xml")]);
+        assert!(Settings::load_from(None, &e, &Overrides::default()).is_err());
+        let e = env(&[("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8, banana")]);
+        let err = Settings::load_from(None, &e, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("endpoint_allow_networks") && err.contains("banana"),
+            "{err}"
+        );
+        let e = env(&[("HOOKD_MAX_PAYLOAD_BYTES", "12")]);
+        assert!(Settings::load_from(None, &e, &Overrides::default()).is_err());
+        let e = env(&[("HOOKD_ENDPOINT_HTTPS_ONLY", "maybe")]);
+        assert!(Settings::load_from(None, &e, &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn bad_files_are_reported() {
+        let f = file("bind = [1, 2]\n");
+        assert!(Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).is_err());
+        let f = file("this is not toml");
+        let err =
+            Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap_err();
+        assert!(matches!(err, ConfigError::Toml { .. }), "{err}");
+        let f = file("bnid = \"x\"\n");
+        let err =
+            Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown setting \"bnid\""),
+            "{err}"
+        );
+        let missing = Path::new("/nonexistent/hookd.toml");
+        let err = Settings::load_from(Some(missing), &env(&[]), &Overrides::default()).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }));
+    }
+
+    #[test]
+    fn describe_redacts_the_database_password() {
+        let e = env(&[("HOOKD_DATABASE_URL", "postgres://u:hunter2@db/hookd")]);
+        let s = Settings::load_from(None, &e, &Overrides::default()).unwrap();
+        let text = s.describe();
+        assert!(
+            text.contains("postgres://u:***@db/hookd") && !text.contains("hunter2"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! The hookd binary's library half: settings, the command line, and the wiring of roles.
+
+pub mod bench;
+pub mod cli;
+pub mod config;
+pub mod sink;
+pub mod startup;
+pub mod telemetry;

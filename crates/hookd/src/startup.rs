@@ -1,0 +1,364 @@
+//! Building and running a hookd process. `Application::build` binds before returning, so
+//! callers (tests included) can bind port 0 and read the real port.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{App, HttpServer, web};
+use dispatcher::{Dispatcher, DispatcherConfig, Metrics};
+use secrecy::ExposeSecret;
+use store::{ConnectOptions, Store};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use crate::config::Settings;
+
+pub struct Application {
+    port: Option<u16>,
+    server: Option<Server>,
+    stop_workers: watch::Sender<bool>,
+    workers: Vec<JoinHandle<()>>,
+    shutdown: Arc<Notify>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the HTTP client for deliveries: {0}")]
+    Client(#[from] reqwest::Error),
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Opens the database named in the settings.
+pub async fn open_store(settings: &Settings) -> Result<Store, store::StoreError> {
+    let opts = ConnectOptions {
+        max_connections: settings.db_max_connections,
+        ..ConnectOptions::default()
+    };
+    Store::connect(settings.database_url.expose_secret(), &opts).await
+}
+
+/// Asks a running [`Application`] to stop as SIGTERM would.
+#[derive(Clone)]
+pub struct StopHandle(Arc<Notify>);
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.0.notify_one();
+    }
+}
+
+impl Application {
+    /// Connects, migrates, binds (with the api role) and starts the workers of the other roles.
+    pub async fn build(settings: &Settings) -> Result<Application, StartError> {
+        let store = open_store(settings).await?;
+        store.migrate().await?;
+        let new_work = Arc::new(Notify::new());
+        let node = domain::ids::NodeId::new().to_string();
+        let (stop_workers, stop_rx) = watch::channel(false);
+        let mut workers = Vec::new();
+        let metrics = ProcessMetrics {
+            delivery: Arc::new(Metrics::new()),
+            ingest: Arc::default(),
+        };
+        if settings.roles.scheduler {
+            let mailer = match &settings.smtp_url {
+                Some(url) => Some(
+                    scheduler::email::Mailer::from_url(url.expose_secret(), &settings.smtp_from)
+                        .map_err(|e| StartError::Config(format!("invalid smtp_url: {e}")))?,
+                ),
+                None => None,
+            };
+            let cfg = scheduler::SchedulerConfig {
+                node_id: node.clone(),
+                database_url: settings.database_url.expose_secret().to_owned(),
+                disable_after: settings.endpoint_disable_after,
+                sweep_every: settings.health_sweep_interval,
+                public_url: settings.public_url(),
+                mailer,
+            };
+            workers.push(tokio::spawn(scheduler::run(
+                cfg,
+                store.clone(),
+                new_work.clone(),
+                stop_rx.clone(),
+            )));
+        }
+        if settings.roles.dispatcher {
+            let mut cfg =
+                DispatcherConfig::new(node.clone(), settings.endpoint_allow_networks.clone());
+            cfg.lease = settings.delivery_lease;
+            cfg.max_in_flight = settings.delivery_max_in_flight;
+            cfg.batch_size = settings.delivery_batch_size;
+            cfg.poll_interval = settings.delivery_poll_interval;
+            cfg.breaker.consecutive_failures = settings.breaker_failures;
+            cfg.breaker.open_for = settings.breaker_open_for;
+            cfg.public_url = settings.public_url();
+            let dispatcher = Dispatcher::new(store.clone(), cfg, new_work.clone())?
+                .with_metrics(metrics.delivery.clone());
+            workers.push(tokio::spawn(dispatcher.run(stop_rx.clone())));
+        }
+        let limits = Arc::new(api::limits::IngestLimits::new(
+            settings.tenant_ingest_rate,
+            settings.tenant_ingest_burst,
+        ));
+        workers.push(tokio::spawn(heartbeat(
+            store.clone(),
+            node.clone(),
+            settings.roles.to_string(),
+            limits.clone(),
+            stop_rx.clone(),
+        )));
+        let (port, server) = if settings.roles.api {
+            let (port, server) = http_server(settings, store, new_work, limits, metrics)?;
+            (Some(port), Some(server))
+        } else {
+            (None, None)
+        };
+        Ok(Application {
+            port,
+            server,
+            stop_workers,
+            workers,
+            shutdown: Arc::new(Notify::new()),
+        })
+    }
+
+    /// The bound port, when this process runs the API.
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.shutdown.clone())
+    }
+
+    /// Runs until SIGINT, SIGTERM or [`StopHandle::stop`]; then stops accepting connections
+    /// and claiming work, lets in-flight requests and attempts finish (up to the shutdown
+    /// timeout), gives back unstarted claims, and returns.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let handle: Option<ServerHandle> = self.server.as_ref().map(|s| s.handle());
+        let mut server_task = self.server.map(tokio::spawn);
+        let server_ended = async {
+            match server_task.as_mut() {
+                Some(t) => {
+                    let _ = t.await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = shutdown_signal() => tracing::info!("signal received; shutting down"),
+            _ = self.shutdown.notified() => tracing::info!("stop requested; shutting down"),
+            _ = server_ended => tracing::warn!("HTTP server ended"),
+        }
+        let _ = self.stop_workers.send(true);
+        if let Some(h) = handle {
+            h.stop(true).await;
+        }
+        for w in self.workers {
+            let _ = w.await;
+        }
+        Ok(())
+    }
+}
+
+/// Announces this process every few seconds and counts the live API processes, among which
+/// tenants' ingest limits are split.
+async fn heartbeat(
+    store: Store,
+    node: String,
+    roles: String,
+    limits: Arc<api::limits::IngestLimits>,
+    mut stop: watch::Receiver<bool>,
+) {
+    const EVERY: Duration = Duration::from_secs(5);
+    let started = domain::Timestamp::now();
+    let node_id = domain::ids::NodeId::parse(&node).ok();
+    let hostname = std::env::var("HOSTNAME").unwrap_or_default();
+    loop {
+        let now = domain::Timestamp::now();
+        if let Some(id) = node_id
+            && let Err(e) = store.heartbeat(id, &roles, &hostname, started, now).await
+        {
+            tracing::warn!(error = %e, "heartbeat failed");
+        }
+        let since = domain::Timestamp::from_millis(now.as_millis() - 3 * EVERY.as_millis() as i64);
+        if let Ok(nodes) = store.live_nodes(since).await {
+            let api_nodes = nodes
+                .iter()
+                .filter(|n| n.roles.split(',').any(|r| r == "api"))
+                .count();
+            limits.set_live_nodes(api_nodes.max(1) as u32);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(EVERY) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+fn http_server(
+    settings: &Settings,
+    store: Store,
+    new_work: Arc<Notify>,
+    ingest_limits: Arc<api::limits::IngestLimits>,
+    metrics: ProcessMetrics,
+) -> Result<(u16, Server), StartError> {
+    let bind_err = |source| StartError::Bind {
+        addr: settings.bind.to_string(),
+        source,
+    };
+    let listener = TcpListener::bind(settings.bind).map_err(bind_err)?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let data = web::Data::new(store);
+    let api_config = api::ApiConfig {
+        max_payload_bytes: settings.max_payload_bytes,
+        allow_networks: settings.endpoint_allow_networks.clone(),
+        https_only: settings.endpoint_https_only,
+        new_work,
+        ingest_limits,
+        ingest_counts: metrics.ingest.clone(),
+    };
+    let metrics = web::Data::new(metrics);
+    let api_data = web::Data::new(api_config.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .app_data(api_data.clone())
+            .configure(|c| api::configure(c, &api_config))
+            // Before the dashboard, whose default service answers every other path.
+            .app_data(metrics.clone())
+            .route("/metrics", web::get().to(serve_metrics))
+            .configure(dashboard::configure)
+    })
+    // Signals are handled in run_until_stopped, so the workers stop together with the server.
+    .disable_signals()
+    .shutdown_timeout(settings.shutdown_timeout.as_secs())
+    .listen(listener)
+    .map_err(bind_err)?
+    .run();
+    Ok((port, server))
+}
+
+/// This process's counters, shared by the dispatcher, the API and `/metrics`.
+#[derive(Clone)]
+struct ProcessMetrics {
+    delivery: Arc<Metrics>,
+    ingest: Arc<api::IngestCounts>,
+}
+
+/// `GET /metrics`: Prometheus text format 0.0.4. Counters and histograms are this process's;
+/// gauges are read from the database at scrape time, so every node reports the same queue.
+async fn serve_metrics(
+    store: web::Data<Store>,
+    metrics: web::Data<ProcessMetrics>,
+) -> actix_web::HttpResponse {
+    use dispatcher::metrics::{write_header, write_sample};
+    let mut out = String::with_capacity(8 * 1024);
+    metrics.delivery.write(&mut out);
+    let name = "hookd_ingest_requests_total";
+    write_header(
+        &mut out,
+        name,
+        "counter",
+        "Authenticated message-create requests by result (rate_limited: answered 429).",
+    );
+    for r in api::IngestResult::ALL {
+        write_sample(
+            &mut out,
+            name,
+            &[("result", r.as_str())],
+            metrics.ingest.get(r),
+        );
+    }
+    let gauges = store.queue_gauges(domain::Timestamp::now()).await;
+    let up = u8::from(gauges.is_ok());
+    write_header(
+        &mut out,
+        "hookd_database_up",
+        "gauge",
+        "1 when the gauges below could be read from the database.",
+    );
+    write_sample(&mut out, "hookd_database_up", &[], up);
+    match gauges {
+        Ok(g) => {
+            let rows: [(&str, &str, String); 7] = [
+                (
+                    "hookd_deliveries_pending",
+                    "Deliveries waiting for an attempt.",
+                    g.pending.to_string(),
+                ),
+                (
+                    "hookd_deliveries_in_flight",
+                    "Deliveries whose attempt is in flight.",
+                    g.sending.to_string(),
+                ),
+                (
+                    "hookd_dead_letters",
+                    "Deliveries that failed for good.",
+                    g.dead_letters.to_string(),
+                ),
+                (
+                    "hookd_oldest_due_delivery_age_seconds",
+                    "How long the longest-waiting due delivery has been due.",
+                    g.oldest_due_age.as_secs_f64().to_string(),
+                ),
+                (
+                    "hookd_open_breakers",
+                    "Endpoints whose circuit breaker is open.",
+                    g.open_breakers.to_string(),
+                ),
+                (
+                    "hookd_disabled_endpoints",
+                    "Disabled endpoints.",
+                    g.disabled_endpoints.to_string(),
+                ),
+                (
+                    "hookd_email_outbox_pending",
+                    "Emails waiting to be sent.",
+                    g.email_outbox_pending.to_string(),
+                ),
+            ];
+            for (name, help, value) in rows {
+                write_header(&mut out, name, "gauge", help);
+                write_sample(&mut out, name, &[], value);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics: could not read the queue gauges"),
+    }
+    actix_web::HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(out)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

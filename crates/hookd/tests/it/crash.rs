@@ -1,0 +1,322 @@
+//! Crash safety and scale-out, with real processes and real kills.
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hookd::sink::Behaviour;
+use reqwest::StatusCode;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::json;
+use store::entities::{delivery, message};
+use store::testing::TestDb;
+
+use crate::app::new_tenant;
+use crate::delivery::{SECRET, eventually, sink};
+
+/// A child process that is killed when dropped, so a failing test never leaves one running.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_child(db_url: &str, port: u16) -> Proc {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookd"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HOOKD_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.arg("serve")
+        .env("HOOKD_DATABASE_URL", db_url)
+        .env("HOOKD_BIND", format!("127.0.0.1:{port}"))
+        .env("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env("HOOKD_DELIVERY_LEASE", "2s")
+        .env("HOOKD_DELIVERY_MAX_IN_FLIGHT", "64")
+        .env("HOOKD_DELIVERY_POLL_INTERVAL", "50ms")
+        .env("HOOKD_LOG_LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Proc)
+        .expect("start hookd serve")
+}
+
+async fn wait_healthy(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(r) = client.get(format!("{base}/api/v1/health")).send().await
+            && r.status() == StatusCode::OK
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("hookd did not come up at {base}");
+}
+
+#[tokio::test]
+async fn sigkill_during_a_flow_of_5000_messages_loses_nothing() {
+    for db in TestDb::all().await {
+        let store = db.store.clone();
+        let (_, key) = new_tenant(&store, "crash").await;
+        let sink = sink(Behaviour {
+            latency_ms: 2,
+            ..Default::default()
+        });
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let mut child = start_child(&db.url, port);
+        wait_healthy(&client, &base).await;
+
+        let app: serde_json::Value = client
+            .post(format!("{base}/api/v1/app"))
+            .bearer_auth(&key)
+            .json(&json!({"name": "crash"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let a = app["id"].as_str().unwrap().to_owned();
+        let r = client
+            .post(format!("{base}/api/v1/app/{a}/endpoint"))
+            .bearer_auth(&key)
+            .json(&json!({"url": sink.url("/crash"), "secret": SECRET, "retryPolicy": {"delays": ["100ms"], "maxAttempts": 50}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+
+        // Eight senders, each retrying a message until hookd acknowledges it (201, or 409 when
+        // an earlier try was stored but its answer was lost in a kill).
+        const TOTAL: usize = 5000;
+        let next = Arc::new(AtomicUsize::new(0));
+        let mut senders = Vec::new();
+        for _ in 0..8 {
+            let (client, base, key, a, next) = (
+                client.clone(),
+                base.clone(),
+                key.clone(),
+                a.clone(),
+                next.clone(),
+            );
+            senders.push(tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= TOTAL {
+                        return;
+                    }
+                    let body = json!({"eventType": "crash.test", "eventId": format!("m-{i}"), "payload": {"i": i}});
+                    loop {
+                        let sent = client.post(format!("{base}/api/v1/app/{a}/msg")).bearer_auth(&key).json(&body).send().await;
+                        match sent.map(|r| r.status()) {
+                            Ok(StatusCode::CREATED | StatusCode::CONFLICT) => break,
+                            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                        }
+                    }
+                }
+            }));
+        }
+
+        let mut in_flight_at_kills = 0u64;
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            child.0.kill().expect("SIGKILL");
+            child.0.wait().unwrap();
+            // What the dead process had claimed and not recorded: the most it can duplicate.
+            in_flight_at_kills += delivery::Entity::find()
+                .filter(delivery::Column::State.eq("sending"))
+                .count(store.connection())
+                .await
+                .unwrap();
+            child = start_child(&db.url, port);
+            wait_healthy(&client, &base).await;
+        }
+        for s in senders {
+            s.await.unwrap();
+        }
+        let stored: HashSet<String> = message::Entity::find()
+            .all(store.connection())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(
+            stored.len(),
+            TOTAL,
+            "every acknowledged message is stored exactly once"
+        );
+        eventually(
+            Duration::from_secs(90),
+            "every stored message delivered",
+            || async { sink.state.report().unique as usize == TOTAL },
+        )
+        .await;
+        let report = sink.state.report();
+        assert_eq!(
+            sink.state.acked_ids(),
+            stored,
+            "none lost on {}",
+            db.backend_name
+        );
+        assert!(
+            report.duplicates <= in_flight_at_kills,
+            "{} duplicates but only {in_flight_at_kills} deliveries were in flight at the kills",
+            report.duplicates
+        );
+        assert_eq!(report.bad_signatures, 0);
+        eprintln!(
+            "{}: {TOTAL} delivered through 4 kills; {} duplicates (bound {in_flight_at_kills})",
+            db.backend_name, report.duplicates
+        );
+        drop(child);
+        sink.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
+    let Some(admin) = store::testing::postgres_url() else {
+        eprintln!(
+            "SKIPPED several_dispatchers_on_one_postgres: HOOKD_TEST_POSTGRES_URL is not set"
+        );
+        return;
+    };
+    let db = TestDb::postgres(&admin).await;
+    let store = db.store.clone();
+    let (_, key) = new_tenant(&store, "scale").await;
+    let sink = sink(Behaviour {
+        latency_ms: 20,
+        fail_rate: 0.2,
+        fail_status: 503,
+        ..Default::default()
+    });
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    // One process with only the API, three with only the dispatcher, each allowed 32
+    // requests in flight so that no single one can take all the work.
+    let mut api_only = start_child_roles(&db.url, "api");
+    api_only.env("HOOKD_BIND", format!("127.0.0.1:{port}"));
+    let mut children = vec![Proc(api_only.spawn().expect("start api"))];
+    for _ in 0..3 {
+        let mut cmd = start_child_roles(&db.url, "dispatcher");
+        cmd.env("HOOKD_DELIVERY_MAX_IN_FLIGHT", "32");
+        children.push(Proc(cmd.spawn().expect("start dispatcher")));
+    }
+    wait_healthy(&client, &base).await;
+    let app: serde_json::Value = client
+        .post(format!("{base}/api/v1/app"))
+        .bearer_auth(&key)
+        .json(&json!({"name": "scale"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let a = app["id"].as_str().unwrap().to_owned();
+    client
+        .post(format!("{base}/api/v1/app/{a}/endpoint"))
+        .bearer_auth(&key)
+        .json(&json!({"url": sink.url("/scale"), "secret": SECRET, "retryPolicy": {"delays": ["30ms"], "maxAttempts": 50}}))
+        .send()
+        .await
+        .unwrap();
+    const TOTAL: u64 = 1000;
+    for i in 0..TOTAL {
+        let r = client
+            .post(format!("{base}/api/v1/app/{a}/msg"))
+            .bearer_auth(&key)
+            .json(&json!({"eventType": "scale.test", "payload": {"i": i}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    // Watch which processes hold claims while the work drains.
+    let mut owners = HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while sink.state.report().unique < TOTAL && Instant::now() < deadline {
+        for d in delivery::Entity::find()
+            .filter(delivery::Column::State.eq("sending"))
+            .all(store.connection())
+            .await
+            .unwrap()
+        {
+            owners.extend(d.lease_owner);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let report = sink.state.report();
+    assert_eq!(report.unique, TOTAL);
+    assert_eq!(
+        report.duplicates, 0,
+        "no message acknowledged twice: {report:?}"
+    );
+    assert!(
+        owners.len() >= 2,
+        "work was shared: claims seen from {} process(es)",
+        owners.len()
+    );
+    // No two attempts of one message overlapped: each retry came after the previous answer.
+    let mut by_msg: std::collections::HashMap<String, Vec<i64>> = Default::default();
+    for r in sink.state.received() {
+        by_msg.entry(r.msg_id).or_default().push(r.at.as_millis());
+    }
+    for (msg, mut ats) in by_msg {
+        ats.sort();
+        for w in ats.windows(2) {
+            assert!(
+                w[1] - w[0] >= 20,
+                "{msg}: attempts {} ms apart while the first was in flight",
+                w[1] - w[0]
+            );
+        }
+    }
+    eprintln!(
+        "4 processes, {TOTAL} messages: claims from {} dispatchers, 0 duplicates",
+        owners.len()
+    );
+    drop(children);
+    sink.stop().await;
+}
+
+fn start_child_roles(db_url: &str, roles: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookd"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HOOKD_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.arg("serve")
+        .env("HOOKD_DATABASE_URL", db_url)
+        .env("HOOKD_ROLES", roles)
+        .env("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env("HOOKD_DELIVERY_POLL_INTERVAL", "20ms")
+        .env("HOOKD_LOG_LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}

@@ -1,0 +1,15 @@
+//! End-to-end tests of the `hookd` binary as a user runs it.
+
+mod api;
+mod app;
+mod bench;
+mod cli;
+mod crash;
+mod delivery;
+mod flow;
+mod health;
+mod helpers;
+mod metrics;
+mod serve;
+#[path = "../../../scheduler/tests/it/smtp_server.rs"]
+mod smtp_server;

@@ -1,0 +1,183 @@
+//! `GET /metrics`: the Prometheus exposition parses, and its values move as messages are
+//! accepted, refused and delivered.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use hookd::sink::Behaviour;
+use reqwest::Method;
+use serde_json::json;
+
+use crate::app::TestApp;
+use crate::delivery::{apps_with, endpoint_at, eventually, send, sink};
+
+/// Every sample of one scrape, keyed `name{labels}` as written.
+struct Scrape(HashMap<String, f64>);
+
+impl Scrape {
+    fn get(&self, key: &str) -> f64 {
+        *self
+            .0
+            .get(key)
+            .unwrap_or_else(|| panic!("no sample {key} in /metrics"))
+    }
+}
+
+async fn scrape(app: &TestApp) -> Scrape {
+    let resp = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert_eq!(resp.status(), 200);
+    let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    let text = resp.text().await.unwrap();
+    let mut samples = HashMap::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (key, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not `name{{labels}} value`: {line:?}"));
+        let name_end = key.find('{').unwrap_or(key.len());
+        let name = &key[..name_end];
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name in {line:?}"
+        );
+        if name_end < key.len() {
+            assert!(key.ends_with('}'), "unclosed labels in {line:?}");
+            let labels = &key[name_end + 1..key.len() - 1];
+            for pair in labels.split(',') {
+                let (k, v) = pair
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("bad label in {line:?}"));
+                assert!(!k.is_empty(), "empty label name in {line:?}");
+                assert!(
+                    v.len() >= 2 && v.starts_with('"') && v.ends_with('"'),
+                    "unquoted label value in {line:?}"
+                );
+            }
+        }
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}")),
+        };
+        assert!(
+            samples.insert(key.to_owned(), value).is_none(),
+            "duplicate sample {key}"
+        );
+    }
+    Scrape(samples)
+}
+
+const SUCCESS_2XX: &str = r#"hookd_attempts_total{outcome="success",class="2xx"}"#;
+const ACCEPTED: &str = r#"hookd_ingest_requests_total{result="accepted"}"#;
+const RATE_LIMITED: &str = r#"hookd_ingest_requests_total{result="rate_limited"}"#;
+const REJECTED: &str = r#"hookd_ingest_requests_total{result="rejected"}"#;
+const DELIVERED: &str = "hookd_time_to_deliver_seconds_count";
+const PENDING: &str = "hookd_deliveries_pending";
+const IN_FLIGHT: &str = "hookd_deliveries_in_flight";
+
+#[tokio::test]
+async fn metrics_move_as_messages_are_accepted_and_delivered() {
+    for app in apps_with(&[]).await {
+        let before = scrape(&app).await;
+        assert_eq!(before.get("hookd_database_up"), 1.0);
+        for gauge in [
+            PENDING,
+            IN_FLIGHT,
+            "hookd_dead_letters",
+            "hookd_oldest_due_delivery_age_seconds",
+            "hookd_open_breakers",
+            "hookd_disabled_endpoints",
+            "hookd_email_outbox_pending",
+        ] {
+            assert_eq!(before.get(gauge), 0.0, "{gauge} on {}", app.backend);
+        }
+        let sink = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &sink, json!({})).await;
+        const N: u64 = 5;
+        for n in 0..N {
+            send(&app, &a, json!({"n": n})).await;
+        }
+        eventually(Duration::from_secs(10), "all delivered", || async {
+            sink.state.report().unique == N
+        })
+        .await;
+        // The state is written in a batch after the attempt; wait for the queue to drain.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let after = loop {
+            let now = scrape(&app).await;
+            if now.get(PENDING) == 0.0 && now.get(IN_FLIGHT) == 0.0 {
+                break now;
+            }
+            assert!(Instant::now() < deadline, "the queue never drained");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
+        let moved = |key: &str| after.get(key) - before.get(key);
+        assert_eq!(moved(SUCCESS_2XX), N as f64, "on {}", app.backend);
+        assert_eq!(moved(ACCEPTED), N as f64, "on {}", app.backend);
+        assert_eq!(moved(DELIVERED), N as f64, "on {}", app.backend);
+        assert_eq!(
+            moved("hookd_attempt_duration_seconds_count"),
+            N as f64,
+            "on {}",
+            app.backend
+        );
+        assert_eq!(
+            after.get(r#"hookd_time_to_deliver_seconds_bucket{le="+Inf"}"#),
+            after.get(DELIVERED)
+        );
+        assert!(after.get("hookd_time_to_deliver_seconds_sum") > 0.0);
+        assert_eq!(moved(RATE_LIMITED), 0.0);
+        assert_eq!(moved(REJECTED), 0.0);
+        sink.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn refused_messages_are_counted_by_result() {
+    let env = [
+        ("HOOKD_TENANT_INGEST_RATE", "1"),
+        ("HOOKD_TENANT_INGEST_BURST", "1"),
+    ];
+    for app in apps_with(&env).await {
+        let (a, _) = app.app_with_endpoint("metrics").await;
+        let before = scrape(&app).await;
+        // A malformed body is refused before the limit is consulted.
+        let bad = app
+            .client
+            .post(format!("{}/api/v1/app/{a}/msg", app.base))
+            .bearer_auth(&app.key)
+            .header("content-type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        let body = json!({"eventType": "test.event", "payload": {}});
+        let first = app
+            .call(Method::POST, &format!("/app/{a}/msg"), Some(body.clone()))
+            .await;
+        assert_eq!(first.status, 201, "{}", first.body);
+        let second = app
+            .call(Method::POST, &format!("/app/{a}/msg"), Some(body))
+            .await;
+        assert_eq!(second.status, 429, "{}", second.body);
+        let after = scrape(&app).await;
+        let moved = |key: &str| after.get(key) - before.get(key);
+        assert_eq!(moved(ACCEPTED), 1.0, "on {}", app.backend);
+        assert_eq!(moved(RATE_LIMITED), 1.0, "on {}", app.backend);
+        assert_eq!(moved(REJECTED), 1.0, "on {}", app.backend);
+    }
+}

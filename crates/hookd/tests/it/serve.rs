@@ -1,0 +1,110 @@
+use std::time::Duration;
+
+use sea_orm::EntityTrait;
+
+use crate::helpers::*;
+
+async fn health(base: &str) -> (u16, serde_json::Value) {
+    let resp = reqwest::get(format!("{base}/api/v1/health"))
+        .await
+        .expect("GET health");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("health answers JSON"))
+}
+
+#[tokio::test]
+async fn serve_in_an_empty_directory_creates_the_database_and_answers_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(hookd(dir.path()));
+    assert!(
+        dir.path().join("data/hookd.db").is_file(),
+        "data/hookd.db created"
+    );
+
+    let (status, body) = health(&server.base).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["database"], "ok");
+
+    let resp = reqwest::get(format!("{}/api/v1/no-such-route", server.base))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["code"], "not_found");
+
+    server.signal("TERM");
+    assert_eq!(
+        server.wait_exit(Duration::from_secs(10)),
+        Some(0),
+        "clean exit on SIGTERM"
+    );
+}
+
+#[tokio::test]
+async fn sigint_stops_accepting_work_and_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(hookd(dir.path()));
+    let base = server.base.clone();
+    assert_eq!(health(&base).await.0, 200);
+    server.signal("INT");
+    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+    assert!(
+        reqwest::get(format!("{base}/api/v1/health")).await.is_err(),
+        "no longer listening"
+    );
+}
+
+#[tokio::test]
+async fn a_restart_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(hookd(dir.path()).args([
+        "tenant",
+        "create",
+        "--name",
+        "Acme",
+        "--email",
+        "ops@acme.test",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    for _ in 0..2 {
+        let server = Server::start(hookd(dir.path()));
+        assert_eq!(health(&server.base).await.0, 200);
+        server.signal("TERM");
+        assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+    }
+    let url = format!("sqlite://{}/data/hookd.db", dir.path().display());
+    let store = store::Store::connect(&url, &Default::default())
+        .await
+        .unwrap();
+    let tenants = store::entities::tenant::Entity::find()
+        .all(store.connection())
+        .await
+        .unwrap();
+    assert_eq!(
+        tenants.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        ["Acme"]
+    );
+}
+
+#[tokio::test]
+async fn serve_runs_on_postgres_too() {
+    let Some(admin) = store::testing::postgres_url() else {
+        eprintln!("SKIPPED serve_runs_on_postgres_too: HOOKD_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let db = store::testing::TestDb::postgres(&admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = hookd(dir.path());
+    cmd.env("HOOKD_DATABASE_URL", &db.url);
+    let server = Server::start(cmd);
+    let (status, body) = health(&server.base).await;
+    assert_eq!((status, body["database"].as_str()), (200, Some("ok")));
+    assert!(
+        !dir.path().join("data").exists(),
+        "no SQLite file when running on PostgreSQL"
+    );
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+}

@@ -1,0 +1,72 @@
+//! Time-driven work that no request waits for: durable bulk jobs (recover, replay), the
+//! auto-disable sweep, the email outbox, and returning abandoned delivery leases. With
+//! PostgreSQL one process at a time does it (an advisory lock); the others stand by.
+
+pub mod email;
+pub mod health;
+pub mod jobs;
+pub mod leader;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use domain::Timestamp;
+use store::Store;
+use tokio::sync::{Notify, watch};
+
+pub struct SchedulerConfig {
+    pub node_id: String,
+    /// The database URL, to hold the leadership lock on its own connection.
+    pub database_url: String,
+    pub disable_after: Duration,
+    pub sweep_every: Duration,
+    pub public_url: String,
+    pub mailer: Option<email::Mailer>,
+}
+
+/// Runs the scheduler until `stop`: when leading, a round every half second.
+pub async fn run(
+    cfg: SchedulerConfig,
+    store: Store,
+    new_work: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut leadership = leader::Leadership::for_url(&cfg.database_url);
+    let mut last_sweep: Option<Instant> = None;
+    while !*stop.borrow() {
+        if leadership.ensure().await {
+            // Jobs until none is waiting.
+            loop {
+                match jobs::run_one(&store, &cfg.node_id).await {
+                    Ok(true) => new_work.notify_one(),
+                    Ok(false) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "job runner: database error");
+                        break;
+                    }
+                }
+            }
+            if last_sweep.is_none_or(|t| t.elapsed() >= cfg.sweep_every) {
+                last_sweep = Some(Instant::now());
+                match health::sweep(&store, Timestamp::now(), cfg.disable_after, &cfg.public_url)
+                    .await
+                {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(count = n, "auto-disabled failing endpoints"),
+                    Err(e) => tracing::warn!(error = %e, "auto-disable sweep failed"),
+                }
+                if let Err(e) = store.reap_expired_leases(Timestamp::now()).await {
+                    tracing::warn!(error = %e, "lease reaper");
+                }
+            }
+            if let Err(e) = email::send_due(&store, cfg.mailer.as_ref(), Timestamp::now()).await {
+                tracing::warn!(error = %e, "email outbox");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = stop.changed() => {}
+        }
+    }
+    leadership.release().await;
+}

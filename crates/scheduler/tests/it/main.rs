@@ -1,0 +1,245 @@
+//! Scheduler tests, on SQLite and (when configured) PostgreSQL.
+
+mod email;
+mod smtp_server;
+
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::ids::TenantId;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use store::entities::delivery;
+use store::testing::each_backend;
+use store::{NewApplication, NewEndpoint, NewMessage, NewTenant, Store};
+
+async fn setup(store: &Store) -> (TenantId, store::entities::application::Model) {
+    let t = store
+        .create_tenant(NewTenant {
+            name: "t".into(),
+            notification_email: "t@t.test".into(),
+            ingest_rate: None,
+            ingest_burst: None,
+        })
+        .await
+        .unwrap();
+    let t = TenantId::parse(&t.id).unwrap();
+    let app = store
+        .create_application(
+            t,
+            NewApplication {
+                name: "a".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    (t, app)
+}
+
+fn endpoint(path: &str) -> NewEndpoint {
+    NewEndpoint {
+        url: format!("https://example.com/{path}"),
+        version: 1,
+        ..Default::default()
+    }
+}
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+async fn send(store: &Store, t: TenantId, app: &store::entities::application::Model) -> String {
+    let new = NewMessage {
+        event_type: "x".into(),
+        payload: b"{}".to_vec(),
+        ..Default::default()
+    };
+    let ttl =
+        |_: &store::entities::endpoint::Model, now: Timestamp| now.plus(Duration::from_secs(60));
+    store
+        .create_message(t, app, new, ttl)
+        .await
+        .unwrap()
+        .message
+        .id
+}
+
+async fn states(store: &Store, endpoint_id: &str) -> Vec<(String, String, String)> {
+    delivery::Entity::find()
+        .filter(delivery::Column::EndpointId.eq(endpoint_id))
+        .all(store.connection())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.msg_id, d.state, d.next_trigger))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_recover_job_rearms_failed_deliveries_since_the_date_as_manual() {
+    each_backend(|store| async move {
+        let (t, app) = setup(&store).await;
+        let ep = store
+            .create_endpoint(t, &app, endpoint("a"), SECRET)
+            .await
+            .unwrap();
+        let old = send(&store, t, &app).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let since = Timestamp::now();
+        let recent = send(&store, t, &app).await;
+        let ok = send(&store, t, &app).await;
+        // Dead-letter the first two, mark the third delivered.
+        for (msg, state) in [(&old, "failed"), (&recent, "failed"), (&ok, "succeeded")] {
+            delivery::Entity::update_many()
+                .col_expr(
+                    delivery::Column::State,
+                    sea_orm::sea_query::Expr::value(state),
+                )
+                .filter(delivery::Column::MsgId.eq(msg.as_str()))
+                .exec(store.connection())
+                .await
+                .unwrap();
+        }
+        let job = store
+            .create_job(
+                t,
+                "endpoint.recover",
+                &serde_json::json!({
+                    "endpointId": ep.id, "appId": app.id, "since": since.as_millis(), "until": null
+                }),
+            )
+            .await
+            .unwrap();
+        assert!(scheduler::jobs::run_one(&store, "node-a").await.unwrap());
+        assert!(
+            !scheduler::jobs::run_one(&store, "node-a").await.unwrap(),
+            "nothing left"
+        );
+
+        let mut got = states(&store, &ep.id).await;
+        got.sort();
+        let mut want = vec![
+            (old, "failed".to_owned(), "scheduled".to_owned()),
+            (recent, "pending".to_owned(), "manual".to_owned()),
+            (ok, "succeeded".to_owned(), "scheduled".to_owned()),
+        ];
+        want.sort();
+        assert_eq!(got, want);
+        let job = store.get_job(t, &job.id).await.unwrap();
+        assert_eq!((job.state.as_str(), job.progress), ("finished", 1));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_replay_job_creates_only_the_missing_deliveries() {
+    each_backend(|store| async move {
+        let (t, app) = setup(&store).await;
+        let since = Timestamp::now();
+        let before_endpoint = send(&store, t, &app).await;
+        let ep = store
+            .create_endpoint(t, &app, endpoint("late"), SECRET)
+            .await
+            .unwrap();
+        let after_endpoint = send(&store, t, &app).await;
+        store
+            .create_job(
+                t,
+                "endpoint.replay",
+                &serde_json::json!({
+                    "endpointId": ep.id, "appId": app.id, "since": since.as_millis()
+                }),
+            )
+            .await
+            .unwrap();
+        assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
+        let got = states(&store, &ep.id).await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        let replayed = got.iter().find(|(m, _, _)| *m == before_endpoint).unwrap();
+        assert_eq!(
+            (replayed.1.as_str(), replayed.2.as_str()),
+            ("pending", "manual")
+        );
+        let normal = got.iter().find(|(m, _, _)| *m == after_endpoint).unwrap();
+        assert_eq!(normal.2, "scheduled");
+        // Running the same replay again creates nothing more.
+        store
+            .create_job(
+                t,
+                "endpoint.replay",
+                &serde_json::json!({
+                    "endpointId": ep.id, "appId": app.id, "since": since.as_millis()
+                }),
+            )
+            .await
+            .unwrap();
+        assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
+        assert_eq!(states(&store, &ep.id).await.len(), 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_job_whose_runner_died_is_taken_over_after_its_lease() {
+    each_backend(|store| async move {
+        let (t, app) = setup(&store).await;
+        let ep = store
+            .create_endpoint(t, &app, endpoint("a"), SECRET)
+            .await
+            .unwrap();
+        let job = store
+            .create_job(
+                t,
+                "endpoint.recover",
+                &serde_json::json!({
+                    "endpointId": ep.id, "appId": app.id, "since": 0
+                }),
+            )
+            .await
+            .unwrap();
+        let now = Timestamp::now();
+        let lease = Duration::from_secs(60);
+        let first = store
+            .system_claim_job("dead-node", now, lease)
+            .await
+            .unwrap();
+        assert_eq!(first.map(|j| j.id), Some(job.id.clone()));
+        assert!(
+            store
+                .system_claim_job("other", now, lease)
+                .await
+                .unwrap()
+                .is_none(),
+            "leased"
+        );
+        let later = now.plus(Duration::from_secs(61));
+        let taken = store.system_claim_job("other", later, lease).await.unwrap();
+        assert_eq!(taken.map(|j| j.id), Some(job.id));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_job_for_a_deleted_endpoint_fails_with_a_reason() {
+    each_backend(|store| async move {
+        let (t, app) = setup(&store).await;
+        let ep = store
+            .create_endpoint(t, &app, endpoint("a"), SECRET)
+            .await
+            .unwrap();
+        let job = store
+            .create_job(
+                t,
+                "endpoint.recover",
+                &serde_json::json!({
+                    "endpointId": ep.id, "appId": app.id, "since": 0
+                }),
+            )
+            .await
+            .unwrap();
+        store.delete_endpoint(t, &ep).await.unwrap();
+        assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
+        let job = store.get_job(t, &job.id).await.unwrap();
+        assert_eq!(job.state, "failed");
+        assert!(job.error.unwrap().contains("not found"));
+    })
+    .await;
+}

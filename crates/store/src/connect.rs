@@ -1,0 +1,111 @@
+//! Opening the database: SQLite tuned for a single busy writer, or a PostgreSQL pool.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sea_orm::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sea_orm::sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
+use sea_orm::{DatabaseConnection, SqlxPostgresConnector, SqlxSqliteConnector};
+
+use crate::error::{StoreError, redact_url};
+
+/// Which database a URL names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn of_url(url: &str) -> Result<Backend, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(StoreError::InvalidUrl {
+                url: redact_url(url),
+                reason: "expected sqlite://PATH or postgres://USER@HOST/DB".into(),
+            })
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+pub(crate) async fn connect(
+    url: &str,
+    opts: &ConnectOptions,
+) -> Result<(DatabaseConnection, Backend), StoreError> {
+    let backend = Backend::of_url(url)?;
+    let connect_err = |e: sea_orm::sqlx::Error| StoreError::Connect {
+        url: redact_url(url),
+        detail: e.to_string(),
+    };
+    let invalid = |e: sea_orm::sqlx::Error| StoreError::InvalidUrl {
+        url: redact_url(url),
+        reason: e.to_string(),
+    };
+    let db = match backend {
+        Backend::Sqlite => {
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(invalid)?
+                .create_if_missing(true)
+                // WAL lets readers run beside the writer; NORMAL sync in WAL mode loses nothing
+                // on a process crash (SIGKILL), only possibly the last commits on power loss.
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true);
+            ensure_parent_dir(options.get_filename())?;
+            let pool = SqlitePoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(opts.acquire_timeout)
+                .connect_with(options)
+                .await
+                .map_err(connect_err)?;
+            SqlxSqliteConnector::from_sqlx_sqlite_pool(pool)
+        }
+        Backend::Postgres => {
+            let options = PgConnectOptions::from_str(url).map_err(invalid)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(opts.acquire_timeout)
+                .connect_with(options)
+                .await
+                .map_err(connect_err)?;
+            SqlxPostgresConnector::from_sqlx_postgres_pool(pool)
+        }
+    };
+    Ok((db, backend))
+}
+
+/// `sqlite://data/hookd.db` in an empty directory must just work: make `data/`.
+fn ensure_parent_dir(file: &Path) -> Result<(), StoreError> {
+    let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if file.as_os_str() == ":memory:" || dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|source| StoreError::DataDir {
+        path: dir.display().to_string(),
+        source,
+    })
+}

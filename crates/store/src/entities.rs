@@ -1,0 +1,365 @@
+//! sea-orm entities, one module a table. Ids are prefixed strings, times are epoch
+//! milliseconds, JSON documents are text (see migrations/ and docs/decisions.md).
+
+macro_rules! entity_boilerplate {
+    () => {
+        #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+        pub enum Relation {}
+        impl ActiveModelBehavior for ActiveModel {}
+    };
+}
+
+pub mod tenant {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "tenants")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub name: String,
+        pub notification_email: String,
+        pub ingest_rate: Option<i32>,
+        pub ingest_burst: Option<i32>,
+        pub created_at: i64,
+        pub updated_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod user {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "users")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub email: String,
+        pub password_hash: String,
+        pub role: String,
+        pub created_at: i64,
+        pub last_login_at: Option<i64>,
+    }
+    entity_boilerplate!();
+}
+
+pub mod session {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "sessions")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub user_id: String,
+        pub token_hash: String,
+        pub csrf_token: String,
+        pub created_at: i64,
+        pub expires_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod api_key {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "api_keys")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub name: String,
+        /// The first characters of the key, shown in listings so people can tell keys apart.
+        pub prefix: String,
+        pub key_hash: String,
+        pub created_at: i64,
+        pub last_used_at: Option<i64>,
+        pub revoked_at: Option<i64>,
+    }
+    entity_boilerplate!();
+}
+
+pub mod application {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "applications")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub uid: Option<String>,
+        pub name: String,
+        pub rate_limit: Option<i32>,
+        /// JSON object of string → string.
+        pub metadata: String,
+        pub created_at: i64,
+        pub updated_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod event_type {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "event_types")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub name: String,
+        pub description: String,
+        pub schemas: Option<String>,
+        /// JSON array of feature-flag names.
+        pub feature_flags: Option<String>,
+        pub group_name: Option<String>,
+        pub archived: bool,
+        pub deprecated: bool,
+        pub created_at: i64,
+        pub updated_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod endpoint {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "endpoints")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub app_id: String,
+        pub uid: Option<String>,
+        pub url: String,
+        pub description: String,
+        pub version: i32,
+        /// JSON array of event type names; NULL means every event type.
+        pub filter_types: Option<String>,
+        /// JSON array of channels; NULL means every message regardless of channel.
+        pub channels: Option<String>,
+        /// JSON object of custom headers sent with every attempt.
+        pub headers: String,
+        pub metadata: String,
+        pub disabled: bool,
+        pub disabled_reason: Option<String>,
+        pub disabled_at: Option<i64>,
+        pub throttle_rate: Option<i32>,
+        pub max_concurrency: Option<i32>,
+        pub timeout_ms: Option<i64>,
+        pub retry_policy: Option<String>,
+        pub status_overrides: Option<String>,
+        pub failing_since: Option<i64>,
+        pub last_success_at: Option<i64>,
+        pub breaker_state: String,
+        pub breaker_until: Option<i64>,
+        pub created_at: i64,
+        pub updated_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod endpoint_secret {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "endpoint_secrets")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub endpoint_id: String,
+        /// The `whsec_…` form. It must be readable to sign, so it is not hashed.
+        pub secret: String,
+        pub created_at: i64,
+        /// Set on the previous secret at rotation: it keeps signing until then.
+        pub expires_at: Option<i64>,
+    }
+    entity_boilerplate!();
+}
+
+pub mod message {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "messages")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub app_id: String,
+        pub event_type: String,
+        pub event_id: Option<String>,
+        /// The payload exactly as submitted.
+        pub payload: Vec<u8>,
+        pub channels: Option<String>,
+        pub tags: Option<String>,
+        pub ordering_key: Option<String>,
+        pub created_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod delivery {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "deliveries")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub app_id: String,
+        pub endpoint_id: String,
+        pub msg_id: String,
+        pub state: String,
+        pub attempt_count: i32,
+        /// `attempt_count` when the delivery was last (re-)armed: the retry budget counts from here.
+        pub attempts_at_arm: i32,
+        /// `scheduled`, or `manual` after a resend or recovery.
+        pub next_trigger: String,
+        pub next_attempt_at: i64,
+        pub lease_owner: Option<String>,
+        pub lease_expires_at: Option<i64>,
+        pub give_up_at: i64,
+        pub ordering_key: Option<String>,
+        pub seq: Option<i64>,
+        pub last_status: Option<i32>,
+        pub last_error: Option<String>,
+        pub last_attempt_at: Option<i64>,
+        pub created_at: i64,
+        pub updated_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod ordering_sequence {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "ordering_sequences")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub endpoint_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub ordering_key: String,
+        pub tenant_id: String,
+        pub last_seq: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod attempt {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "attempts")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub app_id: String,
+        pub endpoint_id: String,
+        pub msg_id: String,
+        pub delivery_id: String,
+        pub attempt_number: i32,
+        pub trigger: String,
+        pub url: String,
+        pub started_at: i64,
+        pub duration_ms: i32,
+        pub status_code: Option<i32>,
+        pub response_excerpt: Option<String>,
+        pub error_kind: Option<String>,
+        pub error_detail: Option<String>,
+        pub classification: String,
+        pub retry_after_ms: Option<i64>,
+    }
+    entity_boilerplate!();
+}
+
+pub mod idempotency_key {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "idempotency_keys")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub tenant_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub key: String,
+        pub request_hash: String,
+        pub response_status: i32,
+        pub response_body: Vec<u8>,
+        pub created_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod job {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "jobs")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub kind: String,
+        pub params: String,
+        pub state: String,
+        pub progress: i64,
+        pub error: Option<String>,
+        pub lease_owner: Option<String>,
+        pub lease_expires_at: Option<i64>,
+        pub created_at: i64,
+        pub updated_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod email {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "email_outbox")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: Option<String>,
+        pub to_addr: String,
+        pub subject: String,
+        pub body_text: String,
+        pub state: String,
+        pub attempts: i32,
+        pub next_attempt_at: i64,
+        pub last_error: Option<String>,
+        pub created_at: i64,
+        pub sent_at: Option<i64>,
+    }
+    entity_boilerplate!();
+}
+
+pub mod operational_event {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "operational_events")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub tenant_id: String,
+        pub kind: String,
+        pub app_id: Option<String>,
+        pub endpoint_id: Option<String>,
+        /// JSON object with the event's particulars.
+        pub detail: String,
+        pub created_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+pub mod node_heartbeat {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "node_heartbeats")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub node_id: String,
+        pub roles: String,
+        pub hostname: String,
+        pub version: String,
+        pub started_at: i64,
+        pub last_seen_at: i64,
+    }
+    entity_boilerplate!();
+}

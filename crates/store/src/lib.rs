@@ -1,0 +1,151 @@
+//! hookd's storage: sea-orm entities and tenant-scoped repositories over SQLite or PostgreSQL.
+//!
+//! Every repository method takes the tenant first and filters by it, so one tenant can never
+//! read or change another's rows. The few lookups that must work before a tenant is known
+//! (API-key and session authentication, login by email) and the cross-tenant sweeps of the
+//! scheduler are named for what they are.
+
+mod connect;
+pub mod entities;
+mod error;
+mod ops;
+mod page;
+mod queue;
+mod recovery;
+mod resources;
+mod stats;
+mod tenants;
+mod traffic;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+
+pub use connect::{Backend, ConnectOptions};
+pub use error::{StoreError, redact_url};
+pub use ops::IdempotencyStart;
+pub use page::{ListParams, Page};
+pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
+pub use recovery::{AttemptFilter, DeliveryStats};
+pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
+pub use stats::QueueGauges;
+pub use tenants::{NewTenant, hash_token};
+pub use traffic::{CreatedMessage, MessageFilter, NewAttempt, NewMessage};
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A handle on the database. Cheap to clone: it wraps a connection pool.
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: DatabaseConnection,
+    backend: Backend,
+    /// SQLite has one writer: this process's write transactions take turns here rather than
+    /// in SQLite's busy handler (which sleeps). PostgreSQL needs no gate.
+    write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A write transaction; on SQLite it holds the write gate until commit or drop.
+pub(crate) struct WriteTxn {
+    txn: sea_orm::DatabaseTransaction,
+    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl std::ops::Deref for WriteTxn {
+    type Target = sea_orm::DatabaseTransaction;
+    fn deref(&self) -> &Self::Target {
+        &self.txn
+    }
+}
+
+impl WriteTxn {
+    pub(crate) async fn commit(self) -> Result<()> {
+        self.txn.commit().await?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Opens `url` (`sqlite://path` or `postgres://…`). SQLite files and their directory are
+    /// created when missing.
+    pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {
+        let (db, backend) = connect::connect(url, opts).await?;
+        Ok(Store {
+            db,
+            backend,
+            write_gate: Default::default(),
+        })
+    }
+
+    /// Brings the schema up to date; a no-op when it already is.
+    pub async fn migrate(&self) -> Result<()> {
+        Migrator::up(&self.db, None).await?;
+        Ok(())
+    }
+
+    /// Names of the migrations not yet applied.
+    pub async fn pending_migrations(&self) -> Result<Vec<String>> {
+        let pending = Migrator::get_pending_migrations(&self.db).await?;
+        Ok(pending.iter().map(|m| m.name().to_owned()).collect())
+    }
+
+    /// A round trip to the database, for health checks.
+    pub async fn ping(&self) -> Result<()> {
+        self.db.execute_unprepared("SELECT 1").await?;
+        Ok(())
+    }
+
+    /// Takes the write gate for one statement (SQLite only): a write that waits here instead
+    /// of in SQLite's busy handler, which sleeps in growing steps, is not slowed by the others.
+    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match self.backend {
+            Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
+            Backend::Postgres => None,
+        }
+    }
+
+    /// Begins a transaction that will write; see `write_gate`.
+    pub(crate) async fn write_txn(&self) -> Result<WriteTxn> {
+        use sea_orm::TransactionTrait;
+        let gate = match self.backend {
+            Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
+            Backend::Postgres => None,
+        };
+        let txn = self.db.begin().await?;
+        if self.backend == Backend::Sqlite {
+            // sea-orm begins DEFERRED. A deferred transaction that reads and later writes fails
+            // at once with SQLITE_BUSY_SNAPSHOT if any other writer committed in between, and
+            // the busy timeout does not help. A write as the first statement takes the write
+            // lock up front (waiting in the busy handler if needed), as BEGIN IMMEDIATE would.
+            txn.execute_unprepared("DELETE FROM node_heartbeats WHERE 0")
+                .await?;
+        }
+        Ok(WriteTxn { txn, _gate: gate })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The raw connection, for tests and migrations tooling.
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    pub async fn close(self) -> Result<()> {
+        self.db.close().await?;
+        Ok(())
+    }
+}
+
+/// Serialises a value stored in a JSON text column.
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
+    // Serialising plain data (strings, maps, lists) cannot fail.
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// Reads a JSON text column, reporting corruption instead of panicking.
+pub fn from_json<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
+}

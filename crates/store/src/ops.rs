@@ -1,0 +1,376 @@
+//! Operations: the email outbox, operational events and node heartbeats.
+
+use domain::Timestamp;
+use domain::ids::{EmailId, JobId, NodeId, OperationalEventId, TenantId};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    Set,
+};
+
+use crate::entities::{email, job, node_heartbeat, operational_event};
+use crate::{ListParams, Page, Result, Store, page::fetch_page};
+
+impl Store {
+    /// Queues an email to a tenant; the scheduler's outbox worker sends it.
+    pub async fn enqueue_email(
+        &self,
+        tenant: TenantId,
+        to: &str,
+        subject: &str,
+        body: &str,
+    ) -> Result<email::Model> {
+        let now = Timestamp::now().as_millis();
+        Ok(email::ActiveModel {
+            id: Set(EmailId::new().to_string()),
+            tenant_id: Set(Some(tenant.to_string())),
+            to_addr: Set(to.to_owned()),
+            subject: Set(subject.to_owned()),
+            body_text: Set(body.to_owned()),
+            state: Set("pending".to_owned()),
+            attempts: Set(0),
+            next_attempt_at: Set(now),
+            last_error: Set(None),
+            created_at: Set(now),
+            sent_at: Set(None),
+        }
+        .insert(&self.db)
+        .await?)
+    }
+
+    pub async fn list_emails(
+        &self,
+        tenant: TenantId,
+        params: &ListParams,
+    ) -> Result<Page<email::Model>> {
+        let select = email::Entity::find().filter(email::Column::TenantId.eq(tenant.to_string()));
+        fetch_page(
+            &self.db,
+            select,
+            email::Column::Id,
+            |m| m.id.clone(),
+            params,
+        )
+        .await
+    }
+
+    /// Scheduler sweep (all tenants): pending emails that are due, oldest first.
+    pub async fn system_due_emails(&self, now: Timestamp, limit: u64) -> Result<Vec<email::Model>> {
+        Ok(email::Entity::find()
+            .filter(email::Column::State.eq("pending"))
+            .filter(email::Column::NextAttemptAt.lte(now.as_millis()))
+            .order_by_asc(email::Column::NextAttemptAt)
+            .limit(limit)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Scheduler: records the outcome of one send. `Ok(())` = sent; `Err(reason)` = retry at
+    /// `retry_at`.
+    pub async fn system_email_outcome(
+        &self,
+        email_id: &str,
+        outcome: std::result::Result<(), (String, Timestamp)>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let mut update = email::Entity::update_many()
+            .col_expr(
+                email::Column::Attempts,
+                Expr::col(email::Column::Attempts).add(1),
+            )
+            .filter(email::Column::Id.eq(email_id));
+        update = match outcome {
+            Ok(()) => update
+                .col_expr(email::Column::State, Expr::value("sent"))
+                .col_expr(email::Column::SentAt, Expr::value(now.as_millis())),
+            Err((reason, retry_at)) => update
+                .col_expr(email::Column::LastError, Expr::value(reason))
+                .col_expr(
+                    email::Column::NextAttemptAt,
+                    Expr::value(retry_at.as_millis()),
+                ),
+        };
+        update.exec(&self.db).await?;
+        Ok(())
+    }
+
+    pub async fn record_operational_event(
+        &self,
+        tenant: TenantId,
+        kind: &str,
+        app_id: Option<&str>,
+        endpoint_id: Option<&str>,
+        detail: &serde_json::Value,
+    ) -> Result<operational_event::Model> {
+        Ok(operational_event::ActiveModel {
+            id: Set(OperationalEventId::new().to_string()),
+            tenant_id: Set(tenant.to_string()),
+            kind: Set(kind.to_owned()),
+            app_id: Set(app_id.map(str::to_owned)),
+            endpoint_id: Set(endpoint_id.map(str::to_owned)),
+            detail: Set(detail.to_string()),
+            created_at: Set(Timestamp::now().as_millis()),
+        }
+        .insert(&self.db)
+        .await?)
+    }
+
+    pub async fn list_operational_events(
+        &self,
+        tenant: TenantId,
+        params: &ListParams,
+    ) -> Result<Page<operational_event::Model>> {
+        let select = operational_event::Entity::find()
+            .filter(operational_event::Column::TenantId.eq(tenant.to_string()));
+        let id = operational_event::Column::Id;
+        fetch_page(&self.db, select, id, |m| m.id.clone(), params).await
+    }
+
+    /// Announces that `node` is alive (insert or refresh).
+    pub async fn heartbeat(
+        &self,
+        node: NodeId,
+        roles: &str,
+        hostname: &str,
+        started_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<()> {
+        use node_heartbeat::Column as C;
+        let row = node_heartbeat::ActiveModel {
+            node_id: Set(node.to_string()),
+            roles: Set(roles.to_owned()),
+            hostname: Set(hostname.to_owned()),
+            version: Set(env!("CARGO_PKG_VERSION").to_owned()),
+            started_at: Set(started_at.as_millis()),
+            last_seen_at: Set(now.as_millis()),
+        };
+        node_heartbeat::Entity::insert(row)
+            .on_conflict(
+                OnConflict::column(C::NodeId)
+                    .update_columns([C::Roles, C::LastSeenAt])
+                    .to_owned(),
+            )
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// Nodes seen at or after `since`.
+    pub async fn live_nodes(&self, since: Timestamp) -> Result<Vec<node_heartbeat::Model>> {
+        Ok(node_heartbeat::Entity::find()
+            .filter(node_heartbeat::Column::LastSeenAt.gte(since.as_millis()))
+            .order_by_asc(node_heartbeat::Column::NodeId)
+            .all(&self.db)
+            .await?)
+    }
+}
+
+/// What to do with a request carrying an `Idempotency-Key`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdempotencyStart {
+    /// First time: run the request, then call `idempotency_complete`.
+    New,
+    /// The same key and request finished before: answer with this response again.
+    Replay { status: u16, body: Vec<u8> },
+    /// The same key is being processed by another request right now.
+    InFlight,
+    /// The key was used with a different request.
+    Mismatch,
+}
+
+/// Keys are remembered this long (Svix and Stripe keep them a day).
+pub const IDEMPOTENCY_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// A reservation older than this is taken to belong to a request that died.
+const IDEMPOTENCY_STALE: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Store {
+    /// Reserves `key` for this request, or says how the key was used before.
+    pub async fn idempotency_begin(
+        &self,
+        tenant: TenantId,
+        key: &str,
+        request_hash: &str,
+        now: Timestamp,
+    ) -> Result<IdempotencyStart> {
+        use crate::entities::idempotency_key as ik;
+        let reservation = || ik::ActiveModel {
+            tenant_id: Set(tenant.to_string()),
+            key: Set(key.to_owned()),
+            request_hash: Set(request_hash.to_owned()),
+            response_status: Set(0),
+            response_body: Set(Vec::new()),
+            created_at: Set(now.as_millis()),
+        };
+        for _ in 0..2 {
+            match ik::Entity::insert(reservation()).exec(&self.db).await {
+                Ok(_) => return Ok(IdempotencyStart::New),
+                Err(e) if crate::error::is_unique_violation(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let Some(found) = ik::Entity::find_by_id((tenant.to_string(), key.to_owned()))
+                .one(&self.db)
+                .await?
+            else {
+                continue; // expired and deleted in between: try to reserve again
+            };
+            let age = now.since(Timestamp::from_millis(found.created_at));
+            let stale_reservation = found.response_status == 0 && age > IDEMPOTENCY_STALE;
+            if age > IDEMPOTENCY_TTL || stale_reservation {
+                ik::Entity::delete_many()
+                    .filter(ik::Column::TenantId.eq(tenant.to_string()))
+                    .filter(ik::Column::Key.eq(key))
+                    .filter(ik::Column::CreatedAt.eq(found.created_at))
+                    .exec(&self.db)
+                    .await?;
+                continue;
+            }
+            if found.request_hash != request_hash {
+                return Ok(IdempotencyStart::Mismatch);
+            }
+            if found.response_status == 0 {
+                return Ok(IdempotencyStart::InFlight);
+            }
+            return Ok(IdempotencyStart::Replay {
+                status: u16::try_from(found.response_status).unwrap_or(500),
+                body: found.response_body,
+            });
+        }
+        Ok(IdempotencyStart::InFlight)
+    }
+
+    /// Stores the response of a request that reserved `key`.
+    pub async fn idempotency_complete(
+        &self,
+        tenant: TenantId,
+        key: &str,
+        status: u16,
+        body: &[u8],
+    ) -> Result<()> {
+        use crate::entities::idempotency_key as ik;
+        ik::Entity::update_many()
+            .col_expr(ik::Column::ResponseStatus, Expr::value(i32::from(status)))
+            .col_expr(ik::Column::ResponseBody, Expr::value(body.to_vec()))
+            .filter(ik::Column::TenantId.eq(tenant.to_string()))
+            .filter(ik::Column::Key.eq(key))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// Releases a reservation whose request failed unexpectedly, so a retry can run.
+    pub async fn idempotency_abort(&self, tenant: TenantId, key: &str) -> Result<()> {
+        use crate::entities::idempotency_key as ik;
+        ik::Entity::delete_many()
+            .filter(ik::Column::TenantId.eq(tenant.to_string()))
+            .filter(ik::Column::Key.eq(key))
+            .filter(ik::Column::ResponseStatus.eq(0))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    // --- durable jobs (bulk recover / replay) ---------------------------------------------
+
+    pub async fn create_job(
+        &self,
+        tenant: TenantId,
+        kind: &str,
+        params: &serde_json::Value,
+    ) -> Result<job::Model> {
+        let now = Timestamp::now().as_millis();
+        Ok(job::ActiveModel {
+            id: Set(JobId::new().to_string()),
+            tenant_id: Set(tenant.to_string()),
+            kind: Set(kind.to_owned()),
+            params: Set(params.to_string()),
+            state: Set("running".to_owned()),
+            progress: Set(0),
+            error: Set(None),
+            lease_owner: Set(None),
+            lease_expires_at: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(&self.db)
+        .await?)
+    }
+
+    pub async fn list_jobs(
+        &self,
+        tenant: TenantId,
+        params: &ListParams,
+    ) -> Result<Page<job::Model>> {
+        let select = job::Entity::find().filter(job::Column::TenantId.eq(tenant.to_string()));
+        fetch_page(&self.db, select, job::Column::Id, |m| m.id.clone(), params).await
+    }
+
+    pub async fn get_job(&self, tenant: TenantId, id: &str) -> Result<job::Model> {
+        job::Entity::find()
+            .filter(job::Column::TenantId.eq(tenant.to_string()))
+            .filter(job::Column::Id.eq(id))
+            .one(&self.db)
+            .await?
+            .ok_or(crate::StoreError::not_found("job"))
+    }
+
+    /// Scheduler (all tenants): takes the oldest running job that nobody holds, or whose
+    /// holder's lease ran out (it died), leasing it to `owner` until `now + lease`.
+    pub async fn system_claim_job(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease: std::time::Duration,
+    ) -> Result<Option<job::Model>> {
+        let free = Condition::any()
+            .add(job::Column::LeaseOwner.is_null())
+            .add(job::Column::LeaseExpiresAt.lt(now.as_millis()));
+        let candidates = job::Entity::find()
+            .filter(job::Column::State.eq("running"))
+            .filter(free.clone())
+            .order_by_asc(job::Column::CreatedAt)
+            .limit(5)
+            .all(&self.db)
+            .await?;
+        for candidate in candidates {
+            // Compare-and-set: only one claimer's update matches the free condition.
+            let res = job::Entity::update_many()
+                .col_expr(job::Column::LeaseOwner, Expr::value(owner))
+                .col_expr(
+                    job::Column::LeaseExpiresAt,
+                    Expr::value(now.plus(lease).as_millis()),
+                )
+                .filter(job::Column::Id.eq(&candidate.id))
+                .filter(job::Column::State.eq("running"))
+                .filter(free.clone())
+                .exec(&self.db)
+                .await?;
+            if res.rows_affected == 1 {
+                return Ok(Some(candidate));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries.
+    pub async fn system_finish_job(
+        &self,
+        id: &str,
+        outcome: std::result::Result<u64, String>,
+    ) -> Result<()> {
+        let now = Timestamp::now().as_millis();
+        let mut update = job::Entity::update_many()
+            .col_expr(job::Column::UpdatedAt, Expr::value(now))
+            .col_expr(job::Column::LeaseOwner, Expr::value(Option::<String>::None))
+            .filter(job::Column::Id.eq(id));
+        update = match outcome {
+            Ok(n) => update
+                .col_expr(job::Column::State, Expr::value("finished"))
+                .col_expr(job::Column::Progress, Expr::value(n as i64)),
+            Err(e) => update
+                .col_expr(job::Column::State, Expr::value("failed"))
+                .col_expr(job::Column::Error, Expr::value(e)),
+        };
+        update.exec(&self.db).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,589 @@
+//! The delivery queue: claiming due work with a lease, returning abandoned claims, and writing
+//! a batch of attempt results in one transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use domain::Timestamp;
+use domain::delivery::{AttemptTrigger, DeliveryState};
+use domain::ids::{AttemptId, OperationalEventId};
+use sea_orm::sea_query::{Expr, Value};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, Set, Statement,
+};
+
+use crate::entities::{attempt, delivery, endpoint, endpoint_secret, message, operational_event};
+use crate::{Backend, Result, Store};
+
+/// What became of a claimed delivery after one attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    Succeeded,
+    /// Try again at this time.
+    Retry {
+        at: Timestamp,
+    },
+    /// Dead letter: retries exhausted or a permanent answer.
+    Failed,
+}
+
+/// One finished attempt, to be written with [`Store::record_results`].
+#[derive(Clone, Debug)]
+pub struct AttemptResult {
+    pub delivery: delivery::Model,
+    pub attempt: attempt::Model,
+    pub next: Next,
+    /// Set on a 410: the endpoint is disabled with this reason.
+    pub disable_endpoint: Option<String>,
+}
+
+fn claim_sql(backend: Backend, fresh: bool) -> String {
+    // Numbered parameters on both backends, so the values bind by number, not text order.
+    let p = |n: usize| match backend {
+        Backend::Sqlite => format!("?{n}"),
+        Backend::Postgres => format!("${n}"),
+    };
+    // Fresh: due deliveries created in the last few seconds (new messages), oldest of them
+    // first, so that new messages never wait behind another tenant's or endpoint's backlog,
+    // however often that backlog is deferred and comes due again. Otherwise oldest due first.
+    let (window, order) = if fresh {
+        (format!(" AND d.created_at >= {}", p(6)), "d.created_at")
+    } else {
+        (String::new(), "d.next_attempt_at")
+    };
+    let lock = match backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+    };
+    format!(
+        "UPDATE deliveries SET state = 'sending', lease_owner = {p1}, lease_expires_at = {p2}, updated_at = {p3} \
+         WHERE id IN ( \
+           SELECT d.id FROM deliveries d \
+           WHERE d.state = 'pending' AND d.next_attempt_at <= {p4}{window} \
+             AND (d.seq IS NULL OR NOT EXISTS ( \
+               SELECT 1 FROM deliveries p \
+               WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key \
+                 AND p.seq < d.seq AND p.state IN ('pending', 'sending', 'failed'))) \
+           ORDER BY {order} LIMIT {p5}{lock}) \
+         RETURNING *",
+        p1 = p(1),
+        p2 = p(2),
+        p3 = p(3),
+        p4 = p(4),
+        p5 = p(5),
+    )
+}
+
+/// An endpoint with its signing secrets, as the dispatcher needs it.
+#[derive(Clone, Debug)]
+pub struct DispatchEndpoint {
+    pub endpoint: endpoint::Model,
+    /// Current first, then any previous secret still in its grace period.
+    pub secrets: Vec<String>,
+}
+
+impl Store {
+    /// Claims up to `limit` due deliveries for `owner` until `lease_until`, oldest due first,
+    /// or, with `fresh_since`, only those created since then. An ordered delivery
+    /// is due only when no earlier sequence number of its (endpoint, key) is still pending,
+    /// being sent or dead: that keeps per-key order and makes a dead head block its key.
+    pub async fn claim_due(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u64,
+        fresh_since: Option<Timestamp>,
+    ) -> Result<Vec<delivery::Model>> {
+        let mut values: Vec<Value> = vec![
+            owner.into(),
+            lease_until.as_millis().into(),
+            now.as_millis().into(),
+            now.as_millis().into(),
+            (limit as i64).into(),
+        ];
+        if let Some(since) = fresh_since {
+            values.push(since.as_millis().into());
+        }
+        let backend = self.db.get_database_backend();
+        let sql = claim_sql(self.backend, fresh_since.is_some());
+        let stmt = Statement::from_sql_and_values(backend, sql, values);
+        let _turn = self.write_turn().await;
+        let rows = delivery::Model::find_by_statement(stmt)
+            .all(&self.db)
+            .await?;
+        Ok(rows)
+    }
+
+    /// Returns deliveries whose lease ran out (their worker died) to pending, without counting
+    /// an attempt. Returns how many.
+    pub async fn reap_expired_leases(&self, now: Timestamp) -> Result<u64> {
+        let _turn = self.write_turn().await;
+        let res = back_to_pending(delivery::Entity::update_many())
+            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
+            .filter(delivery::Column::LeaseExpiresAt.lt(now.as_millis()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected)
+    }
+
+    /// Gives back claims `owner` will not start (shutdown), without counting an attempt.
+    pub async fn release_claims(&self, owner: &str, ids: &[String]) -> Result<u64> {
+        let _turn = self.write_turn().await;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let res = back_to_pending(delivery::Entity::update_many())
+            .filter(delivery::Column::Id.is_in(ids.iter().cloned()))
+            .filter(delivery::Column::LeaseOwner.eq(owner))
+            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected)
+    }
+
+    /// The messages of a claimed batch, in one query.
+    pub async fn messages_by_ids(&self, ids: &[String]) -> Result<HashMap<String, message::Model>> {
+        let rows = message::Entity::find()
+            .filter(message::Column::Id.is_in(ids.iter().cloned()))
+            .all(&self.db)
+            .await?;
+        Ok(rows.into_iter().map(|m| (m.id.clone(), m)).collect())
+    }
+
+    /// Endpoints with their active secrets, in two queries.
+    pub async fn dispatch_endpoints(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<HashMap<String, DispatchEndpoint>> {
+        let endpoints = endpoint::Entity::find()
+            .filter(endpoint::Column::Id.is_in(ids.iter().cloned()))
+            .all(&self.db)
+            .await?;
+        let mut secrets = endpoint_secret::Entity::find()
+            .filter(endpoint_secret::Column::EndpointId.is_in(ids.iter().cloned()))
+            .all(&self.db)
+            .await?;
+        secrets.sort_by(|a, b| b.id.cmp(&a.id));
+        let mut by_endpoint: HashMap<String, Vec<String>> = HashMap::new();
+        for s in secrets {
+            if s.expires_at.is_none_or(|e| e > now.as_millis()) {
+                by_endpoint.entry(s.endpoint_id).or_default().push(s.secret);
+            }
+        }
+        Ok(endpoints
+            .into_iter()
+            .map(|e| {
+                let secrets = by_endpoint.remove(&e.id).unwrap_or_default();
+                (
+                    e.id.clone(),
+                    DispatchEndpoint {
+                        endpoint: e,
+                        secrets,
+                    },
+                )
+            })
+            .collect())
+    }
+
+    /// Writes a batch of attempt results in one transaction: the attempts, each delivery's new
+    /// state (only while the writer still holds its lease), endpoint health, and 410 disables.
+    /// Returns the ids of deliveries whose lease had been lost (their state was left alone).
+    pub async fn record_results(
+        &self,
+        owner: &str,
+        results: &[AttemptResult],
+        public_url: &str,
+    ) -> Result<Vec<String>> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = Timestamp::now().as_millis();
+        let txn = self.write_txn().await?;
+        let attempts = results
+            .iter()
+            .map(|r| attempt::ActiveModel::from(r.attempt.clone()));
+        attempt::Entity::insert_many(attempts).exec(&*txn).await?;
+
+        let mut lost = Vec::new();
+        let mut health: HashMap<&str, (Option<i64>, Option<i64>)> = HashMap::new();
+        for r in results {
+            let d = &r.delivery;
+            let (state, next_at) = match &r.next {
+                Next::Succeeded => (DeliveryState::Succeeded, d.next_attempt_at),
+                Next::Retry { at } => (DeliveryState::Pending, at.as_millis()),
+                Next::Failed => (DeliveryState::Failed, d.next_attempt_at),
+            };
+            let res = delivery::Entity::update_many()
+                .col_expr(delivery::Column::State, Expr::value(state.as_str()))
+                .col_expr(
+                    delivery::Column::AttemptCount,
+                    Expr::value(r.attempt.attempt_number),
+                )
+                .col_expr(delivery::Column::NextAttemptAt, Expr::value(next_at))
+                .col_expr(
+                    delivery::Column::NextTrigger,
+                    Expr::value(AttemptTrigger::Scheduled.as_str()),
+                )
+                .col_expr(
+                    delivery::Column::LeaseOwner,
+                    Expr::value(Option::<String>::None),
+                )
+                .col_expr(
+                    delivery::Column::LeaseExpiresAt,
+                    Expr::value(Option::<i64>::None),
+                )
+                .col_expr(
+                    delivery::Column::LastStatus,
+                    Expr::value(r.attempt.status_code),
+                )
+                .col_expr(
+                    delivery::Column::LastError,
+                    Expr::value(r.attempt.error_kind.clone()),
+                )
+                .col_expr(
+                    delivery::Column::LastAttemptAt,
+                    Expr::value(r.attempt.started_at),
+                )
+                .col_expr(delivery::Column::UpdatedAt, Expr::value(now))
+                .filter(delivery::Column::Id.eq(&d.id))
+                .filter(delivery::Column::LeaseOwner.eq(owner))
+                .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
+                .exec(&*txn)
+                .await?;
+            if res.rows_affected == 0 {
+                lost.push(d.id.clone());
+            }
+            let entry = health.entry(d.endpoint_id.as_str()).or_default();
+            let at = r.attempt.started_at;
+            if r.attempt.classification == "success" {
+                entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
+            } else {
+                entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
+            }
+        }
+        for (endpoint_id, (last_success, first_failure)) in health {
+            match (last_success, first_failure) {
+                // Any success in the batch clears the failure streak.
+                (Some(ok), _) => {
+                    endpoint::Entity::update_many()
+                        .col_expr(endpoint::Column::LastSuccessAt, Expr::value(ok))
+                        .col_expr(
+                            endpoint::Column::FailingSince,
+                            Expr::value(Option::<i64>::None),
+                        )
+                        .filter(endpoint::Column::Id.eq(endpoint_id))
+                        .exec(&*txn)
+                        .await?;
+                }
+                (None, Some(fail)) => {
+                    endpoint::Entity::update_many()
+                        .col_expr(endpoint::Column::FailingSince, Expr::value(fail))
+                        .filter(endpoint::Column::Id.eq(endpoint_id))
+                        .filter(endpoint::Column::FailingSince.is_null())
+                        .exec(&*txn)
+                        .await?;
+                }
+                (None, None) => {}
+            }
+        }
+        let mut disabled = HashSet::new();
+        for r in results {
+            let Some(reason) = &r.disable_endpoint else {
+                continue;
+            };
+            if disabled.insert(r.delivery.endpoint_id.clone()) {
+                disable_and_notify(&txn, &r.delivery.endpoint_id, reason, public_url, now).await?;
+            }
+        }
+        txn.commit().await?;
+        Ok(lost)
+    }
+
+    /// Skips a dead (failed) delivery so that its ordering key flows again.
+    pub async fn skip_delivery(
+        &self,
+        tenant: domain::ids::TenantId,
+        msg_id: &str,
+        endpoint_id: &str,
+    ) -> Result<bool> {
+        let res = delivery::Entity::update_many()
+            .col_expr(
+                delivery::Column::State,
+                Expr::value(DeliveryState::Skipped.as_str()),
+            )
+            .col_expr(
+                delivery::Column::UpdatedAt,
+                Expr::value(Timestamp::now().as_millis()),
+            )
+            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
+            .filter(delivery::Column::MsgId.eq(msg_id))
+            .filter(delivery::Column::EndpointId.eq(endpoint_id))
+            .filter(delivery::Column::State.is_in([
+                DeliveryState::Failed.as_str(),
+                DeliveryState::Pending.as_str(),
+            ]))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected == 1)
+    }
+
+    /// The earliest time a pending delivery becomes due, to know how long to sleep.
+    pub async fn next_due_at(&self) -> Result<Option<Timestamp>> {
+        let backend = self.db.get_database_backend();
+        let sql = "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'";
+        let row = self
+            .db
+            .query_one(Statement::from_string(backend, sql))
+            .await?;
+        Ok(row
+            .and_then(|r| r.try_get::<Option<i64>>("", "at").ok().flatten())
+            .map(Timestamp::from_millis))
+    }
+}
+
+/// A new attempt row for a claimed delivery.
+#[allow(clippy::too_many_arguments)]
+pub fn attempt_row(
+    d: &delivery::Model,
+    url: &str,
+    started_at: Timestamp,
+    duration_ms: i32,
+    status: Option<u16>,
+    response_excerpt: Option<String>,
+    error_kind: Option<String>,
+    error_detail: Option<String>,
+    classification: &str,
+    retry_after_ms: Option<i64>,
+) -> attempt::Model {
+    attempt::Model {
+        id: AttemptId::new().to_string(),
+        tenant_id: d.tenant_id.clone(),
+        app_id: d.app_id.clone(),
+        endpoint_id: d.endpoint_id.clone(),
+        msg_id: d.msg_id.clone(),
+        delivery_id: d.id.clone(),
+        attempt_number: d.attempt_count + 1,
+        trigger: d.next_trigger.clone(),
+        url: url.to_owned(),
+        started_at: started_at.as_millis(),
+        duration_ms,
+        status_code: status.map(i32::from),
+        response_excerpt,
+        error_kind,
+        error_detail,
+        classification: classification.to_owned(),
+        retry_after_ms,
+    }
+}
+
+impl Store {
+    /// Extends every lease `owner` holds to `until`.
+    pub async fn renew_leases(&self, owner: &str, until: Timestamp) -> Result<u64> {
+        let _turn = self.write_turn().await;
+        let backend = self.db.get_database_backend();
+        // On PostgreSQL, skip rows a result write holds right now: they are being finished,
+        // and waiting on them in arbitrary order deadlocks against that write.
+        let sql = match self.backend {
+            Backend::Sqlite => {
+                "UPDATE deliveries SET lease_expires_at = ?1 WHERE lease_owner = ?2 AND state = 'sending'"
+            }
+            Backend::Postgres => {
+                "UPDATE deliveries SET lease_expires_at = $1 WHERE id IN ( \
+                   SELECT id FROM deliveries WHERE lease_owner = $2 AND state = 'sending' \
+                   FOR UPDATE SKIP LOCKED)"
+            }
+        };
+        let values: Vec<Value> = vec![until.as_millis().into(), owner.into()];
+        let res = self
+            .db
+            .execute(Statement::from_sql_and_values(backend, sql, values))
+            .await?;
+        Ok(res.rows_affected())
+    }
+}
+
+impl Store {
+    /// Puts claimed deliveries back, each until its time, without counting an attempt (flow
+    /// control: breaker open, endpoint saturated, throttled).
+    pub async fn defer_claims(&self, owner: &str, deferrals: &[(String, Timestamp)]) -> Result<()> {
+        let _turn = self.write_turn().await;
+        use sea_orm::sea_query::{CaseStatement, SimpleExpr};
+        // One statement per chunk however many deliveries: the claim loop waits on this.
+        for chunk in deferrals.chunks(200) {
+            let mut case = CaseStatement::new();
+            for (id, until) in chunk {
+                case = case.case(
+                    delivery::Column::Id.eq(id.as_str()),
+                    Expr::value(until.as_millis()),
+                );
+            }
+            let next_at: SimpleExpr = case
+                .finally(Expr::col(delivery::Column::NextAttemptAt))
+                .into();
+            back_to_pending(delivery::Entity::update_many())
+                .col_expr(delivery::Column::NextAttemptAt, next_at)
+                .filter(delivery::Column::Id.is_in(chunk.iter().map(|(id, _)| id.clone())))
+                .filter(delivery::Column::LeaseOwner.eq(owner))
+                .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
+                .exec(&self.db)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Records an endpoint's circuit-breaker state for the API and dashboard.
+    pub async fn set_breaker_state(
+        &self,
+        endpoint_id: &str,
+        state: &str,
+        until: Option<Timestamp>,
+    ) -> Result<()> {
+        endpoint::Entity::update_many()
+            .col_expr(endpoint::Column::BreakerState, Expr::value(state))
+            .col_expr(
+                endpoint::Column::BreakerUntil,
+                Expr::value(until.map(|u| u.as_millis())),
+            )
+            .filter(endpoint::Column::Id.eq(endpoint_id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// Moves an endpoint's due backlog to `until` (its breaker opened), so it is not claimed
+    /// and deferred one by one. Returns how many moved.
+    pub async fn defer_endpoint_backlog(&self, endpoint_id: &str, until: Timestamp) -> Result<u64> {
+        let res = delivery::Entity::update_many()
+            .col_expr(
+                delivery::Column::NextAttemptAt,
+                Expr::value(until.as_millis()),
+            )
+            .filter(delivery::Column::EndpointId.eq(endpoint_id))
+            .filter(delivery::Column::State.eq(DeliveryState::Pending.as_str()))
+            .filter(delivery::Column::NextAttemptAt.lt(until.as_millis()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected)
+    }
+}
+
+/// Disables an enabled endpoint with `reason`, records an `endpoint.disabled` operational event
+/// and queues the email to the tenant's notification address, all in the caller's transaction.
+/// Returns false when the endpoint was already disabled (nothing is sent twice).
+async fn disable_and_notify(
+    txn: &sea_orm::DatabaseTransaction,
+    endpoint_id: &str,
+    reason: &str,
+    public_url: &str,
+    now: i64,
+) -> Result<bool> {
+    use crate::entities::{email, tenant};
+    let res = endpoint::Entity::update_many()
+        .col_expr(endpoint::Column::Disabled, Expr::value(true))
+        .col_expr(endpoint::Column::DisabledReason, Expr::value(reason))
+        .col_expr(endpoint::Column::DisabledAt, Expr::value(now))
+        .col_expr(endpoint::Column::UpdatedAt, Expr::value(now))
+        .filter(endpoint::Column::Id.eq(endpoint_id))
+        .filter(endpoint::Column::Disabled.eq(false))
+        .exec(txn)
+        .await?;
+    if res.rows_affected == 0 {
+        return Ok(false);
+    }
+    let Some(ep) = endpoint::Entity::find_by_id(endpoint_id).one(txn).await? else {
+        return Ok(false);
+    };
+    operational_event::Entity::insert(operational_event::ActiveModel {
+        id: Set(OperationalEventId::new().to_string()),
+        tenant_id: Set(ep.tenant_id.clone()),
+        kind: Set("endpoint.disabled".to_owned()),
+        app_id: Set(Some(ep.app_id.clone())),
+        endpoint_id: Set(Some(ep.id.clone())),
+        detail: Set(serde_json::json!({ "reason": reason, "url": ep.url }).to_string()),
+        created_at: Set(now),
+    })
+    .exec(txn)
+    .await?;
+    if let Some(t) = tenant::Entity::find_by_id(ep.tenant_id.clone())
+        .one(txn)
+        .await?
+    {
+        let (subject, body) = domain::notify::render_endpoint_disabled(
+            &ep.url, &ep.id, &ep.app_id, reason, public_url,
+        );
+        email::Entity::insert(email::ActiveModel {
+            id: Set(domain::ids::EmailId::new().to_string()),
+            tenant_id: Set(Some(t.id)),
+            to_addr: Set(t.notification_email),
+            subject: Set(subject),
+            body_text: Set(body),
+            state: Set("pending".to_owned()),
+            attempts: Set(0),
+            next_attempt_at: Set(now),
+            last_error: Set(None),
+            created_at: Set(now),
+            sent_at: Set(None),
+        })
+        .exec(txn)
+        .await?;
+    }
+    Ok(true)
+}
+
+impl Store {
+    /// Scheduler sweep (all tenants): enabled endpoints failing since before `cutoff`.
+    pub async fn system_failing_endpoints(
+        &self,
+        cutoff: Timestamp,
+        limit: u64,
+    ) -> Result<Vec<endpoint::Model>> {
+        use sea_orm::QuerySelect;
+        Ok(endpoint::Entity::find()
+            .filter(endpoint::Column::FailingSince.lte(cutoff.as_millis()))
+            .filter(endpoint::Column::Disabled.eq(false))
+            .limit(limit)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Disables an endpoint for `reason`, records the operational event and queues the email to
+    /// its tenant, in one transaction. False when it was already disabled.
+    pub async fn disable_endpoint_and_notify(
+        &self,
+        endpoint_id: &str,
+        reason: &str,
+        public_url: &str,
+    ) -> Result<bool> {
+        let txn = self.write_txn().await?;
+        let done = disable_and_notify(
+            &txn,
+            endpoint_id,
+            reason,
+            public_url,
+            Timestamp::now().as_millis(),
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(done)
+    }
+}
+
+/// The columns that hand a claimed delivery back to the queue, without counting an attempt.
+fn back_to_pending(
+    update: sea_orm::UpdateMany<delivery::Entity>,
+) -> sea_orm::UpdateMany<delivery::Entity> {
+    update
+        .col_expr(
+            delivery::Column::State,
+            Expr::value(DeliveryState::Pending.as_str()),
+        )
+        .col_expr(
+            delivery::Column::LeaseOwner,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(
+            delivery::Column::LeaseExpiresAt,
+            Expr::value(Option::<i64>::None),
+        )
+}

@@ -1,0 +1,343 @@
+//! Manual delivery work: resend one message, recover failed deliveries, replay missing ones,
+//! and the per-endpoint views (stats, deliveries with their messages, attempt filters).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::delivery::{AttemptTrigger, DeliveryState};
+use domain::ids::{MessageId, TenantId};
+use sea_orm::sea_query::{Expr, Query};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
+
+use crate::entities::{attempt, delivery, endpoint, message};
+use crate::resources::check_owner;
+use crate::traffic::new_delivery;
+use crate::{ListParams, Page, Result, Store, StoreError, from_json, page::fetch_page};
+
+/// Delivery counts of one endpoint by state (Svix's `EndpointStats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryStats {
+    pub success: i64,
+    pub pending: i64,
+    pub sending: i64,
+    pub fail: i64,
+    pub canceled: i64,
+}
+
+/// Filters for attempt listings; all optional.
+#[derive(Clone, Debug, Default)]
+pub struct AttemptFilter {
+    /// `Some(true)`: successful attempts only; `Some(false)`: failed ones only.
+    pub success: Option<bool>,
+    /// 0 = attempts without an HTTP status (network errors); 100, 200 … 500 = that class.
+    pub status_code_class: Option<u16>,
+    pub before: Option<Timestamp>,
+    pub after: Option<Timestamp>,
+}
+
+impl AttemptFilter {
+    pub(crate) fn apply(&self, mut select: Select<attempt::Entity>) -> Select<attempt::Entity> {
+        use attempt::Column as C;
+        match self.success {
+            Some(true) => select = select.filter(C::Classification.eq("success")),
+            Some(false) => select = select.filter(C::Classification.ne("success")),
+            None => {}
+        }
+        match self.status_code_class {
+            Some(0) => select = select.filter(C::StatusCode.is_null()),
+            Some(class) => {
+                let lo = i32::from(class);
+                select = select.filter(C::StatusCode.between(lo, lo + 99));
+            }
+            None => {}
+        }
+        if let Some(before) = self.before {
+            select = select.filter(C::StartedAt.lt(before.as_millis()));
+        }
+        if let Some(after) = self.after {
+            select = select.filter(C::StartedAt.gt(after.as_millis()));
+        }
+        select
+    }
+}
+
+/// The columns that re-arm a delivery for a manual attempt with a fresh retry budget.
+fn rearm(
+    update: sea_orm::UpdateMany<delivery::Entity>,
+    now: Timestamp,
+    ttl: Duration,
+) -> sea_orm::UpdateMany<delivery::Entity> {
+    use delivery::Column as C;
+    update
+        .col_expr(C::State, Expr::value(DeliveryState::Pending.as_str()))
+        .col_expr(C::NextAttemptAt, Expr::value(now.as_millis()))
+        .col_expr(C::NextTrigger, Expr::value(AttemptTrigger::Manual.as_str()))
+        .col_expr(C::AttemptsAtArm, Expr::col(C::AttemptCount).into())
+        .col_expr(C::GiveUpAt, Expr::value(now.plus(ttl).as_millis()))
+        .col_expr(C::LeaseOwner, Expr::value(Option::<String>::None))
+        .col_expr(C::LeaseExpiresAt, Expr::value(Option::<i64>::None))
+        .col_expr(C::UpdatedAt, Expr::value(now.as_millis()))
+}
+
+impl Store {
+    pub async fn endpoint_stats(
+        &self,
+        tenant: TenantId,
+        endpoint_id: &str,
+    ) -> Result<DeliveryStats> {
+        let rows: Vec<(String, i64)> = delivery::Entity::find()
+            .select_only()
+            .column(delivery::Column::State)
+            .column_as(delivery::Column::Id.count(), "n")
+            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
+            .filter(delivery::Column::EndpointId.eq(endpoint_id))
+            .group_by(delivery::Column::State)
+            .into_tuple()
+            .all(&self.db)
+            .await?;
+        let mut stats = DeliveryStats::default();
+        for (state, n) in rows {
+            match state.parse::<DeliveryState>() {
+                Ok(DeliveryState::Succeeded) => stats.success += n,
+                Ok(DeliveryState::Pending) => stats.pending += n,
+                Ok(DeliveryState::Sending) => stats.sending += n,
+                Ok(DeliveryState::Failed) => stats.fail += n,
+                Ok(DeliveryState::Skipped) => stats.canceled += n,
+                Err(e) => return Err(StoreError::Corrupt(e.to_string())),
+            }
+        }
+        Ok(stats)
+    }
+
+    /// Sends `msg` to `ep` again as a manual attempt: re-arms its delivery, or creates one if
+    /// the message never went to that endpoint. A delivery already pending is brought forward;
+    /// one being sent right now is left alone (an attempt is in flight).
+    pub async fn resend(
+        &self,
+        tenant: TenantId,
+        msg: &message::Model,
+        ep: &endpoint::Model,
+        ttl: Duration,
+    ) -> Result<delivery::Model> {
+        check_owner(tenant, &msg.tenant_id, "message")?;
+        check_owner(tenant, &ep.tenant_id, "endpoint")?;
+        if msg.app_id != ep.app_id {
+            return Err(StoreError::not_found("endpoint"));
+        }
+        let now = Timestamp::now();
+        let txn = self.write_txn().await?;
+        let existing = delivery::Entity::find()
+            .filter(delivery::Column::MsgId.eq(&msg.id))
+            .filter(delivery::Column::EndpointId.eq(&ep.id))
+            .one(&*txn)
+            .await?;
+        let id = match existing {
+            Some(d) if d.state == DeliveryState::Sending.as_str() => d.id,
+            Some(d) => {
+                rearm(delivery::Entity::update_many(), now, ttl)
+                    .filter(delivery::Column::Id.eq(&d.id))
+                    .exec(&*txn)
+                    .await?;
+                d.id
+            }
+            None => {
+                let seq = match &msg.ordering_key {
+                    Some(key) => {
+                        Some(crate::traffic::next_sequence(&txn, tenant, &ep.id, key).await?)
+                    }
+                    None => None,
+                };
+                let row = new_delivery(
+                    tenant,
+                    msg,
+                    ep,
+                    seq,
+                    now,
+                    now.plus(ttl),
+                    AttemptTrigger::Manual,
+                );
+                let id = row.id.clone();
+                delivery::Entity::insert(delivery::ActiveModel::from(row))
+                    .exec(&*txn)
+                    .await?;
+                id
+            }
+        };
+        let row = delivery::Entity::find_by_id(id)
+            .one(&*txn)
+            .await?
+            .ok_or(StoreError::not_found("delivery"))?;
+        txn.commit().await?;
+        Ok(row)
+    }
+
+    /// Re-arms every failed delivery of an endpoint whose message was created in
+    /// `[since, until)`; returns how many.
+    pub async fn recover_failed(
+        &self,
+        tenant: TenantId,
+        endpoint_id: &str,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        ttl: Duration,
+    ) -> Result<u64> {
+        let now = Timestamp::now();
+        let mut update = rearm(delivery::Entity::update_many(), now, ttl)
+            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
+            .filter(delivery::Column::EndpointId.eq(endpoint_id))
+            .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
+            .filter(delivery::Column::CreatedAt.gte(since.as_millis()));
+        if let Some(until) = until {
+            update = update.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
+        }
+        Ok(update.exec(&self.db).await?.rows_affected)
+    }
+
+    /// Creates deliveries to `ep` for the application's messages in `[since, until)` that match
+    /// the endpoint's filters and never had one (e.g. sent while it was disabled or before it
+    /// existed). Works in batches; returns how many were created.
+    pub async fn replay_missing(
+        &self,
+        tenant: TenantId,
+        ep: &endpoint::Model,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        ttl: Duration,
+    ) -> Result<u64> {
+        check_owner(tenant, &ep.tenant_id, "endpoint")?;
+        let start = MessageId::lower_bound(since).to_string();
+        let mut after: Option<String> = None;
+        let end = until.map(|u| MessageId::lower_bound(u).to_string());
+        let mut created = 0u64;
+        loop {
+            let delivered = Query::select()
+                .column(delivery::Column::MsgId)
+                .from(delivery::Entity)
+                .and_where(Expr::col(delivery::Column::EndpointId).eq(ep.id.as_str()))
+                .to_owned();
+            let mut select = message::Entity::find()
+                .filter(message::Column::TenantId.eq(tenant.to_string()))
+                .filter(message::Column::AppId.eq(&ep.app_id))
+                .filter(match &after {
+                    None => message::Column::Id.gte(start.as_str()),
+                    Some(last) => message::Column::Id.gt(last.as_str()),
+                })
+                .filter(message::Column::Id.not_in_subquery(delivered))
+                .order_by_asc(message::Column::Id)
+                .limit(500);
+            if let Some(end) = &end {
+                select = select.filter(message::Column::Id.lt(end.as_str()));
+            }
+            let batch = select.all(&self.db).await?;
+            let Some(last) = batch.last() else { break };
+            after = Some(last.id.clone());
+            let now = Timestamp::now();
+            let txn = self.write_txn().await?;
+            let mut rows = Vec::new();
+            for msg in &batch {
+                let channels: Vec<String> = msg
+                    .channels
+                    .as_deref()
+                    .map(|t| from_json("messages.channels", t))
+                    .transpose()?
+                    .unwrap_or_default();
+                if !crate::traffic::endpoint_accepts(ep, &msg.event_type, &channels)? {
+                    continue;
+                }
+                let seq = match &msg.ordering_key {
+                    Some(key) => {
+                        Some(crate::traffic::next_sequence(&txn, tenant, &ep.id, key).await?)
+                    }
+                    None => None,
+                };
+                rows.push(new_delivery(
+                    tenant,
+                    msg,
+                    ep,
+                    seq,
+                    now,
+                    now.plus(ttl),
+                    AttemptTrigger::Manual,
+                ));
+            }
+            created += rows.len() as u64;
+            if !rows.is_empty() {
+                delivery::Entity::insert_many(rows.into_iter().map(delivery::ActiveModel::from))
+                    .exec(&*txn)
+                    .await?;
+            }
+            txn.commit().await?;
+        }
+        Ok(created)
+    }
+
+    /// An endpoint's deliveries, newest first, each with its message: two queries a page.
+    pub async fn list_endpoint_deliveries(
+        &self,
+        tenant: TenantId,
+        endpoint_id: &str,
+        state: Option<DeliveryState>,
+        params: &ListParams,
+    ) -> Result<Page<(delivery::Model, message::Model)>> {
+        let mut select = delivery::Entity::find()
+            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
+            .filter(delivery::Column::EndpointId.eq(endpoint_id));
+        if let Some(state) = state {
+            select = select.filter(delivery::Column::State.eq(state.as_str()));
+        }
+        let page = fetch_page(
+            &self.db,
+            select,
+            delivery::Column::Id,
+            |d| d.id.clone(),
+            params,
+        )
+        .await?;
+        let ids: Vec<String> = page.data.iter().map(|d| d.msg_id.clone()).collect();
+        let mut messages: HashMap<String, message::Model> = message::Entity::find()
+            .filter(message::Column::TenantId.eq(tenant.to_string()))
+            .filter(message::Column::Id.is_in(ids))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        let mut data = Vec::with_capacity(page.data.len());
+        for d in page.data {
+            let m = messages
+                .remove(&d.msg_id)
+                .ok_or_else(|| StoreError::Corrupt(format!("delivery {} has no message", d.id)))?;
+            data.push((d, m));
+        }
+        Ok(Page {
+            data,
+            iterator: page.iterator,
+            done: page.done,
+        })
+    }
+
+    pub async fn get_attempt(
+        &self,
+        tenant: TenantId,
+        msg_id: &str,
+        attempt_id: &str,
+    ) -> Result<attempt::Model> {
+        attempt::Entity::find()
+            .filter(attempt::Column::TenantId.eq(tenant.to_string()))
+            .filter(attempt::Column::MsgId.eq(msg_id))
+            .filter(attempt::Column::Id.eq(attempt_id))
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::not_found("attempt"))
+    }
+
+    /// How many deliveries a tenant has, in any state.
+    pub async fn count_deliveries(&self, tenant: TenantId) -> Result<u64> {
+        use sea_orm::PaginatorTrait;
+        Ok(delivery::Entity::find()
+            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
+            .count(&self.db)
+            .await?)
+    }
+}

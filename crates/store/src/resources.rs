@@ -1,0 +1,553 @@
+//! Configuration a tenant manages: applications, event types, endpoints and their secrets.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::ids::{ApplicationId, EndpointId, EventTypeId, SecretId, TenantId};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder, Set,
+};
+
+use crate::entities::{
+    application, attempt, delivery, endpoint, endpoint_secret, event_type, message,
+    ordering_sequence,
+};
+use crate::error::conflict_as;
+use crate::{ListParams, Page, Result, Store, StoreError, page::fetch_page, to_json};
+
+#[derive(Clone, Debug, Default)]
+pub struct NewApplication {
+    pub name: String,
+    pub uid: Option<String>,
+    pub rate_limit: Option<i32>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct NewEventType {
+    pub name: String,
+    pub description: String,
+    pub schemas: Option<serde_json::Value>,
+    pub feature_flags: Option<Vec<String>>,
+    pub group_name: Option<String>,
+    pub deprecated: bool,
+    pub archived: bool,
+}
+
+/// Everything about an endpoint a tenant sets. Create and full update take the same shape;
+/// partial updates merge into the stored endpoint before calling update.
+#[derive(Clone, Debug, Default)]
+pub struct NewEndpoint {
+    pub url: String,
+    pub uid: Option<String>,
+    pub description: String,
+    pub version: i32,
+    pub filter_types: Option<Vec<String>>,
+    pub channels: Option<Vec<String>>,
+    pub headers: BTreeMap<String, String>,
+    pub metadata: BTreeMap<String, String>,
+    pub disabled: bool,
+    pub throttle_rate: Option<i32>,
+    pub max_concurrency: Option<i32>,
+    pub timeout_ms: Option<i64>,
+    /// JSON of the endpoint's retry policy (domain's serde form); `None` = the default.
+    pub retry_policy: Option<String>,
+    /// JSON of the endpoint's status-code overrides; `None` = the default table.
+    pub status_overrides: Option<String>,
+}
+
+/// A change of the disabled flag, with the reason shown to the tenant.
+#[derive(Clone, Debug)]
+pub enum EndpointChanges {
+    Disable { reason: String },
+    Enable,
+}
+
+fn by_id_or_uid<C: ColumnTrait>(id_col: C, uid_col: C, id_or_uid: &str) -> Condition {
+    Condition::any()
+        .add(id_col.eq(id_or_uid))
+        .add(uid_col.eq(id_or_uid))
+}
+
+impl Store {
+    // --- applications -----------------------------------------------------------------------
+
+    pub async fn create_application(
+        &self,
+        tenant: TenantId,
+        new: NewApplication,
+    ) -> Result<application::Model> {
+        let now = Timestamp::now().as_millis();
+        let model = application::ActiveModel {
+            id: Set(ApplicationId::new().to_string()),
+            tenant_id: Set(tenant.to_string()),
+            uid: Set(new.uid),
+            name: Set(new.name),
+            rate_limit: Set(new.rate_limit),
+            metadata: Set(to_json(&new.metadata)),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        model.insert(&self.db).await.map_err(conflict_as("uid"))
+    }
+
+    /// Finds an application by its id or its uid.
+    pub async fn get_application(
+        &self,
+        tenant: TenantId,
+        id_or_uid: &str,
+    ) -> Result<application::Model> {
+        application::Entity::find()
+            .filter(application::Column::TenantId.eq(tenant.to_string()))
+            .filter(by_id_or_uid(
+                application::Column::Id,
+                application::Column::Uid,
+                id_or_uid,
+            ))
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::not_found("application"))
+    }
+
+    pub async fn list_applications(
+        &self,
+        tenant: TenantId,
+        params: &ListParams,
+    ) -> Result<Page<application::Model>> {
+        let select = application::Entity::find()
+            .filter(application::Column::TenantId.eq(tenant.to_string()));
+        fetch_page(
+            &self.db,
+            select,
+            application::Column::Id,
+            |m| m.id.clone(),
+            params,
+        )
+        .await
+    }
+
+    pub async fn update_application(
+        &self,
+        tenant: TenantId,
+        id_or_uid: &str,
+        new: NewApplication,
+    ) -> Result<application::Model> {
+        let mut model = self
+            .get_application(tenant, id_or_uid)
+            .await?
+            .into_active_model();
+        model.name = Set(new.name);
+        model.uid = Set(new.uid);
+        model.rate_limit = Set(new.rate_limit);
+        model.metadata = Set(to_json(&new.metadata));
+        model.updated_at = Set(Timestamp::now().as_millis());
+        model.update(&self.db).await.map_err(conflict_as("uid"))
+    }
+
+    /// Deletes an application with its endpoints, messages, deliveries and attempts.
+    pub async fn delete_application(&self, tenant: TenantId, id_or_uid: &str) -> Result<()> {
+        let app = self.get_application(tenant, id_or_uid).await?;
+        let txn = self.write_txn().await?;
+        attempt::Entity::delete_many()
+            .filter(attempt::Column::AppId.eq(&app.id))
+            .exec(&*txn)
+            .await?;
+        delivery::Entity::delete_many()
+            .filter(delivery::Column::AppId.eq(&app.id))
+            .exec(&*txn)
+            .await?;
+        message::Entity::delete_many()
+            .filter(message::Column::AppId.eq(&app.id))
+            .exec(&*txn)
+            .await?;
+        let endpoint_ids: Vec<String> = endpoint::Entity::find()
+            .filter(endpoint::Column::AppId.eq(&app.id))
+            .all(&*txn)
+            .await?
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        ordering_sequence::Entity::delete_many()
+            .filter(ordering_sequence::Column::EndpointId.is_in(endpoint_ids))
+            .exec(&*txn)
+            .await?;
+        // Endpoints and their secrets follow by ON DELETE CASCADE.
+        application::Entity::delete_by_id(app.id)
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    // --- event types ------------------------------------------------------------------------
+
+    pub async fn create_event_type(
+        &self,
+        tenant: TenantId,
+        new: NewEventType,
+    ) -> Result<event_type::Model> {
+        let now = Timestamp::now().as_millis();
+        let model = event_type::ActiveModel {
+            id: Set(EventTypeId::new().to_string()),
+            tenant_id: Set(tenant.to_string()),
+            name: Set(new.name),
+            description: Set(new.description),
+            schemas: Set(new.schemas.map(|s| to_json(&s))),
+            feature_flags: Set(new.feature_flags.map(|f| to_json(&f))),
+            group_name: Set(new.group_name),
+            archived: Set(new.archived),
+            deprecated: Set(new.deprecated),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        model.insert(&self.db).await.map_err(conflict_as("name"))
+    }
+
+    pub async fn get_event_type(&self, tenant: TenantId, name: &str) -> Result<event_type::Model> {
+        event_type::Entity::find()
+            .filter(event_type::Column::TenantId.eq(tenant.to_string()))
+            .filter(event_type::Column::Name.eq(name))
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::not_found("event type"))
+    }
+
+    pub async fn list_event_types(
+        &self,
+        tenant: TenantId,
+        include_archived: bool,
+        params: &ListParams,
+    ) -> Result<Page<event_type::Model>> {
+        let mut select =
+            event_type::Entity::find().filter(event_type::Column::TenantId.eq(tenant.to_string()));
+        if !include_archived {
+            select = select.filter(event_type::Column::Archived.eq(false));
+        }
+        fetch_page(
+            &self.db,
+            select,
+            event_type::Column::Id,
+            |m| m.id.clone(),
+            params,
+        )
+        .await
+    }
+
+    /// Replaces an event type's description, schemas, flags and archived state.
+    pub async fn update_event_type(
+        &self,
+        tenant: TenantId,
+        new: NewEventType,
+    ) -> Result<event_type::Model> {
+        let mut model = self
+            .get_event_type(tenant, &new.name)
+            .await?
+            .into_active_model();
+        model.description = Set(new.description);
+        model.schemas = Set(new.schemas.map(|s| to_json(&s)));
+        model.feature_flags = Set(new.feature_flags.map(|f| to_json(&f)));
+        model.group_name = Set(new.group_name);
+        model.deprecated = Set(new.deprecated);
+        model.archived = Set(new.archived);
+        model.updated_at = Set(Timestamp::now().as_millis());
+        Ok(model.update(&self.db).await?)
+    }
+
+    /// Deleting an event type archives it: messages of that type stay readable.
+    pub async fn archive_event_type(&self, tenant: TenantId, name: &str) -> Result<()> {
+        let mut model = self.get_event_type(tenant, name).await?.into_active_model();
+        model.archived = Set(true);
+        model.updated_at = Set(Timestamp::now().as_millis());
+        model.update(&self.db).await?;
+        Ok(())
+    }
+
+    // --- endpoints --------------------------------------------------------------------------
+
+    /// Creates an endpoint with its first signing secret (`whsec_…`).
+    pub async fn create_endpoint(
+        &self,
+        tenant: TenantId,
+        app: &application::Model,
+        new: NewEndpoint,
+        secret: &str,
+    ) -> Result<endpoint::Model> {
+        check_owner(tenant, &app.tenant_id, "application")?;
+        let now = Timestamp::now().as_millis();
+        let id = EndpointId::new().to_string();
+        let model = endpoint::ActiveModel {
+            id: Set(id.clone()),
+            tenant_id: Set(tenant.to_string()),
+            app_id: Set(app.id.clone()),
+            uid: Set(new.uid),
+            url: Set(new.url),
+            description: Set(new.description),
+            version: Set(new.version),
+            filter_types: Set(new.filter_types.map(|v| to_json(&v))),
+            channels: Set(new.channels.map(|v| to_json(&v))),
+            headers: Set(to_json(&new.headers)),
+            metadata: Set(to_json(&new.metadata)),
+            disabled: Set(new.disabled),
+            disabled_reason: Set(new.disabled.then(|| "disabled by the tenant".to_owned())),
+            disabled_at: Set(new.disabled.then_some(now)),
+            throttle_rate: Set(new.throttle_rate),
+            max_concurrency: Set(new.max_concurrency),
+            timeout_ms: Set(new.timeout_ms),
+            retry_policy: Set(new.retry_policy),
+            status_overrides: Set(new.status_overrides),
+            failing_since: Set(None),
+            last_success_at: Set(None),
+            breaker_state: Set("closed".to_owned()),
+            breaker_until: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        let txn = self.write_txn().await?;
+        let created = model.insert(&*txn).await.map_err(conflict_as("uid"))?;
+        insert_secret(&*txn, tenant, &id, secret, now).await?;
+        txn.commit().await?;
+        Ok(created)
+    }
+
+    pub async fn get_endpoint(
+        &self,
+        tenant: TenantId,
+        app_id: &str,
+        id_or_uid: &str,
+    ) -> Result<endpoint::Model> {
+        endpoint::Entity::find()
+            .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
+            .filter(endpoint::Column::AppId.eq(app_id))
+            .filter(by_id_or_uid(
+                endpoint::Column::Id,
+                endpoint::Column::Uid,
+                id_or_uid,
+            ))
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::not_found("endpoint"))
+    }
+
+    pub async fn list_endpoints(
+        &self,
+        tenant: TenantId,
+        app_id: &str,
+        params: &ListParams,
+    ) -> Result<Page<endpoint::Model>> {
+        let select = endpoint::Entity::find()
+            .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
+            .filter(endpoint::Column::AppId.eq(app_id));
+        fetch_page(
+            &self.db,
+            select,
+            endpoint::Column::Id,
+            |m| m.id.clone(),
+            params,
+        )
+        .await
+    }
+
+    /// The endpoints of several applications in one query (newest first), for pages that show
+    /// many applications at once. Ids of other tenants' applications match nothing. Not paged:
+    /// callers pass a bounded list of applications and cut each one's endpoints themselves.
+    pub async fn list_endpoints_of_apps(
+        &self,
+        tenant: TenantId,
+        app_ids: &[String],
+    ) -> Result<Vec<endpoint::Model>> {
+        if app_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(endpoint::Entity::find()
+            .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
+            .filter(endpoint::Column::AppId.is_in(app_ids.iter().map(String::as_str)))
+            .order_by_desc(endpoint::Column::Id)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Replaces an endpoint's settings. Turning `disabled` off resets its health.
+    pub async fn update_endpoint(
+        &self,
+        tenant: TenantId,
+        current: endpoint::Model,
+        new: NewEndpoint,
+    ) -> Result<endpoint::Model> {
+        check_owner(tenant, &current.tenant_id, "endpoint")?;
+        let now = Timestamp::now().as_millis();
+        let was_disabled = current.disabled;
+        let mut model = current.into_active_model();
+        model.uid = Set(new.uid);
+        model.url = Set(new.url);
+        model.description = Set(new.description);
+        model.version = Set(new.version);
+        model.filter_types = Set(new.filter_types.map(|v| to_json(&v)));
+        model.channels = Set(new.channels.map(|v| to_json(&v)));
+        model.headers = Set(to_json(&new.headers));
+        model.metadata = Set(to_json(&new.metadata));
+        model.throttle_rate = Set(new.throttle_rate);
+        model.max_concurrency = Set(new.max_concurrency);
+        model.timeout_ms = Set(new.timeout_ms);
+        model.retry_policy = Set(new.retry_policy);
+        model.status_overrides = Set(new.status_overrides);
+        apply_disabled(
+            &mut model,
+            was_disabled,
+            new.disabled,
+            "disabled by the tenant",
+            now,
+        );
+        model.updated_at = Set(now);
+        model.update(&self.db).await.map_err(conflict_as("uid"))
+    }
+
+    /// Disables (with a reason shown to the tenant) or re-enables an endpoint.
+    pub async fn set_endpoint_disabled(
+        &self,
+        tenant: TenantId,
+        current: endpoint::Model,
+        change: EndpointChanges,
+    ) -> Result<endpoint::Model> {
+        check_owner(tenant, &current.tenant_id, "endpoint")?;
+        let now = Timestamp::now().as_millis();
+        let was_disabled = current.disabled;
+        let mut model = current.into_active_model();
+        match change {
+            EndpointChanges::Disable { reason } => {
+                apply_disabled(&mut model, was_disabled, true, &reason, now)
+            }
+            EndpointChanges::Enable => apply_disabled(&mut model, was_disabled, false, "", now),
+        }
+        model.updated_at = Set(now);
+        Ok(model.update(&self.db).await?)
+    }
+
+    pub async fn delete_endpoint(&self, tenant: TenantId, ep: &endpoint::Model) -> Result<()> {
+        check_owner(tenant, &ep.tenant_id, "endpoint")?;
+        let txn = self.write_txn().await?;
+        attempt::Entity::delete_many()
+            .filter(attempt::Column::EndpointId.eq(&ep.id))
+            .exec(&*txn)
+            .await?;
+        delivery::Entity::delete_many()
+            .filter(delivery::Column::EndpointId.eq(&ep.id))
+            .exec(&*txn)
+            .await?;
+        ordering_sequence::Entity::delete_many()
+            .filter(ordering_sequence::Column::EndpointId.eq(&ep.id))
+            .exec(&*txn)
+            .await?;
+        endpoint::Entity::delete_by_id(ep.id.clone())
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// The secrets that sign right now: the current one first, then any previous one still
+    /// inside its rotation grace period.
+    pub async fn active_secrets(
+        &self,
+        tenant: TenantId,
+        endpoint_id: &str,
+        now: Timestamp,
+    ) -> Result<Vec<endpoint_secret::Model>> {
+        Ok(endpoint_secret::Entity::find()
+            .filter(endpoint_secret::Column::TenantId.eq(tenant.to_string()))
+            .filter(endpoint_secret::Column::EndpointId.eq(endpoint_id))
+            .filter(
+                Condition::any()
+                    .add(endpoint_secret::Column::ExpiresAt.is_null())
+                    .add(endpoint_secret::Column::ExpiresAt.gt(now.as_millis())),
+            )
+            .order_by_desc(endpoint_secret::Column::Id)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Makes `new_secret` current; the old current secret keeps signing for `grace`.
+    pub async fn rotate_secret(
+        &self,
+        tenant: TenantId,
+        endpoint_id: &str,
+        new_secret: &str,
+        grace: Duration,
+    ) -> Result<()> {
+        let now = Timestamp::now();
+        let txn = self.write_txn().await?;
+        endpoint_secret::Entity::update_many()
+            .col_expr(
+                endpoint_secret::Column::ExpiresAt,
+                Expr::value(now.plus(grace).as_millis()),
+            )
+            .filter(endpoint_secret::Column::TenantId.eq(tenant.to_string()))
+            .filter(endpoint_secret::Column::EndpointId.eq(endpoint_id))
+            .filter(endpoint_secret::Column::ExpiresAt.is_null())
+            .exec(&*txn)
+            .await?;
+        insert_secret(&*txn, tenant, endpoint_id, new_secret, now.as_millis()).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+}
+
+fn apply_disabled(
+    model: &mut endpoint::ActiveModel,
+    was: bool,
+    now_disabled: bool,
+    reason: &str,
+    now: i64,
+) {
+    model.disabled = Set(now_disabled);
+    if now_disabled && !was {
+        model.disabled_reason = Set(Some(reason.to_owned()));
+        model.disabled_at = Set(Some(now));
+    } else if !now_disabled && was {
+        // A re-enabled endpoint starts with a clean bill of health.
+        model.disabled_reason = Set(None);
+        model.disabled_at = Set(None);
+        model.failing_since = Set(None);
+        model.breaker_state = Set("closed".to_owned());
+        model.breaker_until = Set(None);
+    }
+}
+
+async fn insert_secret(
+    db: &impl sea_orm::ConnectionTrait,
+    tenant: TenantId,
+    endpoint_id: &str,
+    secret: &str,
+    now: i64,
+) -> Result<()> {
+    endpoint_secret::ActiveModel {
+        id: Set(SecretId::new().to_string()),
+        tenant_id: Set(tenant.to_string()),
+        endpoint_id: Set(endpoint_id.to_owned()),
+        secret: Set(secret.to_owned()),
+        created_at: Set(now),
+        expires_at: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+/// Guards methods that take a loaded row: it must belong to the calling tenant.
+pub(crate) fn check_owner(tenant: TenantId, owner: &str, entity: &'static str) -> Result<()> {
+    if owner == tenant.to_string() {
+        Ok(())
+    } else {
+        Err(StoreError::not_found(entity))
+    }
+}
+
+/// The endpoint's retry policy; the default when none (or an unreadable one) is stored.
+pub fn retry_policy_of(ep: &endpoint::Model) -> domain::retry::RetryPolicy {
+    ep.retry_policy
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}

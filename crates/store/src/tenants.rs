@@ -1,0 +1,203 @@
+//! Tenants, their API keys, dashboard users and sessions.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use domain::Timestamp;
+use domain::ids::{ApiKeyId, SessionId, TenantId, UserId};
+use rand::RngCore;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
+use sha2::{Digest, Sha256};
+
+use crate::entities::{api_key, session, tenant, user};
+use crate::error::conflict_as;
+use crate::{ListParams, Page, Result, Store, StoreError, page::fetch_page};
+
+#[derive(Clone, Debug)]
+pub struct NewTenant {
+    pub name: String,
+    pub notification_email: String,
+    pub ingest_rate: Option<i32>,
+    pub ingest_burst: Option<i32>,
+}
+
+/// SHA-256 of a high-entropy token, URL-safe base64. API keys and session tokens are 256-bit
+/// random values, so a fast hash suffices (a slow KDF protects low-entropy passwords only).
+pub fn hash_token(token: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(token.as_bytes()))
+}
+
+fn random_token(prefix: &str) -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes))
+}
+
+impl Store {
+    pub async fn create_tenant(&self, new: NewTenant) -> Result<tenant::Model> {
+        let now = Timestamp::now().as_millis();
+        let model = tenant::ActiveModel {
+            id: Set(TenantId::new().to_string()),
+            name: Set(new.name),
+            notification_email: Set(new.notification_email),
+            ingest_rate: Set(new.ingest_rate),
+            ingest_burst: Set(new.ingest_burst),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        Ok(model.insert(&self.db).await?)
+    }
+
+    pub async fn get_tenant(&self, tenant: TenantId) -> Result<tenant::Model> {
+        tenant::Entity::find_by_id(tenant.to_string())
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::not_found("tenant"))
+    }
+
+    pub async fn set_notification_email(&self, tenant: TenantId, email: &str) -> Result<()> {
+        let mut model = self.get_tenant(tenant).await?.into_active_model();
+        model.notification_email = Set(email.to_owned());
+        model.updated_at = Set(Timestamp::now().as_millis());
+        model.update(&self.db).await?;
+        Ok(())
+    }
+
+    /// Makes a new API key. The plaintext token is returned once and only its hash is kept.
+    pub async fn create_api_key(
+        &self,
+        tenant: TenantId,
+        name: &str,
+    ) -> Result<(api_key::Model, String)> {
+        let token = random_token("hk_");
+        let model = api_key::ActiveModel {
+            id: Set(ApiKeyId::new().to_string()),
+            tenant_id: Set(tenant.to_string()),
+            name: Set(name.to_owned()),
+            prefix: Set(token.chars().take(8).collect()),
+            key_hash: Set(hash_token(&token)),
+            created_at: Set(Timestamp::now().as_millis()),
+            last_used_at: Set(None),
+            revoked_at: Set(None),
+        };
+        let model = model.insert(&self.db).await?;
+        Ok((model, token))
+    }
+
+    pub async fn list_api_keys(
+        &self,
+        tenant: TenantId,
+        params: &ListParams,
+    ) -> Result<Page<api_key::Model>> {
+        let select =
+            api_key::Entity::find().filter(api_key::Column::TenantId.eq(tenant.to_string()));
+        fetch_page(
+            &self.db,
+            select,
+            api_key::Column::Id,
+            |m| m.id.clone(),
+            params,
+        )
+        .await
+    }
+
+    pub async fn revoke_api_key(&self, tenant: TenantId, key: ApiKeyId) -> Result<()> {
+        let res = api_key::Entity::update_many()
+            .col_expr(
+                api_key::Column::RevokedAt,
+                sea_orm::sea_query::Expr::value(Timestamp::now().as_millis()),
+            )
+            .filter(api_key::Column::TenantId.eq(tenant.to_string()))
+            .filter(api_key::Column::Id.eq(key.to_string()))
+            .filter(api_key::Column::RevokedAt.is_null())
+            .exec(&self.db)
+            .await?;
+        if res.rows_affected == 0 {
+            return Err(StoreError::not_found("api key"));
+        }
+        Ok(())
+    }
+
+    /// Authentication: the tenant owning a live API key. Runs before any tenant is known.
+    pub async fn authenticate_api_key(&self, token: &str) -> Result<Option<TenantId>> {
+        let found = api_key::Entity::find()
+            .filter(api_key::Column::KeyHash.eq(hash_token(token)))
+            .filter(api_key::Column::RevokedAt.is_null())
+            .one(&self.db)
+            .await?;
+        found.map(|k| parse_tenant(&k.tenant_id)).transpose()
+    }
+
+    pub async fn create_user(
+        &self,
+        tenant: TenantId,
+        email: &str,
+        password_hash: &str,
+        role: &str,
+    ) -> Result<user::Model> {
+        let model = user::ActiveModel {
+            id: Set(UserId::new().to_string()),
+            tenant_id: Set(tenant.to_string()),
+            email: Set(email.to_lowercase()),
+            password_hash: Set(password_hash.to_owned()),
+            role: Set(role.to_owned()),
+            created_at: Set(Timestamp::now().as_millis()),
+            last_login_at: Set(None),
+        };
+        model.insert(&self.db).await.map_err(conflict_as("email"))
+    }
+
+    /// Login: the user with this email in any tenant (emails are unique across hookd).
+    pub async fn find_user_for_login(&self, email: &str) -> Result<Option<user::Model>> {
+        Ok(user::Entity::find()
+            .filter(user::Column::Email.eq(email.to_lowercase()))
+            .one(&self.db)
+            .await?)
+    }
+
+    /// Opens a dashboard session; returns the plaintext token for the cookie.
+    pub async fn create_session(
+        &self,
+        tenant: TenantId,
+        user: UserId,
+        csrf_token: &str,
+        expires_at: Timestamp,
+    ) -> Result<(session::Model, String)> {
+        let token = random_token("");
+        let model = session::ActiveModel {
+            id: Set(SessionId::new().to_string()),
+            tenant_id: Set(tenant.to_string()),
+            user_id: Set(user.to_string()),
+            token_hash: Set(hash_token(&token)),
+            csrf_token: Set(csrf_token.to_owned()),
+            created_at: Set(Timestamp::now().as_millis()),
+            expires_at: Set(expires_at.as_millis()),
+        };
+        Ok((model.insert(&self.db).await?, token))
+    }
+
+    /// Authentication: the unexpired session behind a cookie token.
+    pub async fn find_session(
+        &self,
+        token: &str,
+        now: Timestamp,
+    ) -> Result<Option<session::Model>> {
+        Ok(session::Entity::find()
+            .filter(session::Column::TokenHash.eq(hash_token(token)))
+            .filter(session::Column::ExpiresAt.gt(now.as_millis()))
+            .one(&self.db)
+            .await?)
+    }
+
+    pub async fn delete_session(&self, tenant: TenantId, session: SessionId) -> Result<()> {
+        session::Entity::delete_many()
+            .filter(session::Column::TenantId.eq(tenant.to_string()))
+            .filter(session::Column::Id.eq(session.to_string()))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+}
+
+pub(crate) fn parse_tenant(s: &str) -> Result<TenantId> {
+    TenantId::parse(s).map_err(|e| StoreError::Corrupt(format!("tenant id {s:?}: {e}")))
+}

@@ -1,0 +1,138 @@
+//! Test databases for every crate's tests: a fresh SQLite file, or a fresh PostgreSQL
+//! database (created from `HOOKD_TEST_POSTGRES_URL`, migrated, dropped when the test ends).
+
+use std::future::Future;
+
+use domain::ids::JobId;
+
+use crate::{ConnectOptions, Store};
+
+/// The variable that switches the PostgreSQL half of the suite on.
+pub const POSTGRES_ENV: &str = "HOOKD_TEST_POSTGRES_URL";
+
+pub fn postgres_url() -> Option<String> {
+    std::env::var(POSTGRES_ENV).ok().filter(|s| !s.is_empty())
+}
+
+/// A migrated, empty database that disappears with this value.
+pub struct TestDb {
+    pub store: Store,
+    pub url: String,
+    pub backend_name: &'static str,
+    _dir: Option<tempfile::TempDir>,
+    drop_pg: Option<(String, String)>,
+}
+
+impl TestDb {
+    pub async fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}/hookd.db", dir.path().display());
+        let store = Store::connect(&url, &ConnectOptions::default())
+            .await
+            .expect("open sqlite");
+        store.migrate().await.expect("migrate sqlite");
+        TestDb {
+            store,
+            url,
+            backend_name: "sqlite",
+            _dir: Some(dir),
+            drop_pg: None,
+        }
+    }
+
+    pub async fn postgres(admin_url: &str) -> TestDb {
+        let name = format!(
+            "hookd_test_{}",
+            JobId::new().to_string()[4..].to_lowercase()
+        );
+        let admin = Store::connect(admin_url, &small_pool())
+            .await
+            .expect("connect to HOOKD_TEST_POSTGRES_URL");
+        use sea_orm::ConnectionTrait;
+        admin
+            .connection()
+            .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
+            .await
+            .expect("create test database");
+        admin.close().await.ok();
+        let url = with_database(admin_url, &name);
+        let store = Store::connect(&url, &small_pool())
+            .await
+            .expect("connect to test database");
+        store.migrate().await.expect("migrate postgres");
+        TestDb {
+            store,
+            url,
+            backend_name: "postgres",
+            _dir: None,
+            drop_pg: Some((admin_url.to_owned(), name)),
+        }
+    }
+
+    /// Every backend this run covers: SQLite always, PostgreSQL when configured.
+    pub async fn all() -> Vec<TestDb> {
+        let mut dbs = vec![TestDb::sqlite().await];
+        if let Some(url) = postgres_url() {
+            dbs.push(TestDb::postgres(&url).await);
+        }
+        dbs
+    }
+}
+
+fn small_pool() -> ConnectOptions {
+    ConnectOptions {
+        max_connections: 4,
+        ..ConnectOptions::default()
+    }
+}
+
+/// Runs `test` once per backend, naming the backend if it panics.
+pub async fn each_backend<F, Fut>(test: F)
+where
+    F: Fn(Store) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for db in TestDb::all().await {
+        let name = db.backend_name;
+        eprintln!("--- on {name}");
+        test(db.store.clone()).await;
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin_url, name)) = self.drop_pg.take() else {
+            return;
+        };
+        // Drop runs outside any runtime we may block, so use a thread with its own.
+        let handle = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                use sea_orm::ConnectionTrait;
+                if let Ok(admin) = Store::connect(&admin_url, &small_pool()).await {
+                    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                    let _ = admin.connection().execute_unprepared(&sql).await;
+                    let _ = admin.close().await;
+                }
+            });
+        });
+        let _ = handle.join();
+    }
+}
+
+/// `postgres://u@h:5432/postgres?x=y` with the database name replaced.
+pub fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let authority_end = base[scheme_end..]
+        .find('/')
+        .map(|i| scheme_end + i)
+        .unwrap_or(base.len());
+    format!("{}/{db}{query}", &base[..authority_end])
+}

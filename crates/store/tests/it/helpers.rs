@@ -1,0 +1,52 @@
+use domain::ids::TenantId;
+use store::entities::{application, endpoint};
+use store::{NewApplication, NewEndpoint, NewTenant, Store};
+
+pub use store::testing::each_backend;
+
+pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+pub async fn tenant(store: &Store, name: &str) -> TenantId {
+    let t = store
+        .create_tenant(NewTenant {
+            name: name.into(),
+            notification_email: format!("{name}@example.com"),
+            ingest_rate: None,
+            ingest_burst: None,
+        })
+        .await
+        .unwrap();
+    TenantId::parse(&t.id).unwrap()
+}
+
+pub async fn app(store: &Store, tenant: TenantId, name: &str) -> application::Model {
+    store
+        .create_application(
+            tenant,
+            NewApplication {
+                name: name.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+}
+
+pub async fn endpoint(
+    store: &Store,
+    tenant: TenantId,
+    app: &application::Model,
+    new: NewEndpoint,
+) -> endpoint::Model {
+    store
+        .create_endpoint(tenant, app, new, SECRET)
+        .await
+        .unwrap()
+}
+
+pub fn url(path: &str) -> NewEndpoint {
+    NewEndpoint {
+        url: format!("https://example.com/{path}"),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,7 @@
+//! Storage tests. Each runs on SQLite and, when HOOKD_TEST_POSTGRES_URL is set, on PostgreSQL.
+
+mod helpers;
+mod ops;
+mod resources;
+mod tenants;
+mod traffic;

@@ -1,0 +1,117 @@
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::ids::NodeId;
+use store::ListParams;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn the_outbox_keeps_mail_until_it_is_sent() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let e = store
+            .enqueue_email(t, "ops@t.test", "Endpoint disabled", "body")
+            .await
+            .unwrap();
+        let now = Timestamp::now();
+        let due = store.system_due_emails(now, 10).await.unwrap();
+        assert_eq!(due.len(), 1);
+
+        let retry_at = now.plus(Duration::from_secs(60));
+        store
+            .system_email_outcome(&e.id, Err(("connection refused".into(), retry_at)), now)
+            .await
+            .unwrap();
+        assert!(store.system_due_emails(now, 10).await.unwrap().is_empty());
+        let later = store.system_due_emails(retry_at, 10).await.unwrap();
+        assert_eq!(later[0].attempts, 1);
+        assert_eq!(later[0].last_error.as_deref(), Some("connection refused"));
+
+        store
+            .system_email_outcome(&e.id, Ok(()), retry_at)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .system_due_emails(retry_at, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let listed = store.list_emails(t, &ListParams::default()).await.unwrap();
+        assert_eq!(listed.data[0].state, "sent");
+        assert_eq!(listed.data[0].attempts, 2);
+        let other = tenant(&store, "o").await;
+        assert!(
+            store
+                .list_emails(other, &ListParams::default())
+                .await
+                .unwrap()
+                .data
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn operational_events_are_per_tenant() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let o = tenant(&store, "o").await;
+        let detail = serde_json::json!({"reason": "no success for 5 days"});
+        store
+            .record_operational_event(t, "endpoint.disabled", Some("app_x"), Some("ep_x"), &detail)
+            .await
+            .unwrap();
+        let page = store
+            .list_operational_events(t, &ListParams::default())
+            .await
+            .unwrap();
+        assert_eq!(page.data.len(), 1);
+        assert_eq!(page.data[0].kind, "endpoint.disabled");
+        let back: serde_json::Value = serde_json::from_str(&page.data[0].detail).unwrap();
+        assert_eq!(back, detail);
+        assert!(
+            store
+                .list_operational_events(o, &ListParams::default())
+                .await
+                .unwrap()
+                .data
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn heartbeats_upsert_and_expire() {
+    each_backend(|store| async move {
+        let node = NodeId::new();
+        let start = Timestamp::now();
+        store
+            .heartbeat(node, "api,dispatcher", "host", start, start)
+            .await
+            .unwrap();
+        let later = start.plus(Duration::from_secs(10));
+        store
+            .heartbeat(node, "api,dispatcher", "host", start, later)
+            .await
+            .unwrap();
+        let live = store
+            .live_nodes(start.plus(Duration::from_secs(5)))
+            .await
+            .unwrap();
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].last_seen_at, later.as_millis());
+        assert!(
+            store
+                .live_nodes(later.plus(Duration::from_secs(1)))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    })
+    .await;
+}

@@ -1,0 +1,125 @@
+use domain::Timestamp;
+use domain::ids::{ApiKeyId, TenantId, UserId};
+use sea_orm::{EntityTrait, PaginatorTrait};
+use store::entities::api_key;
+use store::{ListParams, StoreError};
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn migrating_twice_is_a_no_op() {
+    each_backend(|store| async move {
+        assert!(store.pending_migrations().await.unwrap().is_empty());
+        store.migrate().await.unwrap();
+        store.ping().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn api_keys_authenticate_until_revoked_and_only_a_hash_is_stored() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "acme").await;
+        let (key, token) = store.create_api_key(t, "default").await.unwrap();
+        assert!(token.starts_with("hk_") && token.len() > 40, "{token}");
+        assert_eq!(store.authenticate_api_key(&token).await.unwrap(), Some(t));
+        assert_eq!(store.authenticate_api_key("hk_wrong").await.unwrap(), None);
+
+        let rows = api_key::Entity::find()
+            .all(store.connection())
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_ne!(rows[0].key_hash, token);
+        assert!(!rows[0].key_hash.contains(&token[3..]));
+        assert_eq!(rows[0].prefix, token[..8]);
+
+        // Another tenant cannot revoke it.
+        let other = tenant(&store, "other").await;
+        let key_id = ApiKeyId::parse(&key.id).unwrap();
+        assert!(matches!(
+            store.revoke_api_key(other, key_id).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert_eq!(store.authenticate_api_key(&token).await.unwrap(), Some(t));
+
+        store.revoke_api_key(t, key_id).await.unwrap();
+        assert_eq!(store.authenticate_api_key(&token).await.unwrap(), None);
+        let listed = store
+            .list_api_keys(t, &ListParams::first(10))
+            .await
+            .unwrap();
+        assert!(listed.data[0].revoked_at.is_some());
+        assert!(
+            store
+                .list_api_keys(other, &ListParams::first(10))
+                .await
+                .unwrap()
+                .data
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn user_emails_are_unique_and_sessions_expire() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "acme").await;
+        let u = store
+            .create_user(t, "Ann@Example.com", "argon2-hash", "owner")
+            .await
+            .unwrap();
+        let t2 = tenant(&store, "other").await;
+        assert!(matches!(
+            store.create_user(t2, "ann@example.com", "x", "owner").await,
+            Err(StoreError::Conflict { field: "email" })
+        ));
+        let found = store
+            .find_user_for_login("ANN@example.com")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.id, u.id);
+
+        let now = Timestamp::now();
+        let expires = now.plus(std::time::Duration::from_secs(3600));
+        let user = UserId::parse(&u.id).unwrap();
+        let (sess, token) = store
+            .create_session(t, user, "csrf", expires)
+            .await
+            .unwrap();
+        let got = store.find_session(&token, now).await.unwrap().unwrap();
+        assert_eq!(got.id, sess.id);
+        assert_eq!(got.tenant_id, t.to_string());
+        assert!(store.find_session(&token, expires).await.unwrap().is_none());
+        assert!(store.find_session("nope", now).await.unwrap().is_none());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn tenant_lookup_by_id() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "acme").await;
+        assert_eq!(store.get_tenant(t).await.unwrap().name, "acme");
+        assert!(matches!(
+            store.get_tenant(TenantId::new()).await,
+            Err(StoreError::NotFound { entity: "tenant" })
+        ));
+        store
+            .set_notification_email(t, "ops@acme.test")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_tenant(t).await.unwrap().notification_email,
+            "ops@acme.test"
+        );
+        let count = store::entities::tenant::Entity::find()
+            .count(store.connection())
+            .await
+            .unwrap();
+        assert_eq!(count, 1);
+    })
+    .await;
+}

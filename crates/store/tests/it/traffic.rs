@@ -1,0 +1,423 @@
+use std::collections::HashMap;
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::delivery::{AttemptTrigger, DeliveryState};
+use sea_orm::{EntityTrait, PaginatorTrait};
+use store::entities::{delivery, message};
+use store::{
+    AttemptFilter, ListParams, MessageFilter, NewAttempt, NewEndpoint, NewMessage, StoreError,
+};
+
+use crate::helpers::*;
+
+fn ttl(_: &store::entities::endpoint::Model, now: Timestamp) -> Timestamp {
+    now.plus(Duration::from_secs(3 * 86_400))
+}
+
+fn msg(event_type: &str) -> NewMessage {
+    NewMessage {
+        event_type: event_type.into(),
+        payload: b"{\"a\" : 1,  \"b\":[ ]}".to_vec(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_message_fans_out_to_matching_enabled_endpoints_only() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let all = endpoint(&store, t, &a, url("all")).await;
+        let users_only = endpoint(
+            &store,
+            t,
+            &a,
+            NewEndpoint {
+                filter_types: Some(vec!["user.created".into()]),
+                ..url("users")
+            },
+        )
+        .await;
+        let _invoices = endpoint(
+            &store,
+            t,
+            &a,
+            NewEndpoint {
+                filter_types: Some(vec!["invoice.paid".into()]),
+                ..url("inv")
+            },
+        )
+        .await;
+        let _eu = endpoint(
+            &store,
+            t,
+            &a,
+            NewEndpoint {
+                channels: Some(vec!["eu".into()]),
+                ..url("eu")
+            },
+        )
+        .await;
+        let _disabled = endpoint(
+            &store,
+            t,
+            &a,
+            NewEndpoint {
+                disabled: true,
+                ..url("off")
+            },
+        )
+        .await;
+        // An endpoint of another application never receives this app's messages.
+        let other_app = app(&store, t, "other").await;
+        endpoint(&store, t, &other_app, url("other")).await;
+
+        let created = store
+            .create_message(t, &a, msg("user.created"), ttl)
+            .await
+            .unwrap();
+        let mut got: Vec<_> = created
+            .deliveries
+            .iter()
+            .map(|d| d.endpoint_id.clone())
+            .collect();
+        got.sort();
+        let mut want = vec![all.id.clone(), users_only.id.clone()];
+        want.sort();
+        assert_eq!(got, want);
+        for d in &created.deliveries {
+            assert_eq!(d.state, "pending");
+            assert_eq!(d.attempt_count, 0);
+            assert_eq!(d.give_up_at - d.created_at, 3 * 86_400_000);
+        }
+        let stored = store
+            .deliveries_of_message(t, &created.message.id)
+            .await
+            .unwrap();
+        assert_eq!(stored.len(), 2);
+
+        // The payload comes back byte for byte, odd whitespace and all.
+        let m = store
+            .get_message(t, &a.id, &created.message.id)
+            .await
+            .unwrap();
+        assert_eq!(m.payload, b"{\"a\" : 1,  \"b\":[ ]}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_repeated_event_id_conflicts_and_writes_nothing() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        endpoint(&store, t, &a, url("x")).await;
+        let with_id = NewMessage {
+            event_id: Some("evt-1".into()),
+            ..msg("user.created")
+        };
+        let first = store
+            .create_message(t, &a, with_id.clone(), ttl)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.create_message(t, &a, with_id.clone(), ttl).await,
+            Err(StoreError::Conflict { field: "eventId" })
+        ));
+        let db = store.connection();
+        assert_eq!(message::Entity::find().count(db).await.unwrap(), 1);
+        assert_eq!(delivery::Entity::find().count(db).await.unwrap(), 1);
+        // The same eventId in another application is fine, and get accepts the eventId.
+        let b = app(&store, t, "b").await;
+        store.create_message(t, &b, with_id, ttl).await.unwrap();
+        assert_eq!(
+            store.get_message(t, &a.id, "evt-1").await.unwrap().id,
+            first.message.id
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ordered_messages_are_numbered_per_endpoint_and_key() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let e1 = endpoint(&store, t, &a, url("1")).await;
+        let e2 = endpoint(&store, t, &a, url("2")).await;
+        let mut seqs: HashMap<(String, String), Vec<i64>> = HashMap::new();
+        for i in 0..12 {
+            let key = if i % 3 == 0 { "order-B" } else { "order-A" };
+            let new = NewMessage {
+                ordering_key: Some(key.into()),
+                ..msg("x")
+            };
+            for d in store
+                .create_message(t, &a, new, ttl)
+                .await
+                .unwrap()
+                .deliveries
+            {
+                assert_eq!(d.ordering_key.as_deref(), Some(key));
+                seqs.entry((d.endpoint_id, key.to_owned()))
+                    .or_default()
+                    .push(d.seq.unwrap());
+            }
+        }
+        for ep in [&e1.id, &e2.id] {
+            assert_eq!(
+                seqs[&(ep.clone(), "order-A".into())],
+                (1..=8).collect::<Vec<_>>()
+            );
+            assert_eq!(
+                seqs[&(ep.clone(), "order-B".into())],
+                (1..=4).collect::<Vec<_>>()
+            );
+        }
+        // Unordered messages carry no sequence.
+        let plain = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        assert!(plain.deliveries.iter().all(|d| d.seq.is_none()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let ep = endpoint(&store, t, &a, url("x")).await;
+        let created = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let dlv = &created.deliveries[0];
+        for n in 1..=3 {
+            store
+                .record_attempt(
+                    t,
+                    dlv,
+                    NewAttempt {
+                        attempt_number: n,
+                        trigger: AttemptTrigger::Scheduled,
+                        url: ep.url.clone(),
+                        started_at: Timestamp::now(),
+                        duration_ms: 12,
+                        status_code: Some(503),
+                        response_excerpt: Some("busy".into()),
+                        error_kind: None,
+                        error_detail: None,
+                        classification: "retry".into(),
+                        retry_after_ms: Some(5000),
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        let by_msg = store
+            .list_attempts_by_message(
+                t,
+                &created.message.id,
+                &AttemptFilter::default(),
+                &ListParams::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            by_msg
+                .data
+                .iter()
+                .map(|x| x.attempt_number)
+                .collect::<Vec<_>>(),
+            [3, 2, 1]
+        );
+        let by_ep = store
+            .list_attempts_by_endpoint(t, &ep.id, &AttemptFilter::default(), &ListParams::default())
+            .await
+            .unwrap();
+        assert_eq!(by_ep.data.len(), 3);
+        let d = &store
+            .deliveries_of_message(t, &created.message.id)
+            .await
+            .unwrap()[0];
+        assert_eq!(d.attempt_count, 3);
+        assert_eq!(d.last_status, Some(503));
+        assert_eq!(d.state, DeliveryState::Pending.to_string());
+
+        let other = tenant(&store, "other").await;
+        assert!(
+            store
+                .list_attempts_by_message(
+                    other,
+                    &created.message.id,
+                    &AttemptFilter::default(),
+                    &ListParams::default()
+                )
+                .await
+                .unwrap()
+                .data
+                .is_empty()
+        );
+        assert!(
+            store
+                .deliveries_of_message(other, &created.message.id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn message_listing_filters_by_type_and_time() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let first = store
+            .create_message(t, &a, msg("a.one"), ttl)
+            .await
+            .unwrap()
+            .message;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let second = store
+            .create_message(t, &a, msg("b.two"), ttl)
+            .await
+            .unwrap()
+            .message;
+        let params = ListParams::default();
+        let only_b = MessageFilter {
+            event_types: vec!["b.two".into()],
+            ..Default::default()
+        };
+        let page = store
+            .list_messages(t, &a.id, &only_b, &params)
+            .await
+            .unwrap();
+        assert_eq!(
+            page.data.iter().map(|m| &m.id).collect::<Vec<_>>(),
+            [&second.id]
+        );
+
+        let after_first = MessageFilter {
+            after: Some(Timestamp::from_millis(first.created_at)),
+            ..Default::default()
+        };
+        let page = store
+            .list_messages(t, &a.id, &after_first, &params)
+            .await
+            .unwrap();
+        assert_eq!(
+            page.data.iter().map(|m| &m.id).collect::<Vec<_>>(),
+            [&second.id]
+        );
+
+        let before_second = MessageFilter {
+            before: Some(Timestamp::from_millis(second.created_at)),
+            ..Default::default()
+        };
+        let page = store
+            .list_messages(t, &a.id, &before_second, &params)
+            .await
+            .unwrap();
+        assert_eq!(
+            page.data.iter().map(|m| &m.id).collect::<Vec<_>>(),
+            [&first.id]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_an_application_removes_its_traffic() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let keep = app(&store, t, "keep").await;
+        endpoint(&store, t, &a, url("x")).await;
+        endpoint(&store, t, &keep, url("y")).await;
+        store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        store.create_message(t, &keep, msg("x"), ttl).await.unwrap();
+        store.delete_application(t, &a.id).await.unwrap();
+        let db = store.connection();
+        assert_eq!(message::Entity::find().count(db).await.unwrap(), 1);
+        assert_eq!(delivery::Entity::find().count(db).await.unwrap(), 1);
+        assert!(
+            store
+                .list_endpoints(t, &a.id, &ListParams::default())
+                .await
+                .unwrap()
+                .data
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
+    use sea_orm::ConnectionTrait;
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let other = app(&store, t, "other").await;
+        // 10,000 messages, one in ten of them in the listed application, written in bulk.
+        for chunk in 0..20 {
+            let rows: Vec<message::ActiveModel> = (0..500)
+                .map(|i| {
+                    let app_id = if i % 10 == 0 { &a.id } else { &other.id };
+                    message::ActiveModel::from(message::Model {
+                        id: domain::ids::MessageId::new().to_string(),
+                        tenant_id: t.to_string(),
+                        app_id: app_id.clone(),
+                        event_type: "bulk".into(),
+                        event_id: Some(format!("e{chunk}-{i}")),
+                        payload: b"{}".to_vec(),
+                        channels: None,
+                        tags: None,
+                        ordering_key: None,
+                        created_at: Timestamp::now().as_millis(),
+                    })
+                })
+                .collect();
+            message::Entity::insert_many(rows)
+                .exec(store.connection())
+                .await
+                .unwrap();
+        }
+        let analyze = match store.backend() {
+            store::Backend::Sqlite => "ANALYZE",
+            store::Backend::Postgres => "ANALYZE messages",
+        };
+        store
+            .connection()
+            .execute_unprepared(analyze)
+            .await
+            .unwrap();
+        let first = store
+            .list_messages(t, &a.id, &MessageFilter::default(), &ListParams::first(100))
+            .await
+            .unwrap();
+        let deep = ListParams {
+            limit: 100,
+            iterator: first.iterator.clone(),
+            ascending: false,
+        };
+        let plan = store
+            .explain_message_listing(t, &a.id, &MessageFilter::default(), &deep)
+            .await
+            .unwrap();
+        eprintln!("{plan}");
+        assert!(
+            plan.contains("idx_messages_list"),
+            "uses the listing index:\n{plan}"
+        );
+        assert!(
+            !plan.contains("SCAN messages") && !plan.contains("Seq Scan"),
+            "no full scan:\n{plan}"
+        );
+        assert!(
+            !plan.contains("TEMP B-TREE") && !plan.contains("Sort"),
+            "no sort step:\n{plan}"
+        );
+    })
+    .await;
+}

@@ -1,0 +1,18 @@
+//! Schema migrations for hookd. They run unchanged on SQLite and PostgreSQL.
+//!
+//! Conventions (docs/decisions.md): ids are prefixed text (`app_01J…`) that sort by creation
+//! time; times are BIGINT milliseconds since the Unix epoch; JSON documents are TEXT; payloads
+//! are BLOB/BYTEA kept verbatim.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m0001_initial;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m0001_initial::Migration)]
+    }
+}
