@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -65,6 +65,29 @@ pub struct Dispatcher {
 
 const RESULT_BATCH: usize = 512;
 
+/// The claims this process holds and is working on: the only leases it renews. A claim
+/// dropped from here by an error expires and returns to pending for anyone to take.
+#[derive(Clone, Default)]
+struct Held(Arc<std::sync::Mutex<HashSet<String>>>);
+
+impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn add(&self, ids: impl IntoIterator<Item = String>) {
+        self.lock().extend(ids);
+    }
+    fn drop_ids<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
+        let mut held = self.lock();
+        for id in ids {
+            held.remove(id);
+        }
+    }
+    fn snapshot(&self) -> Vec<String> {
+        self.lock().iter().cloned().collect()
+    }
+}
+
 impl Dispatcher {
     pub fn new(store: Store, cfg: DispatcherConfig, wake: Arc<Notify>) -> reqwest::Result<Self> {
         let client = crate::http::build_client(cfg.allow_networks.clone())?;
@@ -89,12 +112,14 @@ impl Dispatcher {
     /// recorded, and gives back any claim it had not started.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let (tx, rx) = mpsc::channel::<Done>(RESULT_BATCH * 4);
+        let held = Held::default();
         let writer = tokio::spawn(write_results(
             self.store.clone(),
             self.cfg.node_id.clone(),
             self.cfg.public_url.clone(),
             rx,
             self.wake.clone(),
+            held.clone(),
         ));
         let in_flight = Arc::new(Semaphore::new(self.cfg.max_in_flight));
         let stopping = Arc::new(AtomicBool::new(false));
@@ -103,6 +128,7 @@ impl Dispatcher {
         let renewer = tokio::spawn(renew_leases(
             self.store.clone(),
             self.cfg.clone(),
+            held.clone(),
             renewer_stop,
         ));
         let mut tasks = JoinSet::new();
@@ -175,12 +201,20 @@ impl Dispatcher {
                 }
             };
             let full = claimed.len() == room;
+            let ids: Vec<String> = claimed.iter().map(|d| d.id.clone()).collect();
+            held.add(ids.iter().cloned());
             if !claimed.is_empty()
                 && let Err(e) = self
-                    .start(claimed, &in_flight, &tx, &mut tasks, &stopping, &unstarted)
+                    .start(
+                        claimed, &in_flight, &tx, &mut tasks, &stopping, &unstarted, &held,
+                    )
                     .await
             {
-                tracing::warn!(error = %e, "loading claimed work failed; its leases will expire");
+                tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
+                held.drop_ids(&ids);
+                if let Err(e) = self.store.release_claims(owner, &ids).await {
+                    tracing::warn!(error = %e, "could not release claims; their leases will expire");
+                }
             }
             if !full {
                 tokio::select! {
@@ -219,6 +253,7 @@ impl Dispatcher {
         tasks: &mut JoinSet<()>,
         stopping: &Arc<AtomicBool>,
         unstarted: &Arc<Mutex<Vec<String>>>,
+        held: &Held,
     ) -> Result<(), store::StoreError> {
         let msg_ids: Vec<String> = claimed.iter().map(|d| d.msg_id.clone()).collect();
         let messages = self.store.messages_by_ids(&msg_ids).await?;
@@ -255,8 +290,12 @@ impl Dispatcher {
                 Gate::Defer(until) => deferrals.push((d.id, until)),
             }
         }
-        if let Err(e) = self.store.defer_claims(&self.cfg.node_id, &deferrals).await {
-            tracing::warn!(error = %e, "could not defer claims; their leases will expire");
+        if !deferrals.is_empty() {
+            if let Err(e) = self.store.defer_claims(&self.cfg.node_id, &deferrals).await {
+                tracing::warn!(error = %e, "could not defer claims; their leases will expire");
+            }
+            // Deferred or not, this process is done with them: no renewal keeps them.
+            held.drop_ids(deferrals.iter().map(|(id, _)| id));
         }
         for change in changes {
             persist_breaker(&self.store, change).await;
@@ -379,6 +418,7 @@ async fn write_results(
     public_url: String,
     mut rx: mpsc::Receiver<Done>,
     wake: Arc<Notify>,
+    held: Held,
 ) {
     let mut done = Vec::with_capacity(RESULT_BATCH);
     while rx.recv_many(&mut done, RESULT_BATCH).await > 0 {
@@ -407,6 +447,8 @@ async fn write_results(
                 }
             }
         }
+        // Written, lost to a new owner or given up on: either way no longer ours to renew.
+        held.drop_ids(batch.iter().map(|r| &r.delivery.id));
         // A success may have made the next message of an ordered key due; a quick retry may be due.
         if batch
             .iter()
@@ -420,7 +462,12 @@ async fn write_results(
 }
 
 /// Keeps this node's claims alive while their attempts run.
-async fn renew_leases(store: Store, cfg: DispatcherConfig, mut stop: watch::Receiver<bool>) {
+async fn renew_leases(
+    store: Store,
+    cfg: DispatcherConfig,
+    held: Held,
+    mut stop: watch::Receiver<bool>,
+) {
     let every = cfg.lease / 3;
     loop {
         tokio::select! {
@@ -428,7 +475,10 @@ async fn renew_leases(store: Store, cfg: DispatcherConfig, mut stop: watch::Rece
             _ = stop.changed() => return,
         }
         let until = Timestamp::now().plus(cfg.lease);
-        if let Err(e) = store.renew_leases(&cfg.node_id, until).await {
+        if let Err(e) = store
+            .renew_leases(&cfg.node_id, &held.snapshot(), until)
+            .await
+        {
             tracing::warn!(error = %e, "lease renewal failed");
         }
     }

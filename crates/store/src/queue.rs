@@ -378,28 +378,43 @@ pub fn attempt_row(
 }
 
 impl Store {
-    /// Extends every lease `owner` holds to `until`.
-    pub async fn renew_leases(&self, owner: &str, until: Timestamp) -> Result<u64> {
+    /// Extends to `until` the leases `owner` holds on `ids`.
+    pub async fn renew_leases(&self, owner: &str, ids: &[String], until: Timestamp) -> Result<u64> {
         let _turn = self.write_turn().await;
         let backend = self.db.get_database_backend();
-        // On PostgreSQL, skip rows a result write holds right now: they are being finished,
-        // and waiting on them in arbitrary order deadlocks against that write.
-        let sql = match self.backend {
-            Backend::Sqlite => {
-                "UPDATE deliveries SET lease_expires_at = ?1 WHERE lease_owner = ?2 AND state = 'sending'"
-            }
-            Backend::Postgres => {
-                "UPDATE deliveries SET lease_expires_at = $1 WHERE id IN ( \
-                   SELECT id FROM deliveries WHERE lease_owner = $2 AND state = 'sending' \
-                   FOR UPDATE SKIP LOCKED)"
-            }
-        };
-        let values: Vec<Value> = vec![until.as_millis().into(), owner.into()];
-        let res = self
-            .db
-            .execute(Statement::from_sql_and_values(backend, sql, values))
-            .await?;
-        Ok(res.rows_affected())
+        let mut renewed = 0;
+        for chunk in ids.chunks(500) {
+            // Only the claims this process still holds in memory: a claim it lost track of
+            // (an error between claim and send) expires and returns to pending by itself.
+            let list = (0..chunk.len())
+                .map(|i| match self.backend {
+                    Backend::Sqlite => format!("?{}", i + 3),
+                    Backend::Postgres => format!("${}", i + 3),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            // On PostgreSQL, skip rows a result write holds right now: they are being
+            // finished, and waiting on them in arbitrary order deadlocks against that write.
+            let sql = match self.backend {
+                Backend::Sqlite => format!(
+                    "UPDATE deliveries SET lease_expires_at = ?1 \
+                     WHERE lease_owner = ?2 AND state = 'sending' AND id IN ({list})"
+                ),
+                Backend::Postgres => format!(
+                    "UPDATE deliveries SET lease_expires_at = $1 WHERE id IN ( \
+                       SELECT id FROM deliveries WHERE lease_owner = $2 AND state = 'sending' \
+                       AND id IN ({list}) FOR UPDATE SKIP LOCKED)"
+                ),
+            };
+            let mut values: Vec<Value> = vec![until.as_millis().into(), owner.into()];
+            values.extend(chunk.iter().map(|id| Value::from(id.as_str())));
+            let res = self
+                .db
+                .execute(Statement::from_sql_and_values(backend, sql, values))
+                .await?;
+            renewed += res.rows_affected();
+        }
+        Ok(renewed)
     }
 }
 

@@ -81,6 +81,31 @@ where
     panic!("timed out after {within:?} waiting for: {what}");
 }
 
+#[tokio::test]
+async fn an_attempt_longer_than_the_lease_is_renewed_and_sent_once() {
+    // A 1 s lease renewed every third of it, against a receiver taking 2.5 s: without
+    // renewal the reaper would hand the delivery out again mid-attempt and it would arrive twice.
+    for app in apps_with(&[("HOOKD_DELIVERY_LEASE", "1s")]).await {
+        let sink = sink(Behaviour {
+            latency_ms: 2500,
+            ..Default::default()
+        });
+        let (a, e) = endpoint_at(&app, &sink, json!({"timeout": "10s"})).await;
+        let id = send(&app, &a, json!({"slow": true})).await;
+        let state = wait_final(&app, &a, &e, &id).await;
+        assert_eq!(
+            (state["statusText"].as_str(), state["attemptCount"].as_i64()),
+            (Some("success"), Some(1)),
+            "{}",
+            app.backend
+        );
+        // Give a wrongly re-armed copy time to arrive.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(arrivals(&sink, &id).len(), 1, "{}", app.backend);
+        sink.stop().await;
+    }
+}
+
 fn arrivals(sink: &Sink, msg: &str) -> Vec<Received> {
     sink.state
         .received()
