@@ -7,12 +7,16 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m0001_initial;
+mod m0002_attempt_stats;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m0001_initial::Migration)]
+        vec![
+            Box::new(m0001_initial::Migration),
+            Box::new(m0002_attempt_stats::Migration),
+        ]
     }
 }

@@ -17,8 +17,8 @@ use crate::error::PageError;
 use crate::manage::{self, TEST_EVENT_TYPE};
 use crate::session::{self, Session};
 use crate::views::{
-    self, AppView, AttemptRow, AttemptsFragment, DeadLetterRow, DeadLettersPage, EndpointPage,
-    EndpointRow, EndpointView, Overview, OverviewApps,
+    self, AppView, AttemptRow, AttemptsFragment, ChartsFragment, DeadLetterRow, DeadLettersPage,
+    EndpointPage, EndpointRow, EndpointView, Overview, OverviewApps,
 };
 
 /// Applications on the overview, and endpoints shown per application.
@@ -76,6 +76,7 @@ pub async fn overview_page(
     let store = session::store_of(req)?;
     let tenant = store.get_tenant(session.tenant).await?;
     let live = overview_apps(req, store, &session).await?;
+    let charts = charts_of(store, &session, None, Timestamp::now()).await?;
     let page = Overview {
         csrf: Some(session.csrf),
         tenant_name: tenant.name,
@@ -86,6 +87,7 @@ pub async fn overview_page(
         notice: extra.notice,
         error: extra.error,
         app_name: extra.app_name,
+        charts,
     };
     Ok(views::render(status, &page)?)
 }
@@ -206,6 +208,7 @@ pub async fn detail(
     };
     let attempts = recent_attempts(store, &session, &app.id, &ep.id).await?;
     let now = Timestamp::now();
+    let charts = charts_of(store, &session, Some((&app.id, &ep.id)), now).await?;
     let page = EndpointPage {
         csrf: Some(session.csrf),
         app_id: app.id,
@@ -217,8 +220,62 @@ pub async fn detail(
         since_default: views::datetime_local(Timestamp::from_millis(
             now.as_millis() - 24 * 3600 * 1000,
         )),
+        charts,
     };
     Ok(views::render(StatusCode::OK, &page)?)
+}
+
+/// Charts cover this long, in buckets of this many minutes.
+const CHART_WINDOW_HOURS: i64 = 24;
+const CHART_BUCKET_MINUTES: i64 = 10;
+
+/// The last 24 hours of the tenant's attempts (or one endpoint's) as charts: one query.
+async fn charts_of(
+    store: &Store,
+    session: &Session,
+    endpoint: Option<(&str, &str)>,
+    now: Timestamp,
+) -> Result<ChartsFragment, PageError> {
+    let bucket = Duration::from_secs(CHART_BUCKET_MINUTES as u64 * 60);
+    let since = Timestamp::from_millis(now.as_millis() - CHART_WINDOW_HOURS * 3_600_000);
+    let points = store
+        .attempt_series(
+            session.tenant,
+            endpoint.map(|(_, ep)| ep),
+            since,
+            now,
+            bucket,
+        )
+        .await?;
+    Ok(ChartsFragment {
+        charts: crate::charts::overview_charts(&points, CHART_BUCKET_MINUTES),
+        poll_url: match endpoint {
+            Some((app, ep)) => format!("/app/{app}/endpoint/{ep}/charts"),
+            None => "/overview/charts".to_owned(),
+        },
+    })
+}
+
+/// GET `/overview/charts`: the tenant's charts alone, for polling.
+pub async fn charts_fragment(
+    req: HttpRequest,
+    session: Session,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let view = charts_of(store, &session, None, Timestamp::now()).await?;
+    Ok(views::render(StatusCode::OK, &view)?)
+}
+
+/// GET `/app/{app}/endpoint/{ep}/charts`: one endpoint's charts alone, for polling.
+pub async fn endpoint_charts(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let (app, ep) = load(store, &session, &path.0, &path.1).await?;
+    let view = charts_of(store, &session, Some((&app.id, &ep.id)), Timestamp::now()).await?;
+    Ok(views::render(StatusCode::OK, &view)?)
 }
 
 /// What a recovery job of this endpoint has done so far: "Recovery started …" or, with

@@ -7,6 +7,7 @@
 
 mod assets;
 mod auth;
+mod charts;
 mod endpoints;
 mod error;
 mod limiter;
@@ -64,6 +65,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(manage::create_app)),
         )
         .service(web::resource("/overview/apps").route(web::get().to(endpoints::apps_fragment)))
+        .service(web::resource("/overview/charts").route(web::get().to(endpoints::charts_fragment)))
         // Before `/app/{app_id}/endpoint/{endpoint_id}`, which would take "new" as an id.
         .service(
             web::resource("/app/{app_id}/endpoint/new")
@@ -84,6 +86,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             web::resource("/app/{app_id}/endpoint/{endpoint_id}/secret")
                 .route(web::get().to(manage::secret)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/charts")
+                .route(web::get().to(endpoints::endpoint_charts)),
         )
         .service(
             web::resource("/app/{app_id}/endpoint/{endpoint_id}/attempts")

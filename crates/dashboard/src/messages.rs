@@ -28,11 +28,34 @@ const ATTEMPTS_PER_MESSAGE: u64 = 250;
 pub struct ListQuery {
     #[serde(default)]
     event_type: String,
+    /// A delivery state: messages with at least one delivery in it.
+    #[serde(default)]
+    status: String,
+    /// `datetime-local` text (UTC): messages created at or after.
+    #[serde(default)]
+    since: String,
+    /// `datetime-local` text (UTC): messages created before.
+    #[serde(default)]
+    until: String,
+    /// A message id or an `eventId`.
+    #[serde(default)]
+    q: String,
     #[serde(default)]
     iterator: Option<String>,
 }
 
-/// GET `/app/{app}/msg`: newest first, 50 a page.
+/// The status filter's choices: (value, label).
+pub const STATUS_CHOICES: [(&str, &str); 5] = [
+    ("failed", "Dead (failed for good)"),
+    ("pending", "Waiting to retry"),
+    ("sending", "Being sent"),
+    ("succeeded", "Delivered"),
+    ("skipped", "Skipped"),
+];
+
+/// GET `/app/{app}/msg`: newest first, 50 a page, filtered by event type, delivery status,
+/// date range and id or eventId. A filter that cannot be read is named on the page, never
+/// silently dropped.
 pub async fn list(
     req: HttpRequest,
     session: Session,
@@ -42,12 +65,49 @@ pub async fn list(
     let store = session::store_of(&req)?;
     let app = store.get_application(session.tenant, &path).await?;
     let event_type = query.event_type.trim().to_owned();
+    let status = query.status.trim().to_owned();
+    let since = query.since.trim().to_owned();
+    let until = query.until.trim().to_owned();
+    let q = query.q.trim().to_owned();
+    let mut problems = Vec::new();
+    let delivery_state = if status.is_empty() {
+        None
+    } else {
+        match status.parse::<domain::delivery::DeliveryState>() {
+            Ok(s) => Some(s),
+            Err(_) => {
+                problems.push(format!("Unknown status “{status}”."));
+                None
+            }
+        }
+    };
+    let mut time = |text: &str, what: &str| {
+        if text.is_empty() {
+            return None;
+        }
+        let t = views::parse_datetime_local(text);
+        if t.is_none() {
+            problems.push(format!("{what} “{text}” is not a date and time."));
+        }
+        t
+    };
+    let after = time(&since, "From").map(|t| Timestamp::from_millis(t.as_millis() - 1));
+    let before = time(&until, "To");
+    if let (Some(a), Some(b)) = (after, before)
+        && a.as_millis() + 1 >= b.as_millis()
+    {
+        problems.push("“From” must be before “To”.".to_owned());
+    }
     let filter = MessageFilter {
         event_types: if event_type.is_empty() {
             Vec::new()
         } else {
             vec![event_type.clone()]
         },
+        after,
+        before,
+        delivery_state,
+        id_or_event_id: (!q.is_empty()).then(|| q.clone()),
         ..Default::default()
     };
     let params = ListParams {
@@ -55,30 +115,50 @@ pub async fn list(
         iterator: query.iterator.clone().filter(|i| !i.is_empty()),
         ascending: false,
     };
-    let page = store
-        .list_messages(session.tenant, &app.id, &filter, &params)
-        .await?;
-    let newest = if event_type.is_empty() {
-        format!("/app/{}/msg", app.id)
+    let page = if problems.is_empty() {
+        store
+            .list_messages(session.tenant, &app.id, &filter, &params)
+            .await?
     } else {
-        format!(
-            "/app/{}/msg?event_type={}",
-            app.id,
-            views::query_value(&event_type)
-        )
+        store::Page {
+            data: Vec::new(),
+            iterator: None,
+            done: true,
+        }
     };
+    let filters: Vec<(&str, &str)> = [
+        ("event_type", event_type.as_str()),
+        ("status", status.as_str()),
+        ("since", since.as_str()),
+        ("until", until.as_str()),
+        ("q", q.as_str()),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .collect();
+    let filtered = !filters.is_empty();
+    let with = |extra: Option<(&str, &str)>| {
+        let parts: Vec<String> = filters
+            .iter()
+            .copied()
+            .chain(extra)
+            .map(|(k, v)| format!("{k}={}", views::query_value(v)))
+            .collect();
+        if parts.is_empty() {
+            format!("/app/{}/msg", app.id)
+        } else {
+            format!("/app/{}/msg?{}", app.id, parts.join("&"))
+        }
+    };
+    let newest = with(None);
     let older = match (&page.iterator, page.done) {
-        (Some(it), false) => Some(format!(
-            "{newest}{}iterator={}",
-            if event_type.is_empty() { '?' } else { '&' },
-            views::query_value(it)
-        )),
+        (Some(it), false) => Some(with(Some(("iterator", it.as_str())))),
         _ => None,
     };
     let view = MessagesPage {
         csrf: Some(session.csrf),
-        app_id: app.id,
-        app_name: app.name,
+        app_id: app.id.clone(),
+        app_name: app.name.clone(),
         messages: page
             .data
             .iter()
@@ -90,6 +170,13 @@ pub async fn list(
             })
             .collect(),
         event_type,
+        status,
+        since,
+        until,
+        q,
+        statuses: STATUS_CHOICES.to_vec(),
+        problems,
+        filtered,
         older,
         paged: params.iterator.is_some(),
         newest,

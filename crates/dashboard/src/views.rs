@@ -71,6 +71,7 @@ pub struct Overview {
     pub error: Option<String>,
     /// The new-application field's value (as typed, when refused).
     pub app_name: String,
+    pub charts: ChartsFragment,
 }
 
 pub struct AppView {
@@ -101,6 +102,7 @@ pub struct EndpointPage {
     pub more_attempts: bool,
     /// The recover form's default: 24 hours ago, as `datetime-local` text (UTC).
     pub since_default: String,
+    pub charts: ChartsFragment,
 }
 
 pub struct EndpointView {
@@ -135,8 +137,16 @@ pub struct MessagesPage {
     pub csrf: Option<String>,
     pub app_id: String,
     pub app_name: String,
-    /// The event-type filter as typed (empty: all).
+    /// The filters as typed (empty: all).
     pub event_type: String,
+    pub status: String,
+    pub since: String,
+    pub until: String,
+    pub q: String,
+    pub statuses: Vec<(&'static str, &'static str)>,
+    /// Filters that could not be read, each a sentence.
+    pub problems: Vec<String>,
+    pub filtered: bool,
     pub messages: Vec<MessageRow>,
     /// The "older" link, when another page follows.
     pub older: Option<String>,
@@ -276,6 +286,14 @@ pub struct AttemptsFragment {
     pub ep_id: String,
     pub attempts: Vec<AttemptRow>,
     pub more_attempts: bool,
+}
+
+/// The last 24 hours of attempts as charts, on the overview (tenant) or an endpoint's page.
+#[derive(Template)]
+#[template(path = "charts.html")]
+pub struct ChartsFragment {
+    pub charts: Vec<crate::charts::Chart>,
+    pub poll_url: String,
 }
 
 /// The overview's applications, endpoints and badges, served alone for polling.

@@ -25,6 +25,9 @@ pub struct SchedulerConfig {
 }
 
 /// Runs the scheduler until `stop`: when leading, a round every half second.
+/// How long per-minute attempt statistics are kept.
+pub const STATS_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 pub async fn run(
     cfg: SchedulerConfig,
     store: Store,
@@ -32,6 +35,7 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leadership = leader::Leadership::for_url(&cfg.database_url);
+    let mut last_prune: Option<Instant> = None;
     let mut last_sweep: Option<Instant> = None;
     while !*stop.borrow() {
         if leadership.ensure().await {
@@ -57,6 +61,17 @@ pub async fn run(
                 }
                 if let Err(e) = store.reap_expired_leases(Timestamp::now()).await {
                     tracing::warn!(error = %e, "lease reaper");
+                }
+            }
+            // Chart statistics are kept for STATS_RETENTION (the charts show 24 hours); an
+            // hourly delete keeps the table near its retention size.
+            if last_prune.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
+                last_prune = Some(Instant::now());
+                let horizon = Timestamp::from_millis(
+                    Timestamp::now().as_millis() - STATS_RETENTION.as_millis() as i64,
+                );
+                if let Err(e) = store.prune_attempt_stats(horizon).await {
+                    tracing::warn!(error = %e, "pruning attempt statistics");
                 }
             }
             if let Err(e) = email::send_due(&store, cfg.mailer.as_ref(), Timestamp::now()).await {

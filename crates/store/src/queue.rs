@@ -287,6 +287,25 @@ impl Store {
                 (None, None) => {}
             }
         }
+        let mut stats: std::collections::BTreeMap<_, crate::stats::StatCounts> = Default::default();
+        for r in results {
+            let a = &r.attempt;
+            let outcome = match r.next {
+                Next::Succeeded => crate::stats::Outcome::Succeeded,
+                Next::Retry { .. } => crate::stats::Outcome::Retried,
+                Next::Failed => crate::stats::Outcome::Dead,
+            };
+            stats
+                .entry((
+                    a.tenant_id.clone(),
+                    a.app_id.clone(),
+                    a.endpoint_id.clone(),
+                    crate::stats::minute_of(a.started_at),
+                ))
+                .or_default()
+                .count(outcome, i64::from(a.duration_ms));
+        }
+        crate::stats::add_stats(&*txn, self.backend, &stats).await?;
         let mut disabled = HashSet::new();
         for r in results {
             let Some(reason) = &r.disable_endpoint else {

@@ -1,9 +1,10 @@
 //! Gauges for `/metrics`, read at scrape time: one statement of index-backed counts.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use domain::Timestamp;
-use sea_orm::{ConnectionTrait, Statement};
+use sea_orm::{ConnectionTrait, Statement, Value};
 
 use crate::{Result, Store};
 
@@ -67,10 +68,363 @@ impl Store {
     }
 }
 
+/// Upper bounds (ms) of the attempt-latency buckets; the last bucket holds everything above.
+/// Matches the migration's `lat_0` … `lat_11` columns.
+pub const LATENCY_BOUNDS_MS: [i64; 11] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
+const BUCKETS: usize = LATENCY_BOUNDS_MS.len() + 1;
+const MINUTE_MS: i64 = 60_000;
+
+/// Attempts of one endpoint in one minute, as written with each batch of results.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatCounts {
+    /// Attempts that delivered.
+    pub succeeded: i64,
+    /// Failed attempts that will be retried.
+    pub retried: i64,
+    /// Failed attempts that ended their delivery as a dead letter.
+    pub dead: i64,
+    pub duration_ms_sum: i64,
+    /// Attempts per latency bucket (see [`LATENCY_BOUNDS_MS`]).
+    pub latency: [i64; BUCKETS],
+}
+
+impl StatCounts {
+    pub fn attempts(&self) -> i64 {
+        self.succeeded + self.retried + self.dead
+    }
+
+    fn add(&mut self, other: &StatCounts) {
+        self.succeeded += other.succeeded;
+        self.retried += other.retried;
+        self.dead += other.dead;
+        self.duration_ms_sum += other.duration_ms_sum;
+        for (a, b) in self.latency.iter_mut().zip(other.latency) {
+            *a += b;
+        }
+    }
+
+    /// The latency below which `q` (0–1) of the attempts finished, as the upper bound of the
+    /// bucket it falls in; `None` without attempts or when it falls in the open last bucket.
+    pub fn latency_quantile_ms(&self, q: f64) -> Option<i64> {
+        let total: i64 = self.latency.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as i64).max(1);
+        let mut seen = 0;
+        for (i, n) in self.latency.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return LATENCY_BOUNDS_MS.get(i).copied();
+            }
+        }
+        None
+    }
+
+    /// Counts one attempt.
+    pub fn count(&mut self, outcome: Outcome, duration_ms: i64) {
+        match outcome {
+            Outcome::Succeeded => self.succeeded += 1,
+            Outcome::Retried => self.retried += 1,
+            Outcome::Dead => self.dead += 1,
+        }
+        self.duration_ms_sum += duration_ms.max(0);
+        let bucket = LATENCY_BOUNDS_MS
+            .iter()
+            .position(|b| duration_ms <= *b)
+            .unwrap_or(BUCKETS - 1);
+        self.latency[bucket] += 1;
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Retried,
+    Dead,
+}
+
+/// One bucket of a series: its start and what happened in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatPoint {
+    pub start: Timestamp,
+    pub counts: StatCounts,
+}
+
+/// Adds per-minute counts, keyed by (tenant, app, endpoint, minute start), inside `txn`.
+/// Keys are written in sorted order so that concurrent writers lock rows in one order.
+pub(crate) async fn add_stats(
+    txn: &impl ConnectionTrait,
+    backend: crate::Backend,
+    counts: &BTreeMap<(String, String, String, i64), StatCounts>,
+) -> Result<()> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let lat_cols: Vec<String> = (0..BUCKETS).map(|i| format!("lat_{i}")).collect();
+    let cols = format!(
+        "tenant_id, app_id, endpoint_id, minute, succeeded, retried, dead, duration_ms_sum, {}",
+        lat_cols.join(", ")
+    );
+    let per_row = 8 + BUCKETS;
+    let mut updates = vec![
+        "succeeded = attempt_stats.succeeded + excluded.succeeded".to_owned(),
+        "retried = attempt_stats.retried + excluded.retried".to_owned(),
+        "dead = attempt_stats.dead + excluded.dead".to_owned(),
+        "duration_ms_sum = attempt_stats.duration_ms_sum + excluded.duration_ms_sum".to_owned(),
+    ];
+    updates.extend(
+        lat_cols
+            .iter()
+            .map(|c| format!("{c} = attempt_stats.{c} + excluded.{c}")),
+    );
+    let entries: Vec<_> = counts.iter().collect();
+    for chunk in entries.chunks(40) {
+        let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * per_row);
+        let mut rows = Vec::with_capacity(chunk.len());
+        for ((tenant, app, endpoint, minute), c) in chunk {
+            let start = values.len();
+            let marks: Vec<String> = (1..=per_row)
+                .map(|i| match backend {
+                    crate::Backend::Sqlite => format!("?{}", start + i),
+                    crate::Backend::Postgres => format!("${}", start + i),
+                })
+                .collect();
+            rows.push(format!("({})", marks.join(", ")));
+            values.extend([
+                Value::from(tenant.as_str()),
+                Value::from(app.as_str()),
+                Value::from(endpoint.as_str()),
+                Value::from(*minute),
+                Value::from(c.succeeded),
+                Value::from(c.retried),
+                Value::from(c.dead),
+                Value::from(c.duration_ms_sum),
+            ]);
+            values.extend(c.latency.iter().map(|n| Value::from(*n)));
+        }
+        let sql = format!(
+            "INSERT INTO attempt_stats ({cols}) VALUES {} \
+             ON CONFLICT (endpoint_id, minute) DO UPDATE SET {}",
+            rows.join(", "),
+            updates.join(", ")
+        );
+        txn.execute(Statement::from_sql_and_values(
+            txn.get_database_backend(),
+            sql,
+            values,
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
+/// The minute an attempt that started at `at` is counted in.
+pub(crate) fn minute_of(at: i64) -> i64 {
+    at.div_euclid(MINUTE_MS) * MINUTE_MS
+}
+
+impl Store {
+    /// Attempt counts of a tenant (or one of its endpoints) since `since`, summed into buckets
+    /// of `bucket` (a whole number of minutes), oldest first; empty buckets are included.
+    /// One query, served by the (tenant, minute) index.
+    pub async fn attempt_series(
+        &self,
+        tenant: domain::ids::TenantId,
+        endpoint_id: Option<&str>,
+        since: Timestamp,
+        until: Timestamp,
+        bucket: Duration,
+    ) -> Result<Vec<StatPoint>> {
+        let bucket_ms = (bucket.as_millis() as i64).max(MINUTE_MS) / MINUTE_MS * MINUTE_MS;
+        let first = since.as_millis().div_euclid(bucket_ms) * bucket_ms;
+        let lat_sums: Vec<String> = (0..BUCKETS)
+            .map(|i| format!("CAST(SUM(lat_{i}) AS BIGINT) AS lat_{i}"))
+            .collect();
+        let p = |n: usize| match self.backend {
+            crate::Backend::Sqlite => format!("?{n}"),
+            crate::Backend::Postgres => format!("${n}"),
+        };
+        let endpoint_filter = if endpoint_id.is_some() {
+            format!(" AND endpoint_id = {}", p(4))
+        } else {
+            String::new()
+        };
+        let sql = format!(
+            "SELECT (minute - {first}) / {bucket_ms} AS b, \
+               CAST(SUM(succeeded) AS BIGINT) AS succeeded, CAST(SUM(retried) AS BIGINT) AS retried, \
+               CAST(SUM(dead) AS BIGINT) AS dead, CAST(SUM(duration_ms_sum) AS BIGINT) AS dsum, {} \
+             FROM attempt_stats WHERE tenant_id = {} AND minute >= {} AND minute < {}{endpoint_filter} \
+             GROUP BY (minute - {first}) / {bucket_ms}",
+            lat_sums.join(", "),
+            p(1),
+            p(2),
+            p(3),
+        );
+        let mut values: Vec<Value> = vec![
+            tenant.to_string().into(),
+            first.into(),
+            until.as_millis().into(),
+        ];
+        if let Some(e) = endpoint_id {
+            values.push(e.into());
+        }
+        let rows = self
+            .db
+            .query_all(Statement::from_sql_and_values(
+                self.db.get_database_backend(),
+                sql,
+                values,
+            ))
+            .await?;
+        let n = ((until.as_millis() - first) as f64 / bucket_ms as f64)
+            .ceil()
+            .max(0.0) as usize;
+        let mut points: Vec<StatPoint> = (0..n)
+            .map(|i| StatPoint {
+                start: Timestamp::from_millis(first + i as i64 * bucket_ms),
+                counts: StatCounts::default(),
+            })
+            .collect();
+        // SUM over BIGINT is NUMERIC on PostgreSQL, hence the casts above.
+        let get = |r: &sea_orm::QueryResult, col: &str| -> Result<i64> { Ok(r.try_get("", col)?) };
+        for r in rows {
+            let b = get(&r, "b")?;
+            let Some(point) = usize::try_from(b).ok().and_then(|b| points.get_mut(b)) else {
+                continue;
+            };
+            let mut c = StatCounts {
+                succeeded: get(&r, "succeeded")?,
+                retried: get(&r, "retried")?,
+                dead: get(&r, "dead")?,
+                duration_ms_sum: get(&r, "dsum")?,
+                ..Default::default()
+            };
+            for i in 0..BUCKETS {
+                c.latency[i] = get(&r, &format!("lat_{i}"))?;
+            }
+            point.counts.add(&c);
+        }
+        Ok(points)
+    }
+
+    /// Deletes per-minute statistics older than `before` (retention); returns how many rows.
+    pub async fn prune_attempt_stats(&self, before: Timestamp) -> Result<u64> {
+        let _turn = self.write_turn().await;
+        let sql = match self.backend {
+            crate::Backend::Sqlite => "DELETE FROM attempt_stats WHERE minute < ?1",
+            crate::Backend::Postgres => "DELETE FROM attempt_stats WHERE minute < $1",
+        };
+        let res = self
+            .db
+            .execute(Statement::from_sql_and_values(
+                self.db.get_database_backend(),
+                sql,
+                [Value::from(before.as_millis())],
+            ))
+            .await?;
+        Ok(res.rows_affected())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::TestDb;
+
+    #[tokio::test]
+    async fn attempt_counts_add_up_per_minute_and_sum_into_buckets() {
+        let tenant = domain::ids::TenantId::new();
+        let t = tenant.to_string();
+        let base = 1_700_000_400_000_i64; // a multiple of 10 minutes
+        let mut one = BTreeMap::new();
+        let mut c = StatCounts::default();
+        c.count(Outcome::Succeeded, 3);
+        c.count(Outcome::Succeeded, 40);
+        c.count(Outcome::Retried, 20_000);
+        one.insert((t.clone(), "app_a".into(), "ep_a".into(), base), c);
+        let mut d = StatCounts::default();
+        d.count(Outcome::Dead, 70);
+        one.insert(
+            (
+                t.clone(),
+                "app_a".into(),
+                "ep_b".into(),
+                base + 11 * MINUTE_MS,
+            ),
+            d,
+        );
+        for db in TestDb::all().await {
+            let store = &db.store;
+            // Written twice: the second batch adds to the same rows.
+            for _ in 0..2 {
+                add_stats(store.connection(), store.backend, &one)
+                    .await
+                    .unwrap();
+            }
+            let series = store
+                .attempt_series(
+                    tenant,
+                    None,
+                    Timestamp::from_millis(base + 5 * MINUTE_MS),
+                    Timestamp::from_millis(base + 30 * MINUTE_MS),
+                    Duration::from_secs(600),
+                )
+                .await
+                .unwrap();
+            let starts: Vec<i64> = series.iter().map(|p| p.start.as_millis()).collect();
+            assert_eq!(
+                starts,
+                vec![base, base + 10 * MINUTE_MS, base + 20 * MINUTE_MS],
+                "{}",
+                db.backend_name
+            );
+            let first = &series[0].counts;
+            assert_eq!((first.succeeded, first.retried, first.dead), (4, 2, 0));
+            assert_eq!(first.duration_ms_sum, 2 * (3 + 40 + 20_000));
+            assert_eq!(first.latency_quantile_ms(0.5), Some(50));
+            assert_eq!(
+                first.latency_quantile_ms(0.95),
+                None,
+                "above the last bound"
+            );
+            assert_eq!((series[1].counts.dead, series[1].counts.attempts()), (2, 2));
+            assert_eq!(series[2].counts, StatCounts::default());
+            let only_b = store
+                .attempt_series(
+                    tenant,
+                    Some("ep_b"),
+                    Timestamp::from_millis(base),
+                    Timestamp::from_millis(base + 20 * MINUTE_MS),
+                    Duration::from_secs(600),
+                )
+                .await
+                .unwrap();
+            let total: i64 = only_b.iter().map(|p| p.counts.attempts()).sum();
+            assert_eq!(total, 2, "{}", db.backend_name);
+            let other = store
+                .attempt_series(
+                    domain::ids::TenantId::new(),
+                    None,
+                    Timestamp::from_millis(base),
+                    Timestamp::from_millis(base + 20 * MINUTE_MS),
+                    Duration::from_secs(600),
+                )
+                .await
+                .unwrap();
+            assert!(
+                other.iter().all(|p| p.counts.attempts() == 0),
+                "tenant isolation"
+            );
+            assert_eq!(
+                store
+                    .prune_attempt_stats(Timestamp::from_millis(base + MINUTE_MS))
+                    .await
+                    .unwrap(),
+                1
+            );
+        }
+    }
 
     #[tokio::test]
     async fn an_empty_database_reads_all_zero() {

@@ -57,6 +57,10 @@ pub struct MessageFilter {
     pub tag: Option<String>,
     pub before: Option<Timestamp>,
     pub after: Option<Timestamp>,
+    /// Only messages with at least one delivery in this state (dashboard filter).
+    pub delivery_state: Option<domain::delivery::DeliveryState>,
+    /// Only the message with this id or this `eventId` (dashboard search).
+    pub id_or_event_id: Option<String>,
 }
 
 impl Store {
@@ -401,6 +405,31 @@ fn message_listing(
     if let Some(after) = filter.after {
         let bound = after.plus(std::time::Duration::from_millis(1));
         select = select.filter(message::Column::Id.gte(MessageId::lower_bound(bound).to_string()));
+    }
+    if let Some(needle) = &filter.id_or_event_id {
+        select = select.filter(
+            sea_orm::Condition::any()
+                .add(message::Column::Id.eq(needle.as_str()))
+                .add(message::Column::EventId.eq(needle.as_str())),
+        );
+    }
+    if let Some(state) = filter.delivery_state {
+        // Probed per message through the (msg_id, endpoint_id) index while the page is read
+        // newest first, so the cost is bounded by how far back the page reaches.
+        use sea_orm::sea_query::{Expr, Query};
+        select = select.filter(Expr::exists(
+            Query::select()
+                .expr(Expr::val(1))
+                .from(delivery::Entity)
+                .and_where(
+                    Expr::col((delivery::Entity, delivery::Column::MsgId))
+                        .equals((message::Entity, message::Column::Id)),
+                )
+                .and_where(
+                    Expr::col((delivery::Entity, delivery::Column::State)).eq(state.as_str()),
+                )
+                .to_owned(),
+        ));
     }
     select
 }

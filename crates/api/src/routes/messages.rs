@@ -178,6 +178,7 @@ pub async fn list(
         tag: q.tag.clone().filter(|c| !c.is_empty()),
         before,
         after,
+        ..Default::default()
     };
     for (name, v) in [("channel", &filter.channel), ("tag", &filter.tag)] {
         if let Some(v) = v {

@@ -232,7 +232,7 @@ async fn messages_filter_by_event_type_and_page_to_older_ones() {
     let none = b
         .get(&format!("/app/{app_id}/msg?event_type=%3Cb%3E"))
         .await;
-    none.assert(200, "No messages yet");
+    none.assert(200, "No messages match these filters");
     assert!(none.body.contains("&#60;b&#62;") && !none.body.contains("<b>"));
 }
 
@@ -278,4 +278,59 @@ async fn dead_letters_list_failed_deliveries_and_recover_all_of_them() {
         .assert(200, "Recovery started for all failed messages (job job_");
     let tasks = background_tasks(&app.base, &key).await;
     assert_eq!(tasks.len(), 1, "{tasks:?}");
+}
+
+#[tokio::test]
+async fn messages_filter_by_status_id_and_dates_and_charts_count_the_attempts() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let failed = send_message(&app, &key, &app_id, "order.failed", json!({})).await;
+    fail_due_deliveries(&app, "down").await;
+    let pending = send_message(&app, &key, &app_id, "order.pending", json!({})).await;
+    let list = format!("/app/{app_id}/msg");
+
+    let dead = b.get(&format!("{list}?status=failed")).await;
+    dead.assert(200, &failed);
+    assert_eq!(message_links(&dead.body, &app_id), 1, "only the dead one");
+    let waiting = b.get(&format!("{list}?status=pending")).await;
+    waiting.assert(200, &pending);
+    assert_eq!(message_links(&waiting.body, &app_id), 1);
+
+    let by_id = b.get(&format!("{list}?q={pending}")).await;
+    assert_eq!(message_links(&by_id.body, &app_id), 1);
+    assert!(by_id.body.contains(&pending));
+    let nothing = b.get(&format!("{list}?q=msg_nope")).await;
+    nothing.assert(200, "No messages match these filters");
+
+    // A range that ends before the first message holds nothing; one around now holds both.
+    let empty = b.get(&format!("{list}?until=2020-01-01T00:00")).await;
+    empty.assert(200, "No messages match these filters");
+    let now = domain::Timestamp::now().as_millis();
+    let hour_ago = domain::time::rfc3339::format(domain::Timestamp::from_millis(now - 3_600_000));
+    let around = b.get(&format!("{list}?since={}", &hour_ago[..16])).await;
+    assert_eq!(message_links(&around.body, &app_id), 2, "{}", around.body);
+
+    let bad = b.get(&format!("{list}?since=yesterday&status=lost")).await;
+    bad.assert(200, "These filters could not be used");
+    assert!(
+        bad.body
+            .contains("From “yesterday” is not a date and time.")
+    );
+    assert!(bad.body.contains("Unknown status “lost”."));
+
+    // The dead letter was counted as an attempt: the charts say so, tenant-wide and per endpoint.
+    let overview = b.get("/").await;
+    overview.assert(200, "1 attempt: 0 delivered, 0 to retry, 1 dead");
+    assert!(overview.body.contains("1 delivery failed for good"));
+    assert!(
+        overview
+            .body
+            .contains(r#"<svg viewBox="0 0 720 160" class="chart""#)
+    );
+    let charts = b
+        .get(&format!("/app/{app_id}/endpoint/{ep_id}/charts"))
+        .await;
+    charts.assert(200, "0.0 % of attempts succeeded");
 }
