@@ -1,0 +1,296 @@
+// The dashboard in a real browser: Debian's Chromium driven by playwright-core, against a
+// live `hookd serve` (SQLite in a temporary directory) delivering to a live `hookd sink`.
+//
+// sign up → create an application and an endpoint at the sink → send events through the API →
+// see them delivered → switch the sink to failing → see failures and the endpoint's badge
+// change → resend one → recover since a date → replay from a message → the sink's report
+// shows every message delivered. Screenshots of each main page at 1440 and 360 px go to
+// web/screenshots/, and every page is checked for sideways scrolling at 360 px.
+//
+// Needs: target/debug/hookd (or HOOKD_BIN), Chromium at /usr/bin/chromium (or CHROMIUM).
+
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const bin = process.env.HOOKD_BIN || join(root, 'target', 'debug', 'hookd');
+const browserPath = process.env.CHROMIUM || '/usr/bin/chromium';
+const shots = join(here, 'screenshots');
+mkdirSync(shots, { recursive: true });
+
+const children = [];
+let browser;
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+    s.on('error', fail);
+  });
+}
+
+function start(args, env) {
+  const child = spawn(bin, args, {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  children.push(child);
+  return child;
+}
+
+async function waitUp(url) {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    try {
+      const r = await fetch(url);
+      if (r.ok) return;
+    } catch { /* not yet */ }
+    await sleep(100);
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function step(text) {
+  console.log(`• ${text}`);
+}
+
+/** Reloads `path` until `check(page)` holds, for what the dispatcher does in the background. */
+async function until(page, path, what, check, timeout = 30_000) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    await page.goto(path);
+    if (await check(page)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await sleep(300);
+  }
+}
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'hookd-web-'));
+  const [apiPort, sinkPort] = [await freePort(), await freePort()];
+  const base = `http://127.0.0.1:${apiPort}`;
+  const sinkBase = `http://127.0.0.1:${sinkPort}`;
+
+  start(['sink', '--bind', `127.0.0.1:${sinkPort}`], {});
+  start(['serve'], {
+    HOOKD_DATABASE_URL: `sqlite://${join(dir, 'hookd.db')}`,
+    HOOKD_BIND: `127.0.0.1:${apiPort}`,
+    HOOKD_ENDPOINT_ALLOW_NETWORKS: '127.0.0.0/8',
+    HOOKD_DELIVERY_POLL_INTERVAL: '100ms',
+    HOOKD_LOG_LEVEL: 'warn',
+  });
+  await waitUp(`${base}/api/v1/health`);
+  await waitUp(`${sinkBase}/_sink/report`);
+
+  const sink = {
+    report: async () => (await fetch(`${sinkBase}/_sink/report`)).json(),
+    behave: async (b) => {
+      const r = await fetch(`${sinkBase}/_sink/behaviour`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(b),
+      });
+      assert.equal(r.status, 200);
+    },
+  };
+
+  browser = await chromium.launch({
+    executablePath: browserPath,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'],
+  });
+  const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  const consoleErrors = [];
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+  page.on('response', (r) => { if (r.status() >= 500 || (r.status() === 404 && r.request().resourceType() !== 'document')) consoleErrors.push(`${r.status()} ${r.url()}`); });
+
+  // --- Sign up -----------------------------------------------------------------------------
+  step('sign up');
+  await page.goto('/signup');
+  await shot(page, 'signup');
+  await page.getByLabel('Organisation').fill('Acme Shop');
+  await page.getByLabel('Email').fill('ops@acme.example');
+  await page.getByLabel('Password').fill('correct horse battery');
+  await page.getByRole('button', { name: 'Sign up' }).click();
+  await page.getByText('Welcome to hookd, Acme Shop').waitFor();
+  const key = (await page.locator('#api-key').textContent()).trim();
+  assert.match(key, /^\S{20,}$/, 'the API key is shown once');
+  await page.getByRole('link', { name: 'Continue to the overview' }).click();
+  await page.getByText('No applications yet').waitFor();
+
+  // --- Application and endpoint ------------------------------------------------------------
+  step('create an application and an endpoint at the sink');
+  await page.getByLabel("New application's name").fill('Storefront');
+  await page.getByRole('button', { name: 'Create application' }).click();
+  await page.getByText('Application created').waitFor();
+  await page.getByRole('link', { name: 'Add an endpoint' }).click();
+  await page.getByLabel('URL').fill(`${sinkBase}/hooks/orders`);
+  await page.getByLabel('Event types').fill('order.paid');
+  // Two quick tries, so failures become dead letters within a second.
+  await page.locator('textarea[name=retry_policy]').fill('{"delays": ["300ms"], "maxAttempts": 2}');
+  await page.getByRole('button', { name: 'Create endpoint' }).click();
+  await page.getByText('Endpoint created').waitFor();
+  const [, appId, epId] = new URL(page.url()).pathname.match(/^\/app\/([^/]+)\/endpoint\/([^/?]+)/);
+  const endpointPath = `/app/${appId}/endpoint/${epId}`;
+  assert.equal(await badge(page), 'Healthy');
+
+  const send = async (n) => {
+    const r = await fetch(`${base}/api/v1/app/${appId}/msg`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ eventType: 'order.paid', eventId: `order-${n}`, payload: { order: n, total: n * 10 } }),
+    });
+    const body = await r.text();
+    assert.equal(r.status, 201, body);
+    return JSON.parse(body).id;
+  };
+
+  // --- Delivered ---------------------------------------------------------------------------
+  step('send 5 events through the API and see them delivered');
+  const first = [];
+  for (let n = 1; n <= 5; n++) first.push(await send(n));
+  await until(page, `/app/${appId}/msg/${first[0]}`, 'first message delivered',
+    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'succeeded');
+  await page.getByText('"total": 10').waitFor();
+  await until(page, `/app/${appId}/msg`, 'five messages listed',
+    async (p) => (await p.locator('#message-list tbody tr').count()) === 5);
+  await waitFor(async () => (await sink.report()).unique === 5, 'the sink acknowledged 5');
+
+  // --- Failing -----------------------------------------------------------------------------
+  step('switch the sink to failing: failures show and the badge changes');
+  await sink.behave({ failRate: 1.0, failStatus: 503 });
+  const failed = [];
+  for (let n = 6; n <= 8; n++) failed.push(await send(n));
+  await until(page, `/app/${appId}/msg/${failed[0]}`, 'a dead letter',
+    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'failed');
+  assert.equal(await page.locator('.delivery tbody tr').count(), 2, 'two attempts listed');
+  await page.getByText('503').first().waitFor();
+  await until(page, endpointPath, 'the endpoint badge leaves healthy',
+    async (p) => ['Failing', 'Breaker open'].includes(await badge(p)));
+  const failingBadge = await badge(page);
+  await until(page, `/app/${appId}/msg?status=failed`, 'three dead messages listed',
+    async (p) => (await p.locator('#message-list tbody tr').count()) === 3);
+  await until(page, `${endpointPath}/dead`, 'dead letters page lists them',
+    async (p) => (await p.locator('tbody tr').count()) === 3);
+
+  // --- Resend one --------------------------------------------------------------------------
+  step('resend one failed message once the sink is back');
+  await sink.behave({ failRate: 0 });
+  await page.goto(`/app/${appId}/msg/${failed[0]}`);
+  await page.getByRole('button', { name: 'Resend' }).click();
+  await page.getByText('Resend queued').waitFor();
+  await until(page, `/app/${appId}/msg/${failed[0]}`, 'the resent message delivered',
+    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'succeeded');
+  await page.getByText('manual').first().waitFor();
+  await waitFor(async () => (await sink.report()).unique === 6, 'the sink acknowledged the resend');
+
+  // --- Recover since a date ----------------------------------------------------------------
+  step('recover failed messages since a date');
+  await page.goto(endpointPath);
+  const since = new Date(Date.now() - 3600_000).toISOString().slice(0, 16);
+  await page.getByLabel('Since (UTC)').fill(since);
+  await page.getByRole('button', { name: 'Recover', exact: true }).click();
+  await page.getByText('Recovery started for failed messages since').waitFor();
+  const recoverUrl = new URL(page.url()).pathname + new URL(page.url()).search;
+  await waitFor(async () => (await sink.report()).unique === 8, 'the two other dead letters recovered');
+  await until(page, recoverUrl, 'the recovery confirms its count',
+    async (p) => (await p.locator('.notice').textContent()).includes('finished, 2 failed messages queued again'));
+  await until(page, endpointPath, 'the badge is healthy again', async (p) => (await badge(p)) === 'Healthy');
+
+  // --- Replay from a message ---------------------------------------------------------------
+  step('replay everything failed since a message');
+  await sink.behave({ failRate: 1.0, failStatus: 500 });
+  const later = [];
+  for (let n = 9; n <= 10; n++) later.push(await send(n));
+  await until(page, `/app/${appId}/msg/${later[1]}`, 'the later messages dead',
+    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'failed');
+  await until(page, `/app/${appId}/msg/${later[0]}`, 'the earlier of them dead too',
+    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'failed');
+  await sink.behave({ failRate: 0 });
+  await page.getByRole('button', { name: 'Replay all failed since this message' }).click();
+  await page.getByText('Replay started').waitFor();
+  const replayUrl = new URL(page.url()).pathname + new URL(page.url()).search;
+  await waitFor(async () => (await sink.report()).unique === 10, 'both replayed');
+  await until(page, replayUrl, 'the replay confirms its count',
+    async (p) => (await p.locator('.notice').textContent()).includes('finished, 2 failed messages queued again'));
+  await until(page, `/app/${appId}/msg/${later[0]}`, 'the replayed message delivered',
+    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'succeeded');
+
+  // --- The sink's report -------------------------------------------------------------------
+  step("the sink's report shows every message delivered");
+  const report = await sink.report();
+  assert.equal(report.unique, 10, JSON.stringify(report));
+  assert.equal(report.duplicates, 0, JSON.stringify(report));
+  assert.ok((report.statuses['503'] || 0) >= 6, `failures were seen: ${JSON.stringify(report)}`);
+
+  // --- Charts ------------------------------------------------------------------------------
+  step('the overview charts count what happened');
+  await page.goto('/');
+  await page.getByText('Last 24 hours').waitFor();
+  const summary = await page.locator('.chart-box figcaption').first().textContent();
+  const delivered = Number(summary.match(/([\d,]+) delivered/)[1].replace(/,/g, ''));
+  assert.equal(delivered, 10, summary);
+  assert.equal(await page.locator('svg.chart').count(), 4);
+
+  // --- Every main page at both widths ------------------------------------------------------
+  step('screenshots at 1440 and 360 px; no page scrolls sideways at 360 px');
+  const pages = {
+    overview: '/',
+    endpoint: endpointPath,
+    messages: `/app/${appId}/msg`,
+    message: `/app/${appId}/msg/${failed[0]}`,
+    'dead-letters': `${endpointPath}/dead`,
+    'endpoint-edit': `${endpointPath}/edit`,
+    settings: '/settings',
+  };
+  for (const [width, height] of [[1440, 900], [360, 780]]) {
+    await page.setViewportSize({ width, height });
+    for (const [name, path] of Object.entries(pages)) {
+      await page.goto(path);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 1, `${name} scrolls sideways by ${overflow}px at ${width}px`);
+      await shot(page, `${name}-${width}`);
+    }
+  }
+  assert.deepEqual(consoleErrors, [], 'no script errors in the browser console');
+  console.log(`ok: dashboard flow passed (badge went healthy → ${failingBadge} → healthy; sink ${JSON.stringify(report.statuses)})`);
+}
+
+async function badge(page) {
+  return (await page.locator('.heading .badge').first().textContent()).trim();
+}
+
+async function waitFor(check, what, timeout = 30_000) {
+  const deadline = Date.now() + timeout;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await sleep(200);
+  }
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
+
+try {
+  await main();
+} catch (e) {
+  console.error('FAILED:', e);
+  process.exitCode = 1;
+} finally {
+  if (browser) await browser.close();
+  for (const c of children) c.kill('SIGTERM');
+}
