@@ -146,6 +146,29 @@ fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, 
     };
     new.max_concurrency = number(&f.max_concurrency, "Max concurrency", 1000);
     new.throttle_rate = number(&f.throttle_rate, "Throttle", 65535);
+    let mut headers = std::collections::BTreeMap::new();
+    for (i, line) in f.headers.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match line.split_once(':') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                headers.insert(name.trim().to_owned(), value.trim().to_owned());
+            }
+            _ => errors.push(format!(
+                "Custom headers: line {} is not “Name: value”.",
+                i + 1
+            )),
+        }
+    }
+    if let Err(e) = validate::headers(&headers) {
+        errors.push(format!(
+            "Custom headers: {}.",
+            e.detail.trim_end_matches('.')
+        ));
+    }
+    new.headers = headers;
     if errors.is_empty() {
         Ok(new)
     } else {
@@ -177,6 +200,14 @@ fn values_of(ep: &endpoint::Model) -> EndpointFormValues {
             .unwrap_or_default(),
         throttle_rate: ep.throttle_rate.map(|n| n.to_string()).unwrap_or_default(),
         retry_policy: ep.retry_policy.clone().unwrap_or_default(),
+        headers: serde_json::from_str::<std::collections::BTreeMap<String, String>>(&ep.headers)
+            .map(|h| {
+                h.iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -313,7 +344,7 @@ pub async fn edit_form(
 }
 
 /// POST `/app/{app}/endpoint/{ep}/edit`: the form's fields replace the stored ones; what the
-/// form does not show (uid, headers, metadata, status overrides, disabled) is kept.
+/// form does not show (uid, metadata, status overrides, disabled) is kept.
 pub async fn update_endpoint(
     req: HttpRequest,
     session: Session,
@@ -479,9 +510,17 @@ mod tests {
             v.max_concurrency = "1001".into();
             v.throttle_rate = "-1".into();
             v.retry_policy = "{".into();
+            v.headers = "no colon here\nwebhook-id: mine".into();
         });
         let errors = parse_form(&bad, NewEndpoint::default()).expect_err("invalid");
-        assert_eq!(errors.len(), 7, "{errors:#?}");
+        assert_eq!(errors.len(), 9, "{errors:#?}");
+        assert!(errors.contains(&"Custom headers: line 1 is not “Name: value”.".to_owned()));
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("Custom headers: header \"webhook-id\"")),
+            "{errors:#?}"
+        );
     }
 
     #[test]
@@ -493,8 +532,10 @@ mod tests {
             v.max_concurrency = "4".into();
             v.throttle_rate = "9".into();
             v.retry_policy = r#"{"delays": ["1s", "1m"], "maxAttempts": 3}"#.into();
+            v.headers = " X-Team: a:b \n\nX-Env:prod".into();
         });
         let new = parse_form(&filled, NewEndpoint::default()).expect("valid");
+        assert_eq!(new.headers.get("X-Team").map(String::as_str), Some("a:b"));
         let ep = endpoint::Model {
             id: "ep_1".into(),
             tenant_id: "tnt_1".into(),
@@ -511,7 +552,7 @@ mod tests {
                 .channels
                 .as_ref()
                 .map(|t| serde_json::to_string(t).unwrap()),
-            headers: "{}".into(),
+            headers: serde_json::to_string(&new.headers).unwrap(),
             metadata: "{}".into(),
             disabled: false,
             disabled_reason: None,
@@ -538,5 +579,7 @@ mod tests {
         assert_eq!(again.max_concurrency, Some(4));
         assert_eq!(again.throttle_rate, Some(9));
         assert_eq!(again.retry_policy, new.retry_policy);
+        assert_eq!(shown.headers, "X-Env: prod\nX-Team: a:b");
+        assert_eq!(again.headers, new.headers);
     }
 }

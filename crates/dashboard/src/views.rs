@@ -276,6 +276,9 @@ pub struct EndpointFormValues {
     /// The JSON of the API's `retryPolicy`; empty means the default.
     #[serde(default)]
     pub retry_policy: String,
+    /// Custom headers sent with every attempt, one `Name: value` per line.
+    #[serde(default)]
+    pub headers: String,
 }
 
 /// The endpoint page's recent attempts, also served alone for polling.

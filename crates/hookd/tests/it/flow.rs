@@ -258,8 +258,9 @@ async fn an_endpoint_that_never_answers_does_not_delay_a_healthy_one() {
         );
         // Without isolation the healthy messages would queue behind 2,000 deliveries that each
         // hold one of 10 slots for a 2 s timeout: about 400 s. The bound sits far below one such
-        // timeout, with room for a loaded CI machine (a 1 s bound failed once at 1.09 s there).
-        assert!(p50 <= 200, "healthy p50 {p50} ms beside a dead endpoint");
+        // timeout, with room for a loaded CI machine (a 1 s bound failed once at 1.09 s there,
+        // and a 200 ms p50 bound once at 256 ms on PostgreSQL beside the multi-process tests).
+        assert!(p50 <= 500, "healthy p50 {p50} ms beside a dead endpoint");
         assert!(
             worst <= 2000,
             "a healthy delivery took {worst} ms beside a dead endpoint"
