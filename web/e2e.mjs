@@ -163,7 +163,7 @@ async function main() {
   const first = [];
   for (let n = 1; n <= 5; n++) first.push(await send(n));
   await until(page, `/app/${appId}/msg/${first[0]}`, 'first message delivered',
-    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'succeeded');
+    deliveryIs('succeeded'));
   await page.getByText('"total": 10').waitFor();
   await until(page, `/app/${appId}/msg`, 'five messages listed',
     async (p) => (await p.locator('#message-list tbody tr').count()) === 5);
@@ -175,7 +175,7 @@ async function main() {
   const failed = [];
   for (let n = 6; n <= 8; n++) failed.push(await send(n));
   await until(page, `/app/${appId}/msg/${failed[0]}`, 'a dead letter',
-    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'failed');
+    deliveryIs('failed'));
   assert.equal(await page.locator('.delivery tbody tr').count(), 2, 'two attempts listed');
   await page.getByText('503').first().waitFor();
   await until(page, endpointPath, 'the endpoint badge leaves healthy',
@@ -193,7 +193,7 @@ async function main() {
   await page.getByRole('button', { name: 'Resend' }).click();
   await page.getByText('Resend queued').waitFor();
   await until(page, `/app/${appId}/msg/${failed[0]}`, 'the resent message delivered',
-    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'succeeded');
+    deliveryIs('succeeded'));
   await page.getByText('manual').first().waitFor();
   await waitFor(async () => (await sink.report()).unique === 6, 'the sink acknowledged the resend');
 
@@ -216,9 +216,9 @@ async function main() {
   const later = [];
   for (let n = 9; n <= 10; n++) later.push(await send(n));
   await until(page, `/app/${appId}/msg/${later[1]}`, 'the later messages dead',
-    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'failed');
+    deliveryIs('failed'));
   await until(page, `/app/${appId}/msg/${later[0]}`, 'the earlier of them dead too',
-    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'failed');
+    deliveryIs('failed'));
   await sink.behave({ failRate: 0 });
   await page.getByRole('button', { name: 'Replay all failed since this message' }).click();
   await page.getByText('Replay started').waitFor();
@@ -227,7 +227,7 @@ async function main() {
   await until(page, replayUrl, 'the replay confirms its count',
     async (p) => (await p.locator('.notice').textContent()).includes('finished, 2 failed messages queued again'));
   await until(page, `/app/${appId}/msg/${later[0]}`, 'the replayed message delivered',
-    async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === 'succeeded');
+    deliveryIs('succeeded'));
 
   // --- The sink's report -------------------------------------------------------------------
   step("the sink's report shows every message delivered");
@@ -267,6 +267,11 @@ async function main() {
   }
   assert.deepEqual(consoleErrors, [], 'no script errors in the browser console');
   console.log(`ok: dashboard flow passed (badge went healthy → ${failingBadge} → healthy; sink ${JSON.stringify(report.statuses)})`);
+}
+
+/** A check for `until`: the message page's first delivery is in `state`. */
+function deliveryIs(state) {
+  return async (p) => (await p.locator('.delivery .badge').first().textContent()).trim() === state;
 }
 
 async function badge(page) {

@@ -29,12 +29,7 @@ pub struct Chart {
 pub fn overview_charts(points: &[StatPoint], bucket_minutes: i64) -> Vec<Chart> {
     let mut total = StatCounts::default();
     for p in points {
-        total.succeeded += p.counts.succeeded;
-        total.retried += p.counts.retried;
-        total.dead += p.counts.dead;
-        for (a, b) in total.latency.iter_mut().zip(p.counts.latency) {
-            *a += b;
-        }
+        total.add(&p.counts);
     }
     let per_min = |n: i64| n as f64 / bucket_minutes.max(1) as f64;
     let stacks: Vec<[f64; 3]> = points

@@ -93,7 +93,8 @@ impl StatCounts {
         self.succeeded + self.retried + self.dead
     }
 
-    fn add(&mut self, other: &StatCounts) {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &StatCounts) {
         self.succeeded += other.succeeded;
         self.retried += other.retried;
         self.dead += other.dead;
