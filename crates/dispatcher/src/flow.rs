@@ -1,8 +1,9 @@
 //! Per-endpoint flow control inside one dispatcher: circuit breaker, throttle rate and
-//! concurrency cap. A delivery that may not go now is deferred (put back with a later
-//! `next_attempt_at`); a deferral is never an attempt.
+//! concurrency cap. A claimed delivery over the cap waits in memory for a slot of its
+//! endpoint (a short line, about a second of the endpoint's measured pace); what cannot go
+//! soon is deferred (put back with a later `next_attempt_at`). A deferral is never an attempt.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,24 +18,69 @@ use store::entities::endpoint;
 pub const DEFAULT_MAX_CONCURRENCY: usize = 10;
 /// The shortest deferral, so a saturated endpoint's backlog does not spin through the claim.
 const MIN_DEFER: Duration = Duration::from_millis(100);
+/// A delivery waits in memory for a slot only if, at the endpoint's pace, its turn comes
+/// within about this long; the rest are deferred in the database.
+const MAX_WAIT: Duration = Duration::from_secs(1);
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
 
-struct EndpointFlow {
+struct EndpointFlow<T> {
     breaker: Breaker,
     in_flight: usize,
+    /// The cap last read from the endpoint.
+    cap: usize,
     /// `(rate, limiter)`: rebuilt when the endpoint's throttle rate changes.
     limiter: Option<(u32, Limiter)>,
-    /// Moving average of attempt duration, to pace deferrals of a saturated endpoint.
+    /// Moving average of attempt duration: the endpoint's pace.
     avg_ms: f64,
+    /// Admitted deliveries waiting for a slot, first come first served.
+    waiting: VecDeque<T>,
+}
+
+impl<T> EndpointFlow<T> {
+    /// How many may wait: about `MAX_WAIT` of the endpoint's throughput, at least one turn of
+    /// the cap, at most `max_waiting`.
+    fn wait_room(&self, max_waiting: usize) -> usize {
+        let per_turn = MAX_WAIT.as_millis() as f64 / self.avg_ms.max(0.1);
+        ((self.cap as f64 * per_turn) as usize)
+            .max(self.cap)
+            .min(max_waiting)
+    }
+
+    /// The throttle's verdict for one more request now.
+    fn throttled(&self, clock: &DefaultClock, now: Timestamp) -> Option<Timestamp> {
+        let (_, limiter) = self.limiter.as_ref()?;
+        limiter.check().err().map(|not_until| {
+            let wait = not_until.wait_time_from(clock.now());
+            now.plus(wait.max(Duration::from_millis(1)))
+        })
+    }
+
+    fn drain(&mut self, until: Timestamp) -> Vec<(T, Timestamp)> {
+        self.waiting.drain(..).map(|j| (j, until)).collect()
+    }
 }
 
 /// What to do with one claimed delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
-    Send,
+#[derive(Debug, PartialEq, Eq)]
+pub enum Gate<T> {
+    /// Send it now: a slot is taken for it.
+    Send(T),
+    /// It waits in the endpoint's line; a finishing attempt hands it on (see [`Flow::finished`]).
+    Wait,
     /// Put it back until then.
-    Defer(Timestamp),
+    Defer(T, Timestamp),
+}
+
+/// What a finished attempt's slot does next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Then<T> {
+    /// Nothing waits.
+    Idle,
+    /// Send the next waiting delivery in the freed slot.
+    Send(T),
+    /// The breaker opened or the throttle says not yet: put every waiting one back.
+    Defer(Vec<(T, Timestamp)>),
 }
 
 /// A breaker that changed state, to persist and act on.
@@ -44,10 +90,13 @@ pub struct BreakerChange {
     pub state: BreakerState,
 }
 
-pub struct Flow {
+pub struct Flow<T> {
     config: BreakerConfig,
     clock: DefaultClock,
-    endpoints: Mutex<HashMap<String, EndpointFlow>>,
+    /// Most deliveries of one endpoint waiting in memory, so that one endpoint cannot hold
+    /// every in-flight permit of the process.
+    max_waiting: usize,
+    endpoints: Mutex<HashMap<String, EndpointFlow<T>>>,
 }
 
 fn cap_of(ep: &endpoint::Model) -> usize {
@@ -57,88 +106,99 @@ fn cap_of(ep: &endpoint::Model) -> usize {
         .unwrap_or(DEFAULT_MAX_CONCURRENCY)
 }
 
-impl Flow {
-    pub fn new(config: BreakerConfig) -> Self {
+impl<T> Flow<T> {
+    pub fn new(config: BreakerConfig, max_waiting: usize) -> Self {
         Flow {
             config,
             clock: DefaultClock::default(),
+            max_waiting: max_waiting.max(1),
             endpoints: Mutex::new(HashMap::new()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, EndpointFlow>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, EndpointFlow<T>>> {
         self.endpoints.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Decides for one delivery of `ep`. `queued` counts the deliveries of this endpoint already
-    /// deferred for saturation in this batch: each waits its turn behind them.
+    /// Decides for one delivery of `ep`. `deferred` counts the deliveries of this endpoint
+    /// already deferred for saturation in this batch: each is put back a turn behind them.
     pub fn admit(
         &self,
         ep: &endpoint::Model,
         now: Timestamp,
-        queued: &mut usize,
-    ) -> (Gate, Option<BreakerChange>) {
+        job: T,
+        deferred: &mut usize,
+    ) -> (Gate<T>, Option<BreakerChange>) {
         let mut all = self.lock();
         let f = all.entry(ep.id.clone()).or_insert_with(|| EndpointFlow {
             breaker: Breaker::new(now),
             in_flight: 0,
+            cap: DEFAULT_MAX_CONCURRENCY,
             limiter: None,
             avg_ms: 100.0,
+            waiting: VecDeque::new(),
         });
+        f.cap = cap_of(ep);
+        let rate = ep
+            .throttle_rate
+            .and_then(|r| u32::try_from(r).ok())
+            .and_then(NonZeroU32::new);
+        match (rate, &f.limiter) {
+            (None, _) => f.limiter = None,
+            (Some(r), Some((old, _))) if *old == r.get() => {}
+            (Some(r), _) => {
+                // A burst of one: never more than `rate` requests in any one second.
+                let quota = Quota::per_second(r).allow_burst(NonZeroU32::MIN);
+                f.limiter = Some((r.get(), RateLimiter::direct(quota)));
+            }
+        }
         let before = f.breaker.state;
         let admission = f.breaker.allow(&self.config, now);
         let change = (f.breaker.state != before).then(|| BreakerChange {
             endpoint_id: ep.id.clone(),
             state: f.breaker.state,
         });
-        if let Admission::Defer { until } = admission {
-            return (Gate::Defer(until), change);
-        }
-        let cap = cap_of(ep);
-        if f.in_flight >= cap {
-            *queued += 1;
-            // Spread the backlog at the pace the endpoint absorbs it: cap requests per
-            // average attempt duration.
-            let turns = (*queued).div_ceil(cap) as f64;
-            let wait = Duration::from_millis((turns * f.avg_ms) as u64).max(MIN_DEFER);
-            return (Gate::Defer(now.plus(wait)), change);
-        }
-        if let Some(rate) = ep
-            .throttle_rate
-            .and_then(|r| u32::try_from(r).ok())
-            .and_then(NonZeroU32::new)
-        {
-            let limiter = match &f.limiter {
-                Some((r, l)) if *r == rate.get() => l,
-                _ => {
-                    // A burst of one: never more than `rate` requests in any one second.
-                    let quota = Quota::per_second(rate).allow_burst(NonZeroU32::MIN);
-                    f.limiter = Some((rate.get(), RateLimiter::direct(quota)));
-                    &f.limiter.as_ref().expect("just set").1
-                }
-            };
-            if let Err(not_until) = limiter.check() {
-                let wait = not_until.wait_time_from(self.clock.now());
-                return (
-                    Gate::Defer(now.plus(wait.max(Duration::from_millis(1)))),
-                    change,
-                );
+        match admission {
+            Admission::Defer { until } => return (Gate::Defer(job, until), change),
+            // The half-open trial goes whatever the line: its answer decides for all of them.
+            Admission::Probe => {
+                f.in_flight += 1;
+                return (Gate::Send(job), change);
             }
+            Admission::Allow => {}
+        }
+        if f.in_flight >= f.cap || !f.waiting.is_empty() {
+            if f.waiting.len() < f.wait_room(self.max_waiting) {
+                f.waiting.push_back(job);
+                return (Gate::Wait, change);
+            }
+            *deferred += 1;
+            // Spread the overflow at the pace the endpoint absorbs it: cap requests per
+            // average attempt duration, behind those waiting.
+            let turns = (f.waiting.len() + *deferred).div_ceil(f.cap) as f64;
+            let wait = Duration::from_millis((turns * f.avg_ms) as u64).max(MIN_DEFER);
+            return (Gate::Defer(job, now.plus(wait)), change);
+        }
+        if let Some(until) = f.throttled(&self.clock, now) {
+            return (Gate::Defer(job, until), change);
         }
         f.in_flight += 1;
-        (Gate::Send, change)
+        (Gate::Send(job), change)
     }
 
-    /// Records the end of an attempt that `admit` let through.
+    /// Records the end of an attempt that `admit` let through, and hands its slot to the next
+    /// waiting delivery when the breaker and throttle allow.
     pub fn finished(
         &self,
         endpoint_id: &str,
         success: bool,
         duration: Duration,
         now: Timestamp,
-    ) -> Option<BreakerChange> {
+    ) -> (Option<BreakerChange>, Then<T>) {
         let mut all = self.lock();
-        let f = all.get_mut(endpoint_id)?;
+        let Some(f) = all.get_mut(endpoint_id) else {
+            return (None, Then::Idle);
+        };
         f.in_flight = f.in_flight.saturating_sub(1);
         f.avg_ms = 0.8 * f.avg_ms + 0.2 * duration.as_millis() as f64;
         let before = f.breaker.state;
@@ -147,17 +207,48 @@ impl Flow {
         } else {
             f.breaker.on_failure(&self.config, now);
         }
-        (f.breaker.state != before).then(|| BreakerChange {
+        let then = if f.waiting.is_empty() || f.in_flight >= f.cap {
+            Then::Idle
+        } else {
+            match f.breaker.allow(&self.config, now) {
+                Admission::Defer { until } => Then::Defer(f.drain(until)),
+                Admission::Allow | Admission::Probe => match f.throttled(&self.clock, now) {
+                    Some(until) => Then::Defer(f.drain(until)),
+                    None => match f.waiting.pop_front() {
+                        Some(job) => {
+                            f.in_flight += 1;
+                            Then::Send(job)
+                        }
+                        None => Then::Idle,
+                    },
+                },
+            }
+        };
+        let change = (f.breaker.state != before).then(|| BreakerChange {
             endpoint_id: endpoint_id.to_owned(),
             state: f.breaker.state,
-        })
+        });
+        (change, then)
     }
 
-    /// Releases an admitted slot whose attempt never started (shutdown).
-    pub fn abandoned(&self, endpoint_id: &str) {
-        if let Some(f) = self.lock().get_mut(endpoint_id) {
-            f.in_flight = f.in_flight.saturating_sub(1);
+    /// Releases an admitted slot whose attempt never started (shutdown), with whatever waits
+    /// behind it: the caller gives them back.
+    pub fn abandoned(&self, endpoint_id: &str) -> Vec<T> {
+        match self.lock().get_mut(endpoint_id) {
+            Some(f) => {
+                f.in_flight = f.in_flight.saturating_sub(1);
+                f.waiting.drain(..).collect()
+            }
+            None => Vec::new(),
         }
+    }
+
+    /// Everything still waiting, of every endpoint (shutdown).
+    pub fn drain_all(&self) -> Vec<T> {
+        self.lock()
+            .values_mut()
+            .flat_map(|f| f.waiting.drain(..).collect::<Vec<_>>())
+            .collect()
     }
 }
 
@@ -196,89 +287,130 @@ mod tests {
     }
 
     #[test]
-    fn the_concurrency_cap_defers_the_rest_at_the_endpoints_pace() {
-        let flow = Flow::new(BreakerConfig::default());
+    fn over_the_cap_deliveries_wait_in_line_and_the_overflow_is_deferred() {
+        let flow = Flow::new(BreakerConfig::default(), 3);
         let e = ep("ep_a", Some(2), None);
         let now = Timestamp::from_secs(1000);
-        let mut queued = 0;
-        assert_eq!(flow.admit(&e, now, &mut queued).0, Gate::Send);
-        assert_eq!(flow.admit(&e, now, &mut queued).0, Gate::Send);
-        let (third, _) = flow.admit(&e, now, &mut queued);
-        let (fifth, _) = {
-            flow.admit(&e, now, &mut queued);
-            flow.admit(&e, now, &mut queued)
-        };
-        match (third, fifth) {
-            (Gate::Defer(a), Gate::Defer(b)) => {
-                assert!(a >= now.plus(MIN_DEFER) && b > a, "{a:?} {b:?}")
+        let mut deferred = 0;
+        assert_eq!(flow.admit(&e, now, 1, &mut deferred).0, Gate::Send(1));
+        assert_eq!(flow.admit(&e, now, 2, &mut deferred).0, Gate::Send(2));
+        for job in 3..=5 {
+            assert_eq!(flow.admit(&e, now, job, &mut deferred).0, Gate::Wait);
+        }
+        let (sixth, _) = flow.admit(&e, now, 6, &mut deferred);
+        let (seventh, _) = flow.admit(&e, now, 7, &mut deferred);
+        match (sixth, seventh) {
+            (Gate::Defer(6, a), Gate::Defer(7, b)) => {
+                assert!(a >= now.plus(MIN_DEFER) && b >= a, "{a:?} {b:?}")
             }
             other => panic!("{other:?}"),
         }
         // Another endpoint is not affected.
         assert_eq!(
-            flow.admit(&ep("ep_b", Some(2), None), now, &mut 0).0,
-            Gate::Send
+            flow.admit(&ep("ep_b", Some(2), None), now, 8, &mut 0).0,
+            Gate::Send(8)
         );
-        flow.finished("ep_a", true, Duration::from_millis(50), now);
-        assert_eq!(
-            flow.admit(&e, now, &mut 0).0,
-            Gate::Send,
-            "a slot came free"
-        );
+        // A finished attempt hands its slot to the first in line, in order.
+        let d = Duration::from_millis(5);
+        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(3));
+        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(4));
+        // A newcomer queues behind those still waiting even though nothing is in flight
+        // beyond the cap.
+        assert_eq!(flow.admit(&e, now, 9, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(5));
+        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(9));
+        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Idle);
+        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Idle);
+        assert_eq!(flow.admit(&e, now, 10, &mut 0).0, Gate::Send(10));
     }
 
     #[test]
-    fn consecutive_failures_open_the_breaker_and_defer() {
+    fn the_line_is_about_a_second_of_the_endpoints_pace() {
+        let flow = Flow::new(BreakerConfig::default(), 10_000);
+        let e = ep("ep_slow", Some(1), None);
+        let now = Timestamp::from_secs(1000);
+        assert_eq!(flow.admit(&e, now, 0, &mut 0).0, Gate::Send(0));
+        // Attempts take 500 ms: about two fit in a second.
+        for _ in 0..30 {
+            flow.finished("ep_slow", true, Duration::from_millis(500), now);
+            flow.admit(&e, now, 0, &mut 0);
+        }
+        let mut waiting = 0;
+        let mut deferred = 0;
+        for job in 1..=10 {
+            match flow.admit(&e, now, job, &mut deferred).0 {
+                Gate::Wait => waiting += 1,
+                Gate::Defer(..) => {}
+                Gate::Send(_) => panic!("over the cap"),
+            }
+        }
+        assert!((1..=3).contains(&waiting), "{waiting} waiting");
+    }
+
+    #[test]
+    fn consecutive_failures_open_the_breaker_and_put_the_line_back() {
         let cfg = BreakerConfig {
             consecutive_failures: 3,
             ..BreakerConfig::default()
         };
-        let flow = Flow::new(cfg);
-        let e = ep("ep_a", Some(100), None);
+        let flow = Flow::new(cfg, 100);
+        let e = ep("ep_a", Some(3), None);
         let now = Timestamp::from_secs(1000);
-        let mut change = None;
-        for _ in 0..3 {
-            assert_eq!(flow.admit(&e, now, &mut 0).0, Gate::Send);
-            change = flow
-                .finished("ep_a", false, Duration::from_millis(5), now)
-                .or(change);
+        for job in 0..3 {
+            assert_eq!(flow.admit(&e, now, job, &mut 0).0, Gate::Send(job));
         }
-        assert!(matches!(
-            change.map(|c| c.state),
-            Some(BreakerState::Open { .. })
-        ));
-        match flow.admit(&e, now, &mut 0).0 {
-            Gate::Defer(until) => assert_eq!(until, now.plus(cfg.open_for)),
-            Gate::Send => panic!("open breaker let a delivery through"),
-        }
-        // After open_for, one probe; its success closes the breaker.
-        let later = now.plus(cfg.open_for);
-        let (gate, change) = flow.admit(&e, later, &mut 0);
-        assert_eq!(gate, Gate::Send);
+        assert_eq!(flow.admit(&e, now, 3, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 4, &mut 0).0, Gate::Wait);
+        let d = Duration::from_millis(5);
+        assert_eq!(flow.finished("ep_a", false, d, now), (None, Then::Send(3)));
+        assert_eq!(flow.finished("ep_a", false, d, now), (None, Then::Send(4)));
+        assert_eq!(flow.admit(&e, now, 5, &mut 0).0, Gate::Wait);
+        let (change, then) = flow.finished("ep_a", false, d, now);
+        let until = now.plus(cfg.open_for);
+        assert_eq!(change.map(|c| c.state), Some(BreakerState::Open { until }));
+        assert_eq!(then, Then::Defer(vec![(5, until)]));
+        assert_eq!(flow.admit(&e, now, 6, &mut 0).0, Gate::Defer(6, until));
+        // After open_for, one probe whatever is in flight; its success closes the breaker.
+        let later = until;
+        let (gate, change) = flow.admit(&e, later, 7, &mut 0);
+        assert_eq!(gate, Gate::Send(7));
         assert_eq!(change.map(|c| c.state), Some(BreakerState::HalfOpen));
         assert!(
-            matches!(flow.admit(&e, later, &mut 0).0, Gate::Defer(_)),
+            matches!(flow.admit(&e, later, 8, &mut 0).0, Gate::Defer(8, _)),
             "one probe at a time"
         );
-        let closed = flow.finished("ep_a", true, Duration::from_millis(5), later);
+        let (closed, _) = flow.finished("ep_a", true, d, later);
         assert_eq!(closed.map(|c| c.state), Some(BreakerState::Closed));
     }
 
     #[test]
     fn the_throttle_spaces_requests() {
-        let flow = Flow::new(BreakerConfig::default());
+        let flow = Flow::new(BreakerConfig::default(), 100);
         let e = ep("ep_a", Some(100), Some(5));
         let now = Timestamp::now();
-        assert_eq!(flow.admit(&e, now, &mut 0).0, Gate::Send);
-        match flow.admit(&e, now, &mut 0).0 {
-            Gate::Defer(until) => {
+        assert_eq!(flow.admit(&e, now, 1, &mut 0).0, Gate::Send(1));
+        match flow.admit(&e, now, 2, &mut 0).0 {
+            Gate::Defer(2, until) => {
                 let wait = until.since(now);
                 assert!(
                     wait <= Duration::from_millis(200) && wait > Duration::from_millis(100),
                     "{wait:?}"
                 );
             }
-            Gate::Send => panic!("a second request within 200 ms at 5/s"),
+            other => panic!("a second request within 200 ms at 5/s: {other:?}"),
         }
+    }
+
+    #[test]
+    fn shutdown_hands_back_what_waits() {
+        let flow = Flow::new(BreakerConfig::default(), 100);
+        let e = ep("ep_a", Some(1), None);
+        let now = Timestamp::from_secs(1000);
+        assert_eq!(flow.admit(&e, now, 1, &mut 0).0, Gate::Send(1));
+        assert_eq!(flow.admit(&e, now, 2, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 3, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.abandoned("ep_a"), vec![2, 3]);
+        assert!(flow.drain_all().is_empty());
+        assert_eq!(flow.admit(&e, now, 4, &mut 0).0, Gate::Send(4));
     }
 }

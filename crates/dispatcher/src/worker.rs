@@ -11,7 +11,7 @@ use store::{AttemptResult, DispatchEndpoint, Next, Store};
 use tokio::sync::{Mutex, Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::flow::{BreakerChange, Flow, Gate};
+use crate::flow::{BreakerChange, Flow, Gate, Then};
 use crate::metrics::Metrics;
 use crate::send;
 
@@ -59,7 +59,7 @@ pub struct Dispatcher {
     cfg: DispatcherConfig,
     wake: Arc<Notify>,
     client: reqwest::Client,
-    flow: Arc<Flow>,
+    flow: Arc<Flow<Job>>,
     metrics: Arc<Metrics>,
 }
 
@@ -91,7 +91,8 @@ impl Held {
 impl Dispatcher {
     pub fn new(store: Store, cfg: DispatcherConfig, wake: Arc<Notify>) -> reqwest::Result<Self> {
         let client = crate::http::build_client(cfg.allow_networks.clone())?;
-        let flow = Arc::new(Flow::new(cfg.breaker));
+        // One endpoint's line may hold at most half the process's in-flight permits.
+        let flow = Arc::new(Flow::new(cfg.breaker, cfg.max_in_flight / 2));
         Ok(Dispatcher {
             store,
             cfg,
@@ -122,7 +123,18 @@ impl Dispatcher {
             held.clone(),
         ));
         let in_flight = Arc::new(Semaphore::new(self.cfg.max_in_flight));
-        let stopping = Arc::new(AtomicBool::new(false));
+        let slots = Arc::new(Slots {
+            store: self.store.clone(),
+            owner: self.cfg.node_id.clone(),
+            client: self.client.clone(),
+            allow: self.cfg.allow_networks.clone(),
+            flow: self.flow.clone(),
+            metrics: self.metrics.clone(),
+            tx,
+            held: held.clone(),
+            stopping: AtomicBool::new(false),
+            unstarted: Mutex::new(Vec::new()),
+        });
         // The renewer outlives the claim loop: it stops only once in-flight work is recorded.
         let (stop_renewing, renewer_stop) = watch::channel(false);
         let renewer = tokio::spawn(renew_leases(
@@ -133,7 +145,6 @@ impl Dispatcher {
         ));
         let mut tasks = JoinSet::new();
         let mut last_reap = Instant::now() - Duration::from_secs(60);
-        let unstarted: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
 
         while !*stop.borrow() {
             while tasks.try_join_next().is_some() {}
@@ -204,11 +215,7 @@ impl Dispatcher {
             let ids: Vec<String> = claimed.iter().map(|d| d.id.clone()).collect();
             held.add(ids.iter().cloned());
             if !claimed.is_empty()
-                && let Err(e) = self
-                    .start(
-                        claimed, &in_flight, &tx, &mut tasks, &stopping, &unstarted, &held,
-                    )
-                    .await
+                && let Err(e) = self.start(claimed, &in_flight, &slots, &mut tasks).await
             {
                 tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
                 held.drop_ids(&ids);
@@ -224,9 +231,10 @@ impl Dispatcher {
                 }
             }
         }
-        stopping.store(true, Ordering::SeqCst);
+        slots.stopping.store(true, Ordering::SeqCst);
         while tasks.join_next().await.is_some() {}
-        let leftover = std::mem::take(&mut *unstarted.lock().await);
+        let mut leftover = std::mem::take(&mut *slots.unstarted.lock().await);
+        leftover.extend(self.flow.drain_all().into_iter().map(|j| j.d.id));
         match self
             .store
             .release_claims(&self.cfg.node_id, &leftover)
@@ -238,7 +246,7 @@ impl Dispatcher {
                 tracing::warn!(error = %e, "could not release claims; their leases will expire")
             }
         }
-        drop(tx);
+        drop(slots);
         let _ = writer.await;
         let _ = stop_renewing.send(true);
         let _ = renewer.await;
@@ -249,14 +257,18 @@ impl Dispatcher {
         &self,
         claimed: Vec<delivery::Model>,
         in_flight: &Arc<Semaphore>,
-        tx: &mpsc::Sender<Done>,
+        slots: &Arc<Slots>,
         tasks: &mut JoinSet<()>,
-        stopping: &Arc<AtomicBool>,
-        unstarted: &Arc<Mutex<Vec<String>>>,
-        held: &Held,
     ) -> Result<(), store::StoreError> {
         let msg_ids: Vec<String> = claimed.iter().map(|d| d.msg_id.clone()).collect();
-        let messages = self.store.messages_by_ids(&msg_ids).await?;
+        // Fan-out deliveries of one message share it.
+        let messages: HashMap<String, Arc<store::entities::message::Model>> = self
+            .store
+            .messages_by_ids(&msg_ids)
+            .await?
+            .into_iter()
+            .map(|(id, m)| (id, Arc::new(m)))
+            .collect();
         // Read fresh for every batch (two queries), so a rotated secret, a new URL or a disable
         // applies to the very next batch in every process.
         let endpoint_ids: Vec<String> = claimed
@@ -275,77 +287,158 @@ impl Dispatcher {
         let now = Timestamp::now();
         let mut deferrals = Vec::new();
         let mut changes = Vec::new();
-        let mut queued: HashMap<String, usize> = HashMap::new();
-        let mut admitted = Vec::new();
+        let mut deferred: HashMap<String, usize> = HashMap::new();
+        let mut gone = Vec::new();
+        let mut send_now = Vec::new();
         for d in claimed {
-            let Some(ep) = endpoints.get(&d.endpoint_id) else {
-                admitted.push(d);
-                continue;
-            };
-            let q = queued.entry(d.endpoint_id.clone()).or_default();
-            let (gate, change) = self.flow.admit(&ep.endpoint, now, q);
-            changes.extend(change);
-            match gate {
-                Gate::Send => admitted.push(d),
-                Gate::Defer(until) => deferrals.push((d.id, until)),
-            }
-        }
-        if !deferrals.is_empty() {
-            if let Err(e) = self.store.defer_claims(&self.cfg.node_id, &deferrals).await {
-                tracing::warn!(error = %e, "could not defer claims; their leases will expire");
-            }
-            // Deferred or not, this process is done with them: no renewal keeps them.
-            held.drop_ids(deferrals.iter().map(|(id, _)| id));
-        }
-        for change in changes {
-            persist_breaker(&self.store, change).await;
-        }
-        for d in admitted {
             let (Some(msg), Some(ep)) = (
                 messages.get(&d.msg_id).cloned(),
                 endpoints.get(&d.endpoint_id).cloned(),
             ) else {
                 // The message or endpoint was deleted after the claim: nothing to send.
-                unstarted.lock().await.push(d.id.clone());
+                gone.push(d.id);
                 continue;
             };
-            let permit = match in_flight.clone().acquire_owned().await {
-                Ok(p) => p,
-                Err(_) => break,
+            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                gone.push(d.id);
+                continue;
             };
-            let client = self.client.clone();
-            let allow = self.cfg.allow_networks.clone();
-            let tx = tx.clone();
-            let stopping = stopping.clone();
-            let unstarted = unstarted.clone();
-            let flow = self.flow.clone();
-            let store = self.store.clone();
-            let metrics = self.metrics.clone();
-            tasks.spawn(async move {
-                if stopping.load(Ordering::SeqCst) {
-                    flow.abandoned(&d.endpoint_id);
-                    unstarted.lock().await.push(d.id.clone());
-                    return;
-                }
-                let result = send::attempt(&client, &allow, &ep, &msg, &d).await;
-                let success = result.attempt.classification == "success";
-                let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
-                record_metrics(&metrics, &result, &msg, took);
-                if let Some(change) = flow.finished(&d.endpoint_id, success, took, Timestamp::now())
-                {
-                    persist_breaker(&store, change).await;
-                }
-                // The permit travels with the result: a claim counts as in flight until its
-                // result is committed, which bounds what a crash can leave to be re-sent.
-                let _ = tx
-                    .send(Done {
-                        result,
-                        _permit: permit,
-                    })
-                    .await;
-            });
+            let job = Job { d, msg, ep, permit };
+            let n = deferred.entry(job.d.endpoint_id.clone()).or_default();
+            let ep = job.ep.clone();
+            let (gate, change) = self.flow.admit(&ep.endpoint, now, job, n);
+            changes.extend(change);
+            match gate {
+                Gate::Send(job) => send_now.push(job),
+                Gate::Wait => {}
+                Gate::Defer(job, until) => deferrals.push((job.d.id, until)),
+            }
+        }
+        if !gone.is_empty() {
+            slots.unstarted.lock().await.extend(gone);
+        }
+        slots.defer(deferrals).await;
+        // Before any attempt starts: a quick probe's result must not be overwritten by the
+        // half-open state that let it through.
+        for change in changes {
+            persist_breaker(&self.store, change).await;
+        }
+        for job in send_now {
+            let slots = slots.clone();
+            tasks.spawn(async move { slots.run(job).await });
         }
         Ok(())
+    }
+}
+
+/// A claimed delivery with what it needs to be sent, holding its in-flight permit.
+struct Job {
+    d: delivery::Model,
+    msg: Arc<store::entities::message::Model>,
+    ep: Arc<DispatchEndpoint>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// What a sending task shares with the claim loop.
+struct Slots {
+    store: Store,
+    owner: String,
+    client: reqwest::Client,
+    allow: AllowList,
+    flow: Arc<Flow<Job>>,
+    metrics: Arc<Metrics>,
+    tx: mpsc::Sender<Done>,
+    held: Held,
+    stopping: AtomicBool,
+    /// Claims never started (shutdown, or their message or endpoint deleted): given back.
+    unstarted: Mutex<Vec<String>>,
+}
+
+impl Slots {
+    /// Sends `job`, then, while deliveries of the same endpoint wait for a slot, the next of
+    /// them in the freed slot: a saturated endpoint's line moves without a database round trip.
+    async fn run(&self, mut job: Job) {
+        loop {
+            if self.stopping.load(Ordering::SeqCst) {
+                let mut ids = vec![job.d.id.clone()];
+                ids.extend(
+                    self.flow
+                        .abandoned(&job.d.endpoint_id)
+                        .into_iter()
+                        .map(|j| j.d.id),
+                );
+                self.unstarted.lock().await.extend(ids);
+                return;
+            }
+            let result = send::attempt(&self.client, &self.allow, &job.ep, &job.msg, &job.d).await;
+            let success = result.attempt.classification == "success";
+            let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
+            record_metrics(&self.metrics, &result, &job.msg, took);
+            log_attempt(&result);
+            let (change, then) =
+                self.flow
+                    .finished(&job.d.endpoint_id, success, took, Timestamp::now());
+            if let Some(change) = change {
+                persist_breaker(&self.store, change).await;
+            }
+            // The permit travels with the result: a claim counts as in flight until its
+            // result is committed, which bounds what a crash can leave to be re-sent.
+            let _ = self
+                .tx
+                .send(Done {
+                    result,
+                    permit: job.permit,
+                })
+                .await;
+            match then {
+                Then::Idle => return,
+                Then::Send(next) => job = next,
+                Then::Defer(list) => {
+                    self.defer(list.into_iter().map(|(j, at)| (j.d.id, at)).collect())
+                        .await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Puts claims back until their times; either way this process is done with them.
+    async fn defer(&self, deferrals: Vec<(String, Timestamp)>) {
+        if deferrals.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.defer_claims(&self.owner, &deferrals).await {
+            tracing::warn!(error = %e, "could not defer claims; their leases will expire");
+        }
+        self.held.drop_ids(deferrals.iter().map(|(id, _)| id));
+    }
+}
+
+/// One line per attempt with every id a reader needs to find it (never the payload, headers or
+/// secrets): debug when delivered, info when it failed.
+fn log_attempt(r: &AttemptResult) {
+    let a = &r.attempt;
+    macro_rules! line {
+        ($level:ident, $outcome:expr) => {
+            tracing::$level!(
+                tenant_id = %a.tenant_id,
+                app_id = %a.app_id,
+                endpoint_id = %a.endpoint_id,
+                msg_id = %a.msg_id,
+                delivery_id = %a.delivery_id,
+                attempt = a.attempt_number,
+                status = a.status_code,
+                error = a.error_kind.as_deref(),
+                duration_ms = a.duration_ms,
+                outcome = $outcome,
+                "delivery attempt"
+            )
+        };
+    }
+    match r.next {
+        Next::Succeeded => line!(debug, "delivered"),
+        Next::Retry { .. } => line!(info, "will retry"),
+        Next::Failed => line!(info, "dead"),
     }
 }
 
@@ -408,7 +501,7 @@ async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) {
 /// A finished attempt and the in-flight permit it holds until recorded.
 struct Done {
     result: AttemptResult,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// Commits results in batches: whatever has arrived, up to `RESULT_BATCH`, per transaction.
@@ -422,10 +515,26 @@ async fn write_results(
 ) {
     let mut done = Vec::with_capacity(RESULT_BATCH);
     while rx.recv_many(&mut done, RESULT_BATCH).await > 0 {
-        let batch: Vec<AttemptResult> = done.iter().map(|d| d.result.clone()).collect();
+        let mut turn = Some(store.write_turn().await);
+        // Whatever finished while waiting for the turn joins this batch.
+        while done.len() < RESULT_BATCH {
+            match rx.try_recv() {
+                Ok(d) => done.push(d),
+                Err(_) => break,
+            }
+        }
+        let (batch, permits): (Vec<AttemptResult>, Vec<_>) =
+            done.drain(..).map(|d| (d.result, d.permit)).unzip();
         let mut delay = Duration::from_millis(50);
         for attempt in 1.. {
-            match store.record_results(&owner, &batch, &public_url).await {
+            let turn = match turn.take() {
+                Some(t) => t,
+                None => store.write_turn().await,
+            };
+            let r = store
+                .record_results_in(turn, &owner, &batch, &public_url)
+                .await;
+            match r {
                 Ok(lost) => {
                     if !lost.is_empty() {
                         tracing::warn!(
@@ -457,7 +566,7 @@ async fn write_results(
             wake.notify_one();
         }
         // Dropping the permits frees room for new claims.
-        done.clear();
+        drop(permits);
     }
 }
 

@@ -8,6 +8,7 @@
 mod connect;
 pub mod entities;
 mod error;
+mod ingest;
 mod ops;
 mod page;
 mod queue;
@@ -25,6 +26,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 pub use connect::{Backend, ConnectOptions};
 pub use error::{StoreError, redact_url};
+pub use ingest::GiveUpAt;
 pub use ops::IdempotencyStart;
 pub use page::{ListParams, Page};
 pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
@@ -44,12 +46,20 @@ pub struct Store {
     /// SQLite has one writer: this process's write transactions take turns here rather than
     /// in SQLite's busy handler (which sleeps). PostgreSQL needs no gate.
     write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The group-commit writer of new messages (see `ingest`); `None` in the writer's own
+    /// handle.
+    ingest: Option<tokio::sync::mpsc::Sender<ingest::IngestJob>>,
 }
+
+/// A turn at SQLite's single writer, from [`Store::write_turn`]; writes made in it do not wait
+/// for this process's other writers. Empty on PostgreSQL.
+#[must_use]
+pub struct WriteTurn(#[allow(dead_code)] Option<tokio::sync::OwnedMutexGuard<()>>);
 
 /// A write transaction; on SQLite it holds the write gate until commit or drop.
 pub(crate) struct WriteTxn {
     txn: sea_orm::DatabaseTransaction,
-    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+    _turn: WriteTurn,
 }
 
 impl std::ops::Deref for WriteTxn {
@@ -71,11 +81,14 @@ impl Store {
     /// created when missing.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {
         let (db, backend) = connect::connect(url, opts).await?;
-        Ok(Store {
+        let mut store = Store {
             db,
             backend,
             write_gate: Default::default(),
-        })
+            ingest: None,
+        };
+        store.ingest = Some(ingest::spawn_writer(store.clone()));
+        Ok(store)
     }
 
     /// Brings the schema up to date; a no-op when it already is.
@@ -90,28 +103,38 @@ impl Store {
         Ok(pending.iter().map(|m| m.name().to_owned()).collect())
     }
 
+    /// Runs one SQL statement as is, for tooling (`hookd bench` creating and dropping its
+    /// databases). Never with user input.
+    pub async fn execute_sql(&self, sql: &str) -> Result<()> {
+        self.db.execute_unprepared(sql).await?;
+        Ok(())
+    }
+
     /// A round trip to the database, for health checks.
     pub async fn ping(&self) -> Result<()> {
         self.db.execute_unprepared("SELECT 1").await?;
         Ok(())
     }
 
-    /// Takes the write gate for one statement (SQLite only): a write that waits here instead
-    /// of in SQLite's busy handler, which sleeps in growing steps, is not slowed by the others.
-    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        match self.backend {
+    /// Takes a turn at writing (SQLite only; PostgreSQL needs no gate): a write that waits
+    /// here instead of in SQLite's busy handler, which sleeps in growing steps, is not slowed
+    /// by the others. Held for one statement or handed to a transaction.
+    pub async fn write_turn(&self) -> WriteTurn {
+        WriteTurn(match self.backend {
             Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
             Backend::Postgres => None,
-        }
+        })
     }
 
     /// Begins a transaction that will write; see `write_gate`.
     pub(crate) async fn write_txn(&self) -> Result<WriteTxn> {
+        let turn = self.write_turn().await;
+        self.write_txn_in(turn).await
+    }
+
+    /// Begins a write transaction in a turn already taken.
+    pub(crate) async fn write_txn_in(&self, turn: WriteTurn) -> Result<WriteTxn> {
         use sea_orm::TransactionTrait;
-        let gate = match self.backend {
-            Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
-            Backend::Postgres => None,
-        };
         let txn = self.db.begin().await?;
         if self.backend == Backend::Sqlite {
             // sea-orm begins DEFERRED. A deferred transaction that reads and later writes fails
@@ -121,7 +144,7 @@ impl Store {
             txn.execute_unprepared("DELETE FROM node_heartbeats WHERE 0")
                 .await?;
         }
-        Ok(WriteTxn { txn, _gate: gate })
+        Ok(WriteTxn { txn, _turn: turn })
     }
 
     pub fn backend(&self) -> Backend {

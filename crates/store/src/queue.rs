@@ -12,7 +12,7 @@ use sea_orm::{
 };
 
 use crate::entities::{attempt, delivery, endpoint, endpoint_secret, message, operational_event};
-use crate::{Backend, Result, Store};
+use crate::{Backend, Result, Store, WriteTxn};
 
 /// What became of a claimed delivery after one attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -195,65 +195,42 @@ impl Store {
         results: &[AttemptResult],
         public_url: &str,
     ) -> Result<Vec<String>> {
+        let turn = self.write_turn().await;
+        self.record_results_in(turn, owner, results, public_url)
+            .await
+    }
+
+    /// [`Store::record_results`] in a write turn already taken.
+    pub async fn record_results_in(
+        &self,
+        turn: crate::WriteTurn,
+        owner: &str,
+        results: &[AttemptResult],
+        public_url: &str,
+    ) -> Result<Vec<String>> {
         if results.is_empty() {
             return Ok(Vec::new());
         }
         let now = Timestamp::now().as_millis();
-        let txn = self.write_txn().await?;
+        let txn = self.write_txn_in(turn).await?;
         let attempts = results
             .iter()
             .map(|r| attempt::ActiveModel::from(r.attempt.clone()));
         attempt::Entity::insert_many(attempts).exec(&*txn).await?;
 
         let mut lost = Vec::new();
+        for chunk in results.chunks(400) {
+            let written = self.finish_deliveries(&txn, owner, chunk, now).await?;
+            lost.extend(
+                chunk
+                    .iter()
+                    .filter(|r| !written.contains(&r.delivery.id))
+                    .map(|r| r.delivery.id.clone()),
+            );
+        }
         let mut health: HashMap<&str, (Option<i64>, Option<i64>)> = HashMap::new();
         for r in results {
             let d = &r.delivery;
-            let (state, next_at) = match &r.next {
-                Next::Succeeded => (DeliveryState::Succeeded, d.next_attempt_at),
-                Next::Retry { at } => (DeliveryState::Pending, at.as_millis()),
-                Next::Failed => (DeliveryState::Failed, d.next_attempt_at),
-            };
-            let res = delivery::Entity::update_many()
-                .col_expr(delivery::Column::State, Expr::value(state.as_str()))
-                .col_expr(
-                    delivery::Column::AttemptCount,
-                    Expr::value(r.attempt.attempt_number),
-                )
-                .col_expr(delivery::Column::NextAttemptAt, Expr::value(next_at))
-                .col_expr(
-                    delivery::Column::NextTrigger,
-                    Expr::value(AttemptTrigger::Scheduled.as_str()),
-                )
-                .col_expr(
-                    delivery::Column::LeaseOwner,
-                    Expr::value(Option::<String>::None),
-                )
-                .col_expr(
-                    delivery::Column::LeaseExpiresAt,
-                    Expr::value(Option::<i64>::None),
-                )
-                .col_expr(
-                    delivery::Column::LastStatus,
-                    Expr::value(r.attempt.status_code),
-                )
-                .col_expr(
-                    delivery::Column::LastError,
-                    Expr::value(r.attempt.error_kind.clone()),
-                )
-                .col_expr(
-                    delivery::Column::LastAttemptAt,
-                    Expr::value(r.attempt.started_at),
-                )
-                .col_expr(delivery::Column::UpdatedAt, Expr::value(now))
-                .filter(delivery::Column::Id.eq(&d.id))
-                .filter(delivery::Column::LeaseOwner.eq(owner))
-                .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
-                .exec(&*txn)
-                .await?;
-            if res.rows_affected == 0 {
-                lost.push(d.id.clone());
-            }
             let entry = health.entry(d.endpoint_id.as_str()).or_default();
             let at = r.attempt.started_at;
             if r.attempt.classification == "success" {
@@ -317,6 +294,79 @@ impl Store {
         }
         txn.commit().await?;
         Ok(lost)
+    }
+
+    /// Writes each delivery's state after its attempt, in one statement, only where `owner`
+    /// still holds the lease. Returns the ids written.
+    async fn finish_deliveries(
+        &self,
+        txn: &WriteTxn,
+        owner: &str,
+        results: &[AttemptResult],
+        now: i64,
+    ) -> Result<HashSet<String>> {
+        const COLUMNS: usize = 7;
+        let p = |n: usize| match self.backend {
+            Backend::Sqlite => format!("?{n}"),
+            Backend::Postgres => format!("${n}"),
+        };
+        let mut values: Vec<Value> = vec![owner.into(), now.into()];
+        let mut rows = Vec::with_capacity(results.len());
+        for (i, r) in results.iter().enumerate() {
+            let d = &r.delivery;
+            let (state, next_at) = match &r.next {
+                Next::Succeeded => (DeliveryState::Succeeded, d.next_attempt_at),
+                Next::Retry { at } => (DeliveryState::Pending, at.as_millis()),
+                Next::Failed => (DeliveryState::Failed, d.next_attempt_at),
+            };
+            let base = 3 + i * COLUMNS;
+            rows.push(format!(
+                "({})",
+                (base..base + COLUMNS).map(p).collect::<Vec<_>>().join(", ")
+            ));
+            values.extend([
+                Value::from(d.id.as_str()),
+                state.as_str().into(),
+                r.attempt.attempt_number.into(),
+                next_at.into(),
+                r.attempt.status_code.into(),
+                r.attempt.error_kind.clone().into(),
+                r.attempt.started_at.into(),
+            ]);
+        }
+        // Typed on PostgreSQL, where a VALUES list gives its columns the types of the first
+        // row and a NULL there would be text.
+        let cast = |col: &str, ty: &str| match self.backend {
+            Backend::Sqlite => format!("v.{col}"),
+            Backend::Postgres => format!("CAST(v.{col} AS {ty})"),
+        };
+        let sql = format!(
+            "WITH v(id, state, attempt_count, next_attempt_at, last_status, last_error, last_attempt_at) \
+             AS (VALUES {rows}) \
+             UPDATE deliveries SET state = v.state, attempt_count = {count}, \
+               next_attempt_at = {next}, next_trigger = '{scheduled}', lease_owner = NULL, \
+               lease_expires_at = NULL, last_status = {status}, last_error = v.last_error, \
+               last_attempt_at = {last}, updated_at = {now} \
+             FROM v WHERE deliveries.id = v.id AND deliveries.lease_owner = {owner} \
+               AND deliveries.state = 'sending' \
+             RETURNING deliveries.id",
+            rows = rows.join(", "),
+            count = cast("attempt_count", "INTEGER"),
+            next = cast("next_attempt_at", "BIGINT"),
+            status = cast("last_status", "INTEGER"),
+            last = cast("last_attempt_at", "BIGINT"),
+            scheduled = AttemptTrigger::Scheduled.as_str(),
+            owner = p(1),
+            now = p(2),
+        );
+        let backend = self.db.get_database_backend();
+        let written = txn
+            .query_all(Statement::from_sql_and_values(backend, sql, values))
+            .await?;
+        written
+            .iter()
+            .map(|row| row.try_get::<String>("", "id").map_err(Into::into))
+            .collect()
     }
 
     /// Skips a dead (failed) delivery so that its ordering key flows again.

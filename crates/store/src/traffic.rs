@@ -10,11 +10,10 @@ use sea_orm::{
     QueryOrder, QueryTrait, Select, Set,
 };
 
-use crate::entities::{application, attempt, delivery, endpoint, message, ordering_sequence};
-use crate::error::conflict_as;
+use crate::entities::{attempt, delivery, endpoint, message, ordering_sequence};
 use crate::page::{fetch_page, page_query};
 use crate::resources::check_owner;
-use crate::{ListParams, Page, Result, Store, StoreError, from_json, to_json};
+use crate::{ListParams, Page, Result, Store, StoreError, from_json};
 
 #[derive(Clone, Debug, Default)]
 pub struct NewMessage {
@@ -64,75 +63,6 @@ pub struct MessageFilter {
 }
 
 impl Store {
-    /// Writes a message and one pending delivery per matching, enabled endpoint of `app`, in
-    /// one transaction. `give_up_at(endpoint, now)` applies each endpoint's retry TTL.
-    /// A repeated `event_id` in the same application is `Conflict { field: "eventId" }`.
-    pub async fn create_message(
-        &self,
-        tenant: TenantId,
-        app: &application::Model,
-        new: NewMessage,
-        give_up_at: impl Fn(&endpoint::Model, Timestamp) -> Timestamp,
-    ) -> Result<CreatedMessage> {
-        check_owner(tenant, &app.tenant_id, "application")?;
-        let now = Timestamp::now();
-        let msg_id = MessageId::new();
-        let txn = self.write_txn().await?;
-
-        let endpoints = endpoint::Entity::find()
-            .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
-            .filter(endpoint::Column::AppId.eq(&app.id))
-            .filter(endpoint::Column::Disabled.eq(false))
-            .all(&*txn)
-            .await?;
-
-        let message = message::ActiveModel {
-            id: Set(msg_id.to_string()),
-            tenant_id: Set(tenant.to_string()),
-            app_id: Set(app.id.clone()),
-            event_type: Set(new.event_type.clone()),
-            event_id: Set(new.event_id),
-            payload: Set(new.payload),
-            channels: Set((!new.channels.is_empty()).then(|| to_json(&new.channels))),
-            tags: Set((!new.tags.is_empty()).then(|| to_json(&new.tags))),
-            ordering_key: Set(new.ordering_key.clone()),
-            created_at: Set(now.as_millis()),
-        }
-        .insert(&*txn)
-        .await
-        .map_err(conflict_as("eventId"))?;
-
-        let mut deliveries = Vec::new();
-        for ep in &endpoints {
-            if !endpoint_accepts(ep, &new.event_type, &new.channels)? {
-                continue;
-            }
-            let seq = match &new.ordering_key {
-                Some(key) => Some(next_sequence(&txn, tenant, &ep.id, key).await?),
-                None => None,
-            };
-            let give_up = give_up_at(ep, now);
-            deliveries.push(new_delivery(
-                tenant,
-                &message,
-                ep,
-                seq,
-                now,
-                give_up,
-                AttemptTrigger::Scheduled,
-            ));
-        }
-        if !deliveries.is_empty() {
-            let rows = deliveries.iter().cloned().map(delivery::ActiveModel::from);
-            delivery::Entity::insert_many(rows).exec(&*txn).await?;
-        }
-        txn.commit().await?;
-        Ok(CreatedMessage {
-            message,
-            deliveries,
-        })
-    }
-
     /// A message by its id or its eventId.
     pub async fn get_message(
         &self,

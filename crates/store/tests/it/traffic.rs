@@ -268,6 +268,67 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
 }
 
 #[tokio::test]
+async fn messages_created_at_once_share_a_commit_but_not_their_fate() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let b = app(&store, t, "b").await;
+        endpoint(&store, t, &a, url("a1")).await;
+        endpoint(&store, t, &a, url("a2")).await;
+        endpoint(&store, t, &b, url("b1")).await;
+        // 300 concurrent creates: 290 plain ones over two apps, and 10 that all claim the
+        // same eventId in app a. Whatever batches they fall into, exactly one of the 10 wins.
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..300 {
+            let store = store.clone();
+            let (app, new) = match i {
+                0..10 => (
+                    a.clone(),
+                    NewMessage {
+                        event_id: Some("same".into()),
+                        ..msg("x")
+                    },
+                ),
+                _ if i % 2 == 0 => (a.clone(), msg("x")),
+                _ => (b.clone(), msg("x")),
+            };
+            tasks.spawn(async move {
+                let r = store.create_message(t, &app, new, ttl).await;
+                (app.id, r)
+            });
+        }
+        let (mut created, mut conflicts) = (0, 0);
+        let mut fanout: HashMap<usize, usize> = HashMap::new();
+        let mut ids = std::collections::HashSet::new();
+        while let Some(joined) = tasks.join_next().await {
+            let (app_id, r) = joined.unwrap();
+            match r {
+                Ok(c) => {
+                    created += 1;
+                    assert_eq!(c.message.app_id, app_id);
+                    assert!(c.deliveries.iter().all(|d| d.msg_id == c.message.id));
+                    *fanout.entry(c.deliveries.len()).or_default() += 1;
+                    ids.insert(c.message.id);
+                }
+                Err(StoreError::Conflict { field: "eventId" }) => conflicts += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!((created, conflicts), (291, 9));
+        assert_eq!(ids.len(), 291, "every message its own id");
+        // App a: 145 plain + 1 with the eventId, two endpoints each; app b: 145, one endpoint.
+        assert_eq!(fanout, HashMap::from([(2, 146), (1, 145)]));
+        let db = store.connection();
+        assert_eq!(message::Entity::find().count(db).await.unwrap(), 291);
+        assert_eq!(
+            delivery::Entity::find().count(db).await.unwrap(),
+            146 * 2 + 145
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn message_listing_filters_by_type_and_time() {
     each_backend(|store| async move {
         let t = tenant(&store, "t").await;
