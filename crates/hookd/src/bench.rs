@@ -1,10 +1,12 @@
-//! `hookd bench`: starts a receiver (the sink) and hookd in-process on a fresh database,
+//! `hookd bench`: starts a receiver (the sink) and hookd on a fresh database (as a child
+//! process, or in this process for tests) or points at a running Svix-compatible server,
 //! submits messages over the Svix API at a concurrency (closed loop) or a fixed rate (open
-//! loop), keeps an exact ledger of what the receiver acknowledged, and reports throughput,
-//! latencies, resources and the raw loopback rate of the sink alone.
+//! loop), or preloads a backlog and lets it drain, keeps an exact ledger of what the receiver
+//! acknowledged, and reports throughput, latencies, resources and the raw loopback rate of the
+//! sink alone.
 //!
-//! Everything runs in one process, so peak RSS and CPU seconds include the load generator
-//! and the sink as well as hookd.
+//! With a child process, peak RSS and CPU seconds are the server's own; in-process they
+//! include the load generator and the sink.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,11 +24,27 @@ use crate::startup::{Application, open_store};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
+/// Which server takes the load.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Server {
+    /// hookd inside this process (tests): resources include the sink and the load generator.
+    InProcess,
+    /// `BIN serve` as a child process: its own peak RSS and CPU are measured.
+    Child(std::path::PathBuf),
+    /// A running server speaking the Svix API: the bench creates an application and endpoints
+    /// with `api_key` and needs the server to reach the sink on 127.0.0.1.
+    Remote { url: String, api_key: String },
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
-    /// None: a fresh SQLite file in a temporary directory.
+    pub server: Server,
+    /// None: a fresh SQLite file in a temporary directory (ignored with a remote server).
     pub database_url: Option<String>,
+    /// Instead of submitting over the API, write the messages straight to the database before
+    /// the server starts, then measure how fast it drains that backlog.
+    pub backlog: bool,
     pub messages: u64,
     pub endpoints: u32,
     pub payload_bytes: usize,
@@ -45,7 +63,9 @@ pub struct BenchOptions {
 impl Default for BenchOptions {
     fn default() -> Self {
         BenchOptions {
+            server: Server::InProcess,
             database_url: None,
+            backlog: false,
             messages: 20_000,
             endpoints: 1,
             payload_bytes: 100,
@@ -108,7 +128,10 @@ pub struct Ledger {
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct BenchReport {
+    /// "in-process", "child process" or the remote URL.
+    pub server: String,
     pub database: String,
+    pub backlog: bool,
     pub messages: u64,
     pub endpoints: u32,
     pub payload_bytes: usize,
@@ -126,9 +149,9 @@ pub struct BenchReport {
     pub time_to_deliver: Percentiles,
     /// First send to last acknowledgement.
     pub wall_secs: f64,
-    /// The whole process (hookd, sink and load generator): VmHWM.
+    /// VmHWM of the server process (in-process: the whole bench process); 0 for a remote server.
     pub peak_rss_mb: f64,
-    /// The whole process, user + system, from start of load to end of drain.
+    /// User + system CPU of the same process, from start of load to end of drain.
     pub cpu_secs: f64,
     /// Signed POSTs per second to the sink alone, closed loop at the same concurrency.
     pub loopback_per_sec: f64,
@@ -156,6 +179,9 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BoxError> {
         && !(r > 0.0 && r.is_finite())
     {
         return Err("--rate must be a positive number".into());
+    }
+    if opts.backlog && matches!(opts.server, Server::Remote { .. }) {
+        return Err("--backlog writes to hookd's database; it cannot be used with --url".into());
     }
     let secret = SigningSecret::parse(SECRET)?;
     let sink = Sink::start(SinkConfig {
@@ -188,6 +214,192 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BoxError> {
     result
 }
 
+/// A server under load, and how to stop it and read its resources.
+enum Running {
+    InProcess {
+        stop: crate::startup::StopHandle,
+        task: tokio::task::JoinHandle<Result<(), BoxError>>,
+    },
+    Child(std::process::Child),
+    Remote,
+}
+
+impl Running {
+    /// (peak RSS MB, CPU seconds so far) of the server process.
+    fn resources(&self) -> (f64, f64) {
+        match self {
+            Running::InProcess { .. } => (peak_rss_mb("self"), cpu_secs("self")),
+            Running::Child(c) => {
+                let pid = c.id().to_string();
+                (peak_rss_mb(&pid), cpu_secs(&pid))
+            }
+            Running::Remote => (0.0, 0.0),
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            Running::InProcess { stop, task } => {
+                stop.stop();
+                let _ = task.await;
+            }
+            Running::Child(mut c) => {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            Running::Remote => {}
+        }
+    }
+}
+
+/// The tenant, application and endpoints the load goes to.
+struct Target {
+    base: String,
+    key: String,
+    app_id: String,
+    paths: Vec<String>,
+    /// Backlog mode: the message ids written before the server started.
+    preloaded: Vec<String>,
+}
+
+fn endpoint_body(opts: &BenchOptions, sink: &Sink, path: &str) -> serde_json::Value {
+    let mut body = json!({"url": sink.url(path), "secret": SECRET});
+    if opts.fail_rate > 0.0 {
+        // Quick retries so the drain does not wait minutes on the default schedule.
+        let delays: Vec<&str> = std::iter::once("100ms")
+            .chain(std::iter::repeat_n("500ms", 19))
+            .collect();
+        body["retryPolicy"] = json!({ "delays": delays });
+    }
+    body
+}
+
+fn payload(opts: &BenchOptions) -> serde_json::Value {
+    let pad = opts.payload_bytes.saturating_sub(r#"{"data":""}"#.len());
+    json!({"data": "x".repeat(pad)})
+}
+
+/// Creates the tenant and key in the database, and with `--backlog` the application,
+/// endpoints and messages too, before any server runs.
+async fn prepare_database(
+    opts: &BenchOptions,
+    sink: &Sink,
+    settings: &Settings,
+) -> Result<(String, Option<(String, Vec<String>, Vec<String>)>), BoxError> {
+    let store = open_store(settings).await?;
+    store.migrate().await?;
+    let tenant = store
+        .create_tenant(store::NewTenant {
+            name: "bench".into(),
+            notification_email: "bench@example.com".into(),
+            ingest_rate: None,
+            ingest_burst: None,
+        })
+        .await?;
+    let tenant_id = domain::ids::TenantId::parse(&tenant.id)?;
+    let (_, key) = store.create_api_key(tenant_id, "bench").await?;
+    let mut preloaded = None;
+    if opts.backlog {
+        let app = store
+            .create_application(
+                tenant_id,
+                store::NewApplication {
+                    name: "bench".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let mut paths = Vec::new();
+        for i in 0..opts.endpoints {
+            let path = format!("/hook/{i}");
+            let new = store::NewEndpoint {
+                url: sink.url(&path),
+                version: 1,
+                ..Default::default()
+            };
+            store.create_endpoint(tenant_id, &app, new, SECRET).await?;
+            paths.push(path);
+        }
+        let payload = serde_json::to_vec(&payload(opts))?;
+        let mut ids = Vec::with_capacity(opts.messages as usize);
+        let mut left = opts.messages;
+        while left > 0 {
+            let n = left.min(10_000);
+            left -= n;
+            let news = (0..n)
+                .map(|_| store::NewMessage {
+                    event_type: "bench.event".into(),
+                    payload: payload.clone(),
+                    ..Default::default()
+                })
+                .collect();
+            for created in store
+                .create_messages_in_bulk(tenant_id, &app, news, |ep, now| {
+                    store::retry_policy_of(ep).give_up_at(now)
+                })
+                .await?
+            {
+                ids.push(created?.message.id);
+            }
+        }
+        preloaded = Some((app.id, paths, ids));
+    }
+    store.close().await?;
+    Ok((key, preloaded))
+}
+
+/// Starts hookd (in this process or as a child) on `database_url`.
+async fn start_server(
+    opts: &BenchOptions,
+    settings_env: BTreeMap<String, String>,
+) -> Result<(Running, u16), BoxError> {
+    match &opts.server {
+        Server::InProcess => {
+            let settings = Settings::load_from(None, &settings_env, &Overrides::default())?;
+            let app = Application::build(&settings).await?;
+            let port = app.port().ok_or("hookd started without its API")?;
+            let stop = app.stop_handle();
+            let task =
+                tokio::spawn(async move { app.run_until_stopped().await.map_err(Into::into) });
+            Ok((Running::InProcess { stop, task }, port))
+        }
+        Server::Child(bin) => {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let child = std::process::Command::new(bin)
+                .arg("serve")
+                .envs(&settings_env)
+                .env("HOOKD_BIND", format!("127.0.0.1:{port}"))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("could not start {} serve: {e}", bin.display()))?;
+            let running = Running::Child(child);
+            let health = format!("http://127.0.0.1:{port}/api/v1/health");
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if reqwest::get(&health)
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+                {
+                    return Ok((running, port));
+                }
+                if Instant::now() > deadline {
+                    running.stop().await;
+                    return Err(format!(
+                        "{} serve did not answer {health} within 60 s",
+                        bin.display()
+                    )
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Server::Remote { .. } => Ok((Running::Remote, 0)),
+    }
+}
+
 async fn run_against(
     opts: &BenchOptions,
     sink: &Sink,
@@ -204,117 +416,46 @@ async fn run_against(
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let settings = Settings::load_from(None, &env, &Overrides::default())?;
-    let app = Application::build(&settings).await?;
-    let port = app.port().ok_or("hookd started without its API")?;
-    let stop = app.stop_handle();
-    let app_task = tokio::spawn(app.run_until_stopped());
-    let base = format!("http://127.0.0.1:{port}/api/v1");
-
-    let store = open_store(&settings).await?;
-    let tenant = store
-        .create_tenant(store::NewTenant {
-            name: "bench".into(),
-            notification_email: "bench@example.com".into(),
-            ingest_rate: None,
-            ingest_burst: None,
-        })
-        .await?;
-    let tenant_id = domain::ids::TenantId::parse(&tenant.id)?;
-    let (_, key) = store.create_api_key(tenant_id, "bench").await?;
-    store.close().await?;
-
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(opts.concurrency.max(64))
         .build()?;
-    let app_id = create(
-        &client,
-        &key,
-        &format!("{base}/app"),
-        json!({"name": "bench"}),
-    )
-    .await?;
-    let mut paths = Vec::new();
-    for i in 0..opts.endpoints {
-        let path = format!("/hook/{i}");
-        let mut body = json!({"url": sink.url(&path), "secret": SECRET});
-        if opts.fail_rate > 0.0 {
-            // Quick retries so the drain does not wait minutes on the default schedule.
-            let delays: Vec<&str> = std::iter::once("100ms")
-                .chain(std::iter::repeat_n("500ms", 19))
-                .collect();
-            body["retryPolicy"] = json!({ "delays": delays });
+    let (running, mut target) = match &opts.server {
+        Server::Remote { url, api_key } => (
+            Running::Remote,
+            Target {
+                base: format!("{}/api/v1", url.trim_end_matches('/')),
+                key: api_key.clone(),
+                app_id: String::new(),
+                paths: Vec::new(),
+                preloaded: Vec::new(),
+            },
+        ),
+        _ => {
+            let settings = Settings::load_from(None, &env, &Overrides::default())?;
+            let (key, preloaded) = prepare_database(opts, sink, &settings).await?;
+            let (running, port) = start_server(opts, env).await?;
+            let (app_id, paths, preloaded) = preloaded.unwrap_or_default();
+            (
+                running,
+                Target {
+                    base: format!("http://127.0.0.1:{port}/api/v1"),
+                    key,
+                    app_id,
+                    paths,
+                    preloaded,
+                },
+            )
         }
-        create(
-            &client,
-            &key,
-            &format!("{base}/app/{app_id}/endpoint"),
-            body,
-        )
-        .await?;
-        paths.push(path);
-    }
-
-    let pad = opts.payload_bytes.saturating_sub(r#"{"data":""}"#.len());
-    let body = serde_json::to_vec(&json!({
-        "eventType": "bench.event",
-        "payload": {"data": "x".repeat(pad)},
-    }))?;
-    let body = Arc::new(body);
-    let url = Arc::new(format!("{base}/app/{app_id}/msg"));
-    let key = Arc::new(key);
-
-    let cpu_before = cpu_secs();
-    let load_start = Instant::now();
-    let sent = match opts.rate {
-        None => closed_loop(opts, &client, &url, &key, &body).await,
-        Some(rate) => open_loop(opts, rate, &client, &url, &key, &body).await,
     };
+    // The server starts draining a backlog the moment it runs: the clock starts here.
+    let load_start = Instant::now();
+    let cpu_before = running.resources().1;
+    let result = drive(opts, sink, &client, &mut target, load_start).await;
+    let (rss, cpu_after) = running.resources();
+    running.stop().await;
+    let (ledger, ingest_latency, ttd, ingest_secs, wall) = result?;
+    let cpu = cpu_after - cpu_before;
 
-    // Ledger and drain.
-    let mut ledger = Ledger::default();
-    let mut started_of: HashMap<String, Instant> = HashMap::new();
-    let mut latencies = Vec::with_capacity(sent.len());
-    let mut last_answer = load_start;
-    for s in &sent {
-        last_answer = last_answer.max(s.answered);
-        match &s.id {
-            Some(id) => {
-                ledger.accepted += 1;
-                latencies.push(s.latency);
-                started_of.insert(id.clone(), s.started);
-            }
-            None => *ledger.rejected.entry(s.status.clone()).or_default() += 1,
-        }
-    }
-    ledger.expected = ledger.accepted * u64::from(opts.endpoints);
-    let deadline = Instant::now() + opts.drain_timeout;
-    while (sink.state.ack_count() as u64) < ledger.expected && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let cpu = cpu_secs() - cpu_before;
-    stop.stop();
-    let _ = app_task.await;
-
-    let acks = sink.state.ack_times();
-    let mut ttd = Vec::with_capacity(acks.len());
-    let mut last_ack = load_start;
-    for ((path, id), (at, n)) in &acks {
-        match started_of.get(id) {
-            Some(started) if paths.contains(path) => {
-                ledger.delivered += 1;
-                ledger.duplicates += u64::from(n - 1);
-                ttd.push(at.saturating_duration_since(*started));
-                last_ack = last_ack.max(*at);
-            }
-            _ => ledger.unexpected += 1,
-        }
-    }
-    ledger.missing = ledger.expected - ledger.delivered.min(ledger.expected);
-    ledger.bad_signatures = sink.state.report().bad_signatures;
-
-    let ingest_secs = last_answer.duration_since(load_start).as_secs_f64();
-    let wall = last_ack.duration_since(load_start).as_secs_f64();
     let deliveries_per_sec = if wall > 0.0 {
         ledger.delivered as f64 / wall
     } else {
@@ -326,13 +467,23 @@ async fn run_against(
         loopback(opts, sink, &client).await
     };
     Ok(BenchReport {
-        database: store::redact_url(database_url),
+        server: match &opts.server {
+            Server::InProcess => "in-process".to_owned(),
+            Server::Child(_) => "child process".to_owned(),
+            Server::Remote { url, .. } => url.clone(),
+        },
+        database: match &opts.server {
+            Server::Remote { .. } => "(the remote server's)".to_owned(),
+            _ => store::redact_url(database_url),
+        },
+        backlog: opts.backlog,
         messages: opts.messages,
         endpoints: opts.endpoints,
         payload_bytes: opts.payload_bytes,
-        mode: match opts.rate {
-            None => format!("closed loop, concurrency {}", opts.concurrency),
-            Some(r) => format!("open loop, {r} msg/s"),
+        mode: match (opts.backlog, opts.rate) {
+            (true, _) => "backlog written to the database, then drained".to_owned(),
+            (false, None) => format!("closed loop, concurrency {}", opts.concurrency),
+            (false, Some(r)) => format!("open loop, {r} msg/s"),
         },
         fail_rate: opts.fail_rate,
         ingest_per_sec: if ingest_secs > 0.0 {
@@ -341,11 +492,11 @@ async fn run_against(
             0.0
         },
         ledger,
-        ingest_latency: Percentiles::of(latencies),
+        ingest_latency,
         deliveries_per_sec,
-        time_to_deliver: Percentiles::of(ttd),
+        time_to_deliver: ttd,
         wall_secs: wall,
-        peak_rss_mb: peak_rss_mb(),
+        peak_rss_mb: rss,
         cpu_secs: cpu,
         loopback_per_sec,
         ratio_to_loopback: if loopback_per_sec > 0.0 {
@@ -354,6 +505,102 @@ async fn run_against(
             0.0
         },
     })
+}
+
+type Driven = (Ledger, Percentiles, Percentiles, f64, f64);
+
+/// Submits the load (or waits on the backlog), drains, and settles the ledger.
+async fn drive(
+    opts: &BenchOptions,
+    sink: &Sink,
+    client: &reqwest::Client,
+    target: &mut Target,
+    load_start: Instant,
+) -> Result<Driven, BoxError> {
+    let mut ledger = Ledger::default();
+    let mut started_of: HashMap<String, Instant> = HashMap::new();
+    let mut latencies = Vec::new();
+    let mut last_answer = load_start;
+    if opts.backlog {
+        ledger.accepted = target.preloaded.len() as u64;
+        for id in target.preloaded.drain(..) {
+            started_of.insert(id, load_start);
+        }
+    } else {
+        let base = &target.base;
+        target.app_id = create(
+            client,
+            &target.key,
+            &format!("{base}/app"),
+            json!({"name": "bench"}),
+        )
+        .await?;
+        for i in 0..opts.endpoints {
+            let path = format!("/hook/{i}");
+            create(
+                client,
+                &target.key,
+                &format!("{base}/app/{}/endpoint", target.app_id),
+                endpoint_body(opts, sink, &path),
+            )
+            .await?;
+            target.paths.push(path);
+        }
+        let body = serde_json::to_vec(&json!({
+            "eventType": "bench.event",
+            "payload": payload(opts),
+        }))?;
+        let body = Arc::new(body);
+        let url = Arc::new(format!("{base}/app/{}/msg", target.app_id));
+        let key = Arc::new(target.key.clone());
+        let sent = match opts.rate {
+            None => closed_loop(opts, client, &url, &key, &body).await,
+            Some(rate) => open_loop(opts, rate, client, &url, &key, &body).await,
+        };
+        latencies.reserve(sent.len());
+        for s in sent {
+            last_answer = last_answer.max(s.answered);
+            match s.id {
+                Some(id) => {
+                    ledger.accepted += 1;
+                    latencies.push(s.latency);
+                    started_of.insert(id, s.started);
+                }
+                None => *ledger.rejected.entry(s.status).or_default() += 1,
+            }
+        }
+    }
+    ledger.expected = ledger.accepted * u64::from(opts.endpoints);
+    let deadline = Instant::now() + opts.drain_timeout;
+    while (sink.state.ack_count() as u64) < ledger.expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let acks = sink.state.ack_times();
+    let mut ttd = Vec::with_capacity(acks.len());
+    let mut last_ack = load_start;
+    for ((path, id), (at, n)) in &acks {
+        match started_of.get(id) {
+            Some(started) if target.paths.contains(path) => {
+                ledger.delivered += 1;
+                ledger.duplicates += u64::from(n - 1);
+                ttd.push(at.saturating_duration_since(*started));
+                last_ack = last_ack.max(*at);
+            }
+            _ => ledger.unexpected += 1,
+        }
+    }
+    ledger.missing = ledger.expected - ledger.delivered.min(ledger.expected);
+    ledger.bad_signatures = sink.state.report().bad_signatures;
+    let ingest_secs = last_answer.duration_since(load_start).as_secs_f64();
+    let wall = last_ack.duration_since(load_start).as_secs_f64();
+    Ok((
+        ledger,
+        Percentiles::of(latencies),
+        Percentiles::of(ttd),
+        ingest_secs,
+        wall,
+    ))
 }
 
 async fn create(
@@ -531,9 +778,9 @@ async fn loopback(opts: &BenchOptions, sink: &Sink, client: &reqwest::Client) ->
     ok.load(Ordering::Relaxed) as f64 / secs
 }
 
-/// Peak resident set of this process (VmHWM), in MB.
-fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
+/// Peak resident set (VmHWM) of a process (`self` or a pid), in MB.
+fn peak_rss_mb(pid: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
@@ -545,9 +792,10 @@ fn peak_rss_mb() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// User + system CPU seconds of this process so far (clock ticks assumed 100/s, as on Linux).
-fn cpu_secs() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+/// User + system CPU seconds of a process (`self` or a pid) so far (clock ticks assumed
+/// 100/s, as on Linux).
+fn cpu_secs(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
     // Fields after the command name (which may hold spaces) start at field 3.
@@ -585,6 +833,7 @@ impl BenchReport {
                 .join(", ")
         };
         let rows = [
+            ("server", self.server.clone()),
             ("database", self.database.clone()),
             (
                 "scenario",
@@ -607,8 +856,22 @@ impl BenchReport {
                 ),
             ),
             ("ingest rejected", rejected),
-            ("ingest", format!("{:.0} msg/s", self.ingest_per_sec)),
-            ("ingest latency", p(&self.ingest_latency)),
+            (
+                "ingest",
+                if self.backlog {
+                    "(preloaded in the database)".to_owned()
+                } else {
+                    format!("{:.0} msg/s", self.ingest_per_sec)
+                },
+            ),
+            (
+                "ingest latency",
+                if self.backlog {
+                    "–".to_owned()
+                } else {
+                    p(&self.ingest_latency)
+                },
+            ),
             (
                 "deliveries",
                 format!(
@@ -616,7 +879,14 @@ impl BenchReport {
                     self.deliveries_per_sec, self.wall_secs
                 ),
             ),
-            ("time to deliver", p(&self.time_to_deliver)),
+            (
+                if self.backlog {
+                    "time to deliver (from start)"
+                } else {
+                    "time to deliver"
+                },
+                p(&self.time_to_deliver),
+            ),
             (
                 "loopback (sink alone)",
                 format!(
@@ -625,7 +895,10 @@ impl BenchReport {
                 ),
             ),
             (
-                "process (hookd+sink+client)",
+                match self.server.as_str() {
+                    "in-process" => "process (hookd+sink+client)",
+                    _ => "server process",
+                },
                 format!(
                     "peak RSS {:.1} MB, CPU {:.2} s",
                     self.peak_rss_mb, self.cpu_secs
@@ -637,4 +910,198 @@ impl BenchReport {
             .map(|(k, v)| format!("{k:<width$}  {v}\n"))
             .collect()
     }
+}
+
+/// One scenario of `hookd bench --suite`.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: &'static str,
+    /// The `hookd bench` flags that run it alone.
+    pub flags: String,
+    pub opts: BenchOptions,
+}
+
+/// Every scenario of the issue's list, from `base` (its server, database, concurrency and
+/// message count), with the largest backlog `big_backlog` deliveries.
+pub fn scenarios(base: &BenchOptions, big_backlog: u64) -> Vec<Scenario> {
+    let n = base.messages;
+    let with = |name, flags: String, f: &dyn Fn(&mut BenchOptions)| {
+        let mut opts = base.clone();
+        f(&mut opts);
+        Scenario { name, flags, opts }
+    };
+    vec![
+        with("1 endpoint, 100 B", format!("--messages {n}"), &|_| {}),
+        with(
+            "fan-out to 4 endpoints",
+            format!("--messages {} --endpoints 4", n / 4),
+            &|o| {
+                o.messages = n / 4;
+                o.endpoints = 4;
+            },
+        ),
+        with(
+            "2 KB payload",
+            format!("--messages {} --payload-bytes 2048", n / 2),
+            &|o| {
+                o.messages = n / 2;
+                o.payload_bytes = 2048;
+            },
+        ),
+        with(
+            "64 KB payload",
+            format!("--messages {} --payload-bytes 65536", n / 10),
+            &|o| {
+                o.messages = n / 10;
+                o.payload_bytes = 65536;
+            },
+        ),
+        with(
+            "30 % receiver failures",
+            format!("--messages {} --fail-rate 0.3 --drain-timeout 300", n / 10),
+            &|o| {
+                o.messages = n / 10;
+                o.fail_rate = 0.3;
+                o.drain_timeout = Duration::from_secs(300);
+            },
+        ),
+        with(
+            "steady 1,000 msg/s",
+            format!("--messages {} --rate 1000", n / 2),
+            &|o| {
+                o.messages = n / 2;
+                o.rate = Some(1000.0);
+            },
+        ),
+        with(
+            "backlog of 10,000 draining",
+            "--backlog --messages 10000".to_owned(),
+            &|o| {
+                o.backlog = true;
+                o.messages = 10_000;
+            },
+        ),
+        with(
+            "backlog draining (large)",
+            format!("--backlog --messages {big_backlog} --drain-timeout 3600"),
+            &|o| {
+                o.backlog = true;
+                o.messages = big_backlog;
+                o.drain_timeout = Duration::from_secs(3600);
+            },
+        ),
+    ]
+}
+
+/// Runs every scenario, each on a fresh database: a temporary SQLite file, or with a
+/// PostgreSQL URL a new database on that server, dropped afterwards.
+pub async fn run_suite(
+    base: &BenchOptions,
+    big_backlog: u64,
+    mut progress: impl FnMut(&Scenario, &Result<BenchReport, String>),
+) -> Vec<(Scenario, Result<BenchReport, String>)> {
+    let mut out = Vec::new();
+    for (i, mut sc) in scenarios(base, big_backlog).into_iter().enumerate() {
+        let fresh = match base.database_url.as_deref() {
+            Some(url) if url.starts_with("postgres") => {
+                match fresh_postgres(url, &format!("hookd_bench_{}_{i}", std::process::id())).await
+                {
+                    Ok((admin, db_url, name)) => Some((admin, db_url, name)),
+                    Err(e) => {
+                        let r = Err(format!("could not create a database: {e}"));
+                        progress(&sc, &r);
+                        out.push((sc, r));
+                        continue;
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some((_, db_url, _)) = &fresh {
+            sc.opts.database_url = Some(db_url.clone());
+        }
+        let result = run(&sc.opts).await.map_err(|e| e.to_string());
+        if let Some((admin, _, name)) = fresh {
+            let _ = admin
+                .execute_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await;
+            let _ = admin.close().await;
+        }
+        progress(&sc, &result);
+        out.push((sc, result));
+    }
+    out
+}
+
+/// Creates database `name` on the server of `url`; returns a connection to `url`, the new
+/// database's URL and its name.
+async fn fresh_postgres(url: &str, name: &str) -> Result<(store::Store, String, String), BoxError> {
+    let admin = store::Store::connect(url, &store::ConnectOptions::default()).await?;
+    admin
+        .execute_sql(&format!("CREATE DATABASE {name}"))
+        .await?;
+    let (head, query) = match url.split_once('?') {
+        Some((h, q)) => (h, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let server = match head.rsplit_once('/') {
+        Some((server, _db))
+            if server.contains("://") && server.len() > server.find("://").unwrap_or(0) + 3 =>
+        {
+            server
+        }
+        _ => head,
+    };
+    Ok((admin, format!("{server}/{name}{query}"), name.to_owned()))
+}
+
+/// The suite's results as a Markdown table (the form BENCHMARKS.md uses).
+pub fn suite_table(rows: &[(Scenario, Result<BenchReport, String>)]) -> String {
+    let mut t = String::from(
+        "| scenario | `hookd bench` flags | delivered / expected (missing, dups) | ingest msg/s | ingest p50 / p99 ms | deliveries/s | ttd p50 / p95 / p99 ms | loopback req/s (ratio) | server peak RSS MB | server CPU s |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (sc, r) in rows {
+        match r {
+            Ok(r) => {
+                let l = &r.ledger;
+                let ingest = if r.backlog {
+                    ("(preloaded)".to_owned(), "–".to_owned())
+                } else {
+                    (
+                        format!("{:.0}", r.ingest_per_sec),
+                        format!(
+                            "{:.1} / {:.1}",
+                            r.ingest_latency.p50_ms, r.ingest_latency.p99_ms
+                        ),
+                    )
+                };
+                t.push_str(&format!(
+                    "| {} | `{}` | {} / {} ({}, {}) | {} | {} | {:.0} | {:.1} / {:.1} / {:.1} | {:.0} ({:.3}) | {:.1} | {:.1} |\n",
+                    sc.name,
+                    sc.flags,
+                    l.delivered,
+                    l.expected,
+                    l.missing,
+                    l.duplicates,
+                    ingest.0,
+                    ingest.1,
+                    r.deliveries_per_sec,
+                    r.time_to_deliver.p50_ms,
+                    r.time_to_deliver.p95_ms,
+                    r.time_to_deliver.p99_ms,
+                    r.loopback_per_sec,
+                    r.ratio_to_loopback,
+                    r.peak_rss_mb,
+                    r.cpu_secs,
+                ));
+            }
+            Err(e) => t.push_str(&format!(
+                "| {} | `{}` | **failed: {}** | | | | | | | |\n",
+                sc.name,
+                sc.flags,
+                e.replace('|', "/")
+            )),
+        }
+    }
+    t
 }

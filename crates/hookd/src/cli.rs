@@ -63,15 +63,38 @@ pub enum Command {
     Config,
     /// Run a webhook receiver that verifies, dedups, checks order and injects failures.
     Sink(SinkArgs),
-    /// Benchmark: the sink and hookd in-process on a fresh database, an exact delivery ledger.
+    /// Benchmark: the sink and hookd on a fresh database (or a running server), an exact
+    /// delivery ledger. See BENCHMARKS.md.
     Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Database to run hookd on (default: a fresh SQLite file in a temporary directory).
+    /// Database to run hookd on (default: a fresh SQLite file in a temporary directory). With
+    /// --suite, a PostgreSQL URL names the server: each scenario gets a new database on it.
     #[arg(long, value_name = "URL")]
     pub database_url: Option<String>,
+    /// Load a running Svix-compatible server at this base URL instead of starting hookd (it
+    /// must be able to reach 127.0.0.1, where the bench's receiver listens).
+    #[arg(long, value_name = "URL", requires = "api_key", conflicts_with_all = ["database_url", "backlog", "in_process"])]
+    pub url: Option<String>,
+    /// The API key (Bearer token) for --url.
+    #[arg(long, value_name = "KEY", requires = "url")]
+    pub api_key: Option<String>,
+    /// Run hookd inside the bench process instead of as a child `hookd serve` (resources then
+    /// include the sink and the load generator).
+    #[arg(long)]
+    pub in_process: bool,
+    /// Write --messages straight to the database before hookd starts, then time the drain.
+    #[arg(long)]
+    pub backlog: bool,
+    /// Run every scenario (1 endpoint, fan-out, 2 KB, 64 KB, 30 % failures, steady 1,000/s,
+    /// backlogs) one after another and print a Markdown table.
+    #[arg(long, conflicts_with_all = ["backlog", "endpoints", "payload_bytes", "rate", "fail_rate"])]
+    pub suite: bool,
+    /// With --suite: the size of the large backlog scenario.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    pub suite_backlog: u64,
     /// Messages to submit.
     #[arg(long, default_value_t = 20_000)]
     pub messages: u64,
@@ -191,7 +214,15 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
         .with_writer(std::io::stderr)
         .try_init();
+    use crate::bench::Server;
+    let server = match (args.url, args.api_key) {
+        (Some(url), Some(api_key)) => Server::Remote { url, api_key },
+        _ if args.in_process => Server::InProcess,
+        _ => Server::Child(std::env::current_exe()?),
+    };
     let opts = crate::bench::BenchOptions {
+        server,
+        backlog: args.backlog,
         database_url: args.database_url,
         messages: args.messages,
         endpoints: args.endpoints,
@@ -202,6 +233,36 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
         drain_timeout: std::time::Duration::from_secs(args.drain_timeout),
         loopback: std::time::Duration::from_secs(args.loopback_secs),
     };
+    if args.suite {
+        let rows = crate::bench::run_suite(&opts, args.suite_backlog, |sc, r| match r {
+            Ok(r) if !args.json => {
+                eprint!("== {} (hookd bench {})\n{}", sc.name, sc.flags, r.table())
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("== {} (hookd bench {}) failed: {e}", sc.name, sc.flags),
+        })
+        .await;
+        if args.json {
+            let all: Vec<_> = rows
+                .iter()
+                .map(|(sc, r)| {
+                    serde_json::json!({
+                        "scenario": sc.name,
+                        "flags": sc.flags,
+                        "report": r.as_ref().ok(),
+                        "error": r.as_ref().err(),
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&all)?);
+        } else {
+            print!("{}", crate::bench::suite_table(&rows));
+        }
+        if rows.iter().any(|(_, r)| r.is_err()) {
+            return Err("some scenarios failed".into());
+        }
+        return Ok(());
+    }
     let report = crate::bench::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -109,7 +109,12 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "breaker_failures",
         default: "5",
-        help: "consecutive failed attempts that open an endpoint's circuit breaker (1-1000); a failure ratio of 50 % over 60 s with at least 10 attempts opens it too",
+        help: "consecutive failed attempts that open an endpoint's circuit breaker (1-1000); a failure ratio (breaker_failure_ratio) over 60 s with at least 10 attempts opens it too",
+    },
+    SettingSpec {
+        name: "breaker_failure_ratio",
+        default: "0.5",
+        help: "share of failed attempts over 60 s (with at least 10 attempts) that opens an endpoint's circuit breaker (above 0, at most 1)",
     },
     SettingSpec {
         name: "breaker_open_for",
@@ -164,6 +169,7 @@ pub struct Settings {
     pub tenant_ingest_rate: u32,
     pub tenant_ingest_burst: u32,
     pub breaker_failures: u32,
+    pub breaker_failure_ratio: f64,
     pub breaker_open_for: Duration,
     pub db_max_connections: u32,
     pub shutdown_timeout: Duration,
@@ -372,6 +378,14 @@ impl Settings {
             breaker_failures: field("breaker_failures", get("breaker_failures"), |v| {
                 number_between(v, 1, 1000).map(|n| n as u32)
             })?,
+            breaker_failure_ratio: field(
+                "breaker_failure_ratio",
+                get("breaker_failure_ratio"),
+                |v| match v.parse::<f64>() {
+                    Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+                    _ => Err("expected a number above 0 and at most 1".to_owned()),
+                },
+            )?,
             breaker_open_for: field("breaker_open_for", get("breaker_open_for"), |v| {
                 duration_between(v, Duration::from_millis(100), Duration::from_secs(86_400))
             })?,
@@ -458,6 +472,10 @@ impl Settings {
             ("tenant_ingest_rate", self.tenant_ingest_rate.to_string()),
             ("tenant_ingest_burst", self.tenant_ingest_burst.to_string()),
             ("breaker_failures", self.breaker_failures.to_string()),
+            (
+                "breaker_failure_ratio",
+                self.breaker_failure_ratio.to_string(),
+            ),
             ("breaker_open_for", format_duration(self.breaker_open_for)),
             ("db_max_connections", self.db_max_connections.to_string()),
             ("shutdown_timeout", format_duration(self.shutdown_timeout)),
@@ -698,6 +716,22 @@ mod tests {
         };
         let s = Settings::load_from(Some(f.path()), &e, &o).unwrap();
         assert_eq!(s.bind.port(), 9002);
+    }
+
+    #[test]
+    fn the_breaker_failure_ratio_is_a_share_above_zero() {
+        let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.breaker_failure_ratio, 0.5);
+        let e = env(&[("HOOKD_BREAKER_FAILURE_RATIO", "1")]);
+        let s = Settings::load_from(None, &e, &Overrides::default()).unwrap();
+        assert_eq!(s.breaker_failure_ratio, 1.0);
+        for bad in ["0", "1.5", "half"] {
+            let e = env(&[("HOOKD_BREAKER_FAILURE_RATIO", bad)]);
+            let err = Settings::load_from(None, &e, &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("breaker_failure_ratio"), "{bad}: {err}");
+        }
     }
 
     #[test]

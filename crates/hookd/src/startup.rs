@@ -102,6 +102,7 @@ impl Application {
             cfg.batch_size = settings.delivery_batch_size;
             cfg.poll_interval = settings.delivery_poll_interval;
             cfg.breaker.consecutive_failures = settings.breaker_failures;
+            cfg.breaker.failure_ratio = settings.breaker_failure_ratio;
             cfg.breaker.open_for = settings.breaker_open_for;
             cfg.public_url = settings.public_url();
             let dispatcher = Dispatcher::new(store.clone(), cfg, new_work.clone())?

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hookd::bench::{BenchOptions, run};
+use hookd::bench::{BenchOptions, Server, run, scenarios};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_bench_delivers_every_message_and_reports_positive_figures() {
@@ -39,4 +39,107 @@ async fn a_small_bench_delivers_every_message_and_reports_positive_figures() {
         assert!(v > 0.0 && v.is_finite(), "{name} = {v}\n{}", report.table());
     }
     assert!(report.time_to_deliver.p50_ms <= report.time_to_deliver.p99_ms);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_drains_from_a_child_server_whose_own_resources_are_reported() {
+    crate::app::init_test_log();
+    let report = run(&BenchOptions {
+        server: Server::Child(env!("CARGO_BIN_EXE_hookd").into()),
+        backlog: true,
+        messages: 300,
+        endpoints: 2,
+        drain_timeout: Duration::from_secs(60),
+        loopback: Duration::ZERO,
+        ..BenchOptions::default()
+    })
+    .await
+    .expect("bench runs");
+    let l = &report.ledger;
+    assert_eq!((l.accepted, l.expected), (300, 600), "{}", report.table());
+    assert_eq!(
+        (l.delivered, l.missing, l.unexpected),
+        (600, 0, 0),
+        "{}",
+        report.table()
+    );
+    assert_eq!(report.server, "child process");
+    assert!(report.deliveries_per_sec > 0.0, "{}", report.table());
+    // The child's own figures: a running hookd holds some memory and spent some CPU.
+    assert!(report.peak_rss_mb > 5.0, "{}", report.table());
+    assert!(report.cpu_secs > 0.0, "{}", report.table());
+    assert!(report.table().contains("preloaded"), "{}", report.table());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_load_can_be_pointed_at_a_running_server_by_url_and_key() {
+    let db = store::testing::TestDb::sqlite().await;
+    let server = crate::app::TestApp::start(db, &[("HOOKD_ROLES", "all")]).await;
+    let report = run(&BenchOptions {
+        server: Server::Remote {
+            url: server.base.clone(),
+            api_key: server.key.clone(),
+        },
+        messages: 100,
+        concurrency: 4,
+        drain_timeout: Duration::from_secs(30),
+        loopback: Duration::ZERO,
+        ..BenchOptions::default()
+    })
+    .await
+    .expect("bench runs");
+    let l = &report.ledger;
+    assert_eq!(
+        (l.accepted, l.delivered, l.missing),
+        (100, 100, 0),
+        "{}",
+        report.table()
+    );
+    assert_eq!(report.server, server.base);
+    // Nothing is known of a remote server's process.
+    assert_eq!((report.peak_rss_mb, report.cpu_secs), (0.0, 0.0));
+}
+
+#[test]
+fn the_suite_covers_every_scenario_of_the_issue() {
+    let base = BenchOptions::default();
+    let all = scenarios(&base, 1_000_000);
+    let names: Vec<&str> = all.iter().map(|s| s.name).collect();
+    assert_eq!(all.len(), 8, "{names:?}");
+    assert!(all.iter().any(|s| s.opts.endpoints == 4));
+    assert!(all.iter().any(|s| s.opts.payload_bytes == 2048));
+    assert!(all.iter().any(|s| s.opts.payload_bytes == 65536));
+    assert!(all.iter().any(|s| s.opts.fail_rate == 0.3));
+    assert!(all.iter().any(|s| s.opts.rate == Some(1000.0)));
+    assert!(
+        all.iter()
+            .any(|s| s.opts.backlog && s.opts.messages == 1_000_000)
+    );
+    // Every row says how to run it alone.
+    for s in &all {
+        assert!(!s.flags.is_empty(), "{}", s.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_suite_runs_in_one_call_and_accounts_for_every_delivery() {
+    crate::app::init_test_log();
+    let base = BenchOptions {
+        messages: 40,
+        concurrency: 4,
+        drain_timeout: Duration::from_secs(60),
+        loopback: Duration::ZERO,
+        ..BenchOptions::default()
+    };
+    let rows = hookd::bench::run_suite(&base, 100, |_, _| {}).await;
+    assert_eq!(rows.len(), 8);
+    let table = hookd::bench::suite_table(&rows);
+    for (sc, r) in &rows {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{}: {e}", sc.name));
+        let l = &r.ledger;
+        assert!(l.expected > 0, "{}\n{table}", sc.name);
+        assert_eq!(l.delivered, l.expected, "{}\n{table}", sc.name);
+        assert_eq!(l.unexpected + l.bad_signatures, 0, "{}\n{table}", sc.name);
+        assert!(table.contains(sc.name));
+    }
 }

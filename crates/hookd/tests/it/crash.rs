@@ -226,6 +226,7 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
         // One failure in five makes five in a row likely somewhere in 1,250 attempts, and an
         // open breaker holds the endpoint for 30 s: this test is about sharing work, not that.
         cmd.env("HOOKD_BREAKER_FAILURES", "1000");
+        cmd.env("HOOKD_BREAKER_FAILURE_RATIO", "1");
         children.push(Proc(cmd.spawn().expect("start dispatcher")));
     }
     wait_healthy(&client, &base).await;
@@ -330,4 +331,106 @@ fn start_child_roles(db_url: &str, roles: &str) -> Command {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     cmd
+}
+
+#[tokio::test]
+async fn json_logs_name_every_id_of_each_attempt_and_never_the_payload() {
+    let db = TestDb::sqlite().await;
+    let (tenant, key) = new_tenant(&db.store, "logs").await;
+    let port = free_port();
+    let mut cmd = start_child_roles(&db.url, "all");
+    let mut child = cmd
+        .env("HOOKD_BIND", format!("127.0.0.1:{port}"))
+        .env("HOOKD_LOG_FORMAT", "json")
+        .env("HOOKD_LOG_LEVEL", "warn,dispatcher=debug")
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Proc)
+        .expect("start hookd serve");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    wait_healthy(&client, &base).await;
+    let s = sink(Behaviour {
+        fail_rate: 1.0,
+        fail_status: 503,
+        ..Default::default()
+    });
+    let post = |path: String, body: serde_json::Value| {
+        let client = client.clone();
+        let key = key.clone();
+        async move {
+            let r = client
+                .post(path)
+                .bearer_auth(key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::CREATED);
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let app = post(format!("{base}/api/v1/app"), json!({"name": "logs"})).await;
+    let a = app["id"].as_str().unwrap();
+    let ep = post(
+        format!("{base}/api/v1/app/{a}/endpoint"),
+        json!({"url": s.url("/hook"), "secret": SECRET, "retryPolicy": {"delays": ["50ms"], "maxAttempts": 2}}),
+    )
+    .await;
+    let secret_payload = "do-not-log-this-payload";
+    let msg = post(
+        format!("{base}/api/v1/app/{a}/msg"),
+        json!({"eventType": "x.y", "payload": {"secret": secret_payload}}),
+    )
+    .await;
+    eventually(Duration::from_secs(10), "two failed attempts", || async {
+        s.state.report().received >= 2
+    })
+    .await;
+    s.state.set_behaviour(Behaviour::default());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = child.0.kill();
+    let out = child.0.wait_with_output_stderr();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let attempts: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "delivery attempt")
+        .collect();
+    assert!(attempts.len() >= 2, "{out}");
+    for (i, l) in attempts.iter().take(2).enumerate() {
+        let f = *l;
+        assert_eq!(f["tenant_id"], tenant.to_string(), "{l}");
+        assert_eq!(f["app_id"], a, "{l}");
+        assert_eq!(f["endpoint_id"], ep["id"], "{l}");
+        assert_eq!(f["msg_id"], msg["id"], "{l}");
+        assert_eq!(f["attempt"], i as i64 + 1, "{l}");
+        assert_eq!(f["status"], 503, "{l}");
+    }
+    assert!(
+        !out.contains(secret_payload),
+        "the payload reached the logs"
+    );
+    assert!(
+        !out.contains(SECRET.trim_start_matches("whsec_")),
+        "a secret reached the logs"
+    );
+}
+
+trait StderrOutput {
+    fn wait_with_output_stderr(&mut self) -> String;
+}
+
+impl StderrOutput for Child {
+    fn wait_with_output_stderr(&mut self) -> String {
+        use std::io::Read;
+        let mut text = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            let _ = e.read_to_string(&mut text);
+        }
+        let _ = self.wait();
+        text
+    }
 }

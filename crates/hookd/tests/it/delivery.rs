@@ -411,9 +411,14 @@ async fn max_attempts_and_ttl_each_end_the_retries() {
 
 #[tokio::test]
 async fn twenty_keys_of_fifty_messages_arrive_in_order_despite_failures() {
-    // 30 % random failures would trip the circuit breaker now and then (five in a row); this
-    // test is about order, so the breaker stays out of it.
-    for app in apps_with(&[("HOOKD_BREAKER_FAILURES", "1000")]).await {
+    // 30 % random failures would trip the circuit breaker now and then (five in a row, or
+    // half of the first ten); this test is about order, so the breaker stays out of it.
+    for app in apps_with(&[
+        ("HOOKD_BREAKER_FAILURES", "1000"),
+        ("HOOKD_BREAKER_FAILURE_RATIO", "1"),
+    ])
+    .await
+    {
         let sink = sink(Behaviour {
             fail_rate: 0.3,
             fail_status: 500,
