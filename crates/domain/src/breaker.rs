@@ -98,6 +98,9 @@ impl BreakerState {
     }
 }
 
+/// How soon a delivery held back by a half-open breaker's probe is looked at again.
+pub const PROBE_RECHECK: Duration = Duration::from_secs(1);
+
 /// Whether a delivery may go out now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
@@ -149,8 +152,10 @@ impl Breaker {
                 self.start_probe(now)
             }
             BreakerState::HalfOpen => match self.probe_started_at {
+                // Look again soon: a probe usually answers in milliseconds, and deferring the
+                // backlog for the probe's whole lease would hold a recovered endpoint idle.
                 Some(started) if now < started.plus(config.open_for) => Admission::Defer {
-                    until: started.plus(config.open_for),
+                    until: started.plus(config.open_for).min(now.plus(PROBE_RECHECK)),
                 },
                 // No probe out, or its lease ran out (its worker died): send another.
                 _ => self.start_probe(now),
@@ -382,8 +387,9 @@ mod tests {
         assert_eq!(b.allow(&c, t(30)), Admission::Probe);
         assert_eq!(b.state, BreakerState::HalfOpen);
         assert_eq!(b.probe_started_at, Some(t(30)));
-        // While the probe is in flight everything else waits for its lease.
-        assert_eq!(b.allow(&c, t(31)), Admission::Defer { until: t(60) });
+        // While the probe is in flight everything else waits, looked at again every second
+        // (the probe usually answers long before its lease ends).
+        assert_eq!(b.allow(&c, t(31)), Admission::Defer { until: t(32) });
         assert_eq!(b.allow(&c, t(59)), Admission::Defer { until: t(60) });
     }
 

@@ -34,6 +34,11 @@ impl Backend {
     }
 }
 
+/// Prepared statements kept per connection. The hot path's statements are multi-row and sized
+/// by their batch, so most texts are seen once; sqlx's default of 100 per connection kept up to
+/// 1,600 large prepared statements alive and grew RSS by ~100 MB over a long drain.
+const STATEMENT_CACHE: usize = 24;
+
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
     pub max_connections: u32,
@@ -72,6 +77,7 @@ pub(crate) async fn connect(
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
+                .statement_cache_capacity(STATEMENT_CACHE)
                 .foreign_keys(true);
             ensure_parent_dir(options.get_filename())?;
             let pool = SqlitePoolOptions::new()
@@ -83,7 +89,9 @@ pub(crate) async fn connect(
             SqlxSqliteConnector::from_sqlx_sqlite_pool(pool)
         }
         Backend::Postgres => {
-            let options = PgConnectOptions::from_str(url).map_err(invalid)?;
+            let options = PgConnectOptions::from_str(url)
+                .map_err(invalid)?
+                .statement_cache_capacity(STATEMENT_CACHE);
             let pool = PgPoolOptions::new()
                 .max_connections(opts.max_connections)
                 .acquire_timeout(opts.acquire_timeout)
