@@ -280,12 +280,13 @@ fn payload(opts: &BenchOptions) -> serde_json::Value {
 }
 
 /// Creates the tenant and key in the database, and with `--backlog` the application,
-/// endpoints and messages too, before any server runs.
+/// endpoints and messages too, before any server runs. The target's `base` is left empty:
+/// the server's port is not known yet.
 async fn prepare_database(
     opts: &BenchOptions,
     sink: &Sink,
     settings: &Settings,
-) -> Result<(String, Option<(String, Vec<String>, Vec<String>)>), BoxError> {
+) -> Result<Target, BoxError> {
     let store = open_store(settings).await?;
     store.migrate().await?;
     let tenant = store
@@ -298,7 +299,13 @@ async fn prepare_database(
         .await?;
     let tenant_id = domain::ids::TenantId::parse(&tenant.id)?;
     let (_, key) = store.create_api_key(tenant_id, "bench").await?;
-    let mut preloaded = None;
+    let mut target = Target {
+        base: String::new(),
+        key,
+        app_id: String::new(),
+        paths: Vec::new(),
+        preloaded: Vec::new(),
+    };
     if opts.backlog {
         let app = store
             .create_application(
@@ -309,7 +316,6 @@ async fn prepare_database(
                 },
             )
             .await?;
-        let mut paths = Vec::new();
         for i in 0..opts.endpoints {
             let path = format!("/hook/{i}");
             let new = store::NewEndpoint {
@@ -318,10 +324,10 @@ async fn prepare_database(
                 ..Default::default()
             };
             store.create_endpoint(tenant_id, &app, new, SECRET).await?;
-            paths.push(path);
+            target.paths.push(path);
         }
         let payload = serde_json::to_vec(&payload(opts))?;
-        let mut ids = Vec::with_capacity(opts.messages as usize);
+        target.preloaded.reserve(opts.messages as usize);
         let mut left = opts.messages;
         while left > 0 {
             let n = left.min(10_000);
@@ -339,13 +345,13 @@ async fn prepare_database(
                 })
                 .await?
             {
-                ids.push(created?.message.id);
+                target.preloaded.push(created?.message.id);
             }
         }
-        preloaded = Some((app.id, paths, ids));
+        target.app_id = app.id;
     }
     store.close().await?;
-    Ok((key, preloaded))
+    Ok(target)
 }
 
 /// Starts hookd (in this process or as a child) on `database_url`.
@@ -432,19 +438,10 @@ async fn run_against(
         ),
         _ => {
             let settings = Settings::load_from(None, &env, &Overrides::default())?;
-            let (key, preloaded) = prepare_database(opts, sink, &settings).await?;
+            let mut target = prepare_database(opts, sink, &settings).await?;
             let (running, port) = start_server(opts, env).await?;
-            let (app_id, paths, preloaded) = preloaded.unwrap_or_default();
-            (
-                running,
-                Target {
-                    base: format!("http://127.0.0.1:{port}/api/v1"),
-                    key,
-                    app_id,
-                    paths,
-                    preloaded,
-                },
-            )
+            target.base = format!("http://127.0.0.1:{port}/api/v1");
+            (running, target)
         }
     };
     // The server starts draining a backlog the moment it runs: the clock starts here.
@@ -1002,26 +999,24 @@ pub async fn run_suite(
 ) -> Vec<(Scenario, Result<BenchReport, String>)> {
     let mut out = Vec::new();
     for (i, mut sc) in scenarios(base, big_backlog).into_iter().enumerate() {
-        let fresh = match base.database_url.as_deref() {
-            Some(url) if url.starts_with("postgres") => {
-                match fresh_postgres(url, &format!("hookd_bench_{}_{i}", std::process::id())).await
-                {
-                    Ok((admin, db_url, name)) => Some((admin, db_url, name)),
-                    Err(e) => {
-                        let r = Err(format!("could not create a database: {e}"));
-                        progress(&sc, &r);
-                        out.push((sc, r));
-                        continue;
-                    }
+        let name = format!("hookd_bench_{}_{i}", std::process::id());
+        let admin = match base.database_url.as_deref() {
+            Some(url) if url.starts_with("postgres") => match fresh_postgres(url, &name).await {
+                Ok((admin, db_url)) => {
+                    sc.opts.database_url = Some(db_url);
+                    Some(admin)
                 }
-            }
+                Err(e) => {
+                    let r = Err(format!("could not create a database: {e}"));
+                    progress(&sc, &r);
+                    out.push((sc, r));
+                    continue;
+                }
+            },
             _ => None,
         };
-        if let Some((_, db_url, _)) = &fresh {
-            sc.opts.database_url = Some(db_url.clone());
-        }
         let result = run(&sc.opts).await.map_err(|e| e.to_string());
-        if let Some((admin, _, name)) = fresh {
+        if let Some(admin) = admin {
             let _ = admin
                 .execute_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .await;
@@ -1033,26 +1028,29 @@ pub async fn run_suite(
     out
 }
 
-/// Creates database `name` on the server of `url`; returns a connection to `url`, the new
-/// database's URL and its name.
-async fn fresh_postgres(url: &str, name: &str) -> Result<(store::Store, String, String), BoxError> {
+/// Creates database `name` on the server of `url`; returns a connection to `url` (to drop it
+/// later) and the new database's URL.
+async fn fresh_postgres(url: &str, name: &str) -> Result<(store::Store, String), BoxError> {
     let admin = store::Store::connect(url, &store::ConnectOptions::default()).await?;
     admin
         .execute_sql(&format!("CREATE DATABASE {name}"))
         .await?;
-    let (head, query) = match url.split_once('?') {
-        Some((h, q)) => (h, format!("?{q}")),
-        None => (url, String::new()),
+    Ok((admin, with_database(url, name)))
+}
+
+/// `postgres://user@host:port[/db][?query]` naming database `name` instead.
+fn with_database(url: &str, name: &str) -> String {
+    let (head, query) = url.split_once('?').unwrap_or((url, ""));
+    let authority = head.find("://").map_or(0, |i| i + 3);
+    let server = match head[authority..].find('/') {
+        Some(slash) => &head[..authority + slash],
+        None => head,
     };
-    let server = match head.rsplit_once('/') {
-        Some((server, _db))
-            if server.contains("://") && server.len() > server.find("://").unwrap_or(0) + 3 =>
-        {
-            server
-        }
-        _ => head,
-    };
-    Ok((admin, format!("{server}/{name}{query}"), name.to_owned()))
+    if query.is_empty() {
+        format!("{server}/{name}")
+    } else {
+        format!("{server}/{name}?{query}")
+    }
 }
 
 /// The suite's results as a Markdown table (the form BENCHMARKS.md uses).
@@ -1104,4 +1102,24 @@ pub fn suite_table(rows: &[(Scenario, Result<BenchReport, String>)]) -> String {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fresh_database_keeps_the_server_user_and_options() {
+        for (url, want) in [
+            (
+                "postgres://pg@h:5432/postgres",
+                "postgres://pg@h:5432/fresh",
+            ),
+            ("postgres://pg@h:5432", "postgres://pg@h:5432/fresh"),
+            (
+                "postgres://pg@h/db?sslmode=disable",
+                "postgres://pg@h/fresh?sslmode=disable",
+            ),
+        ] {
+            assert_eq!(super::with_database(url, "fresh"), want);
+        }
+    }
 }
