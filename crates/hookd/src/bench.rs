@@ -197,10 +197,14 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BoxError> {
     })?;
     sink.state.track_ack_times();
 
+    // Runs in one process (tests) may start in the same millisecond: the counter keeps their
+    // databases apart.
+    static RUNS: AtomicU64 = AtomicU64::new(0);
     let temp_dir = std::env::temp_dir().join(format!(
-        "hookd-bench-{}-{}",
+        "hookd-bench-{}-{}-{}",
         std::process::id(),
-        domain::Timestamp::now().as_millis()
+        domain::Timestamp::now().as_millis(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
     ));
     let database_url = match &opts.database_url {
         Some(u) => u.clone(),
