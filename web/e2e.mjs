@@ -245,6 +245,19 @@ async function main() {
   assert.equal(delivered, 10, summary);
   assert.equal(await page.locator('svg.chart').count(), 4);
 
+  step("the endpoint page's delivery counts are the stats API's");
+  const statsResp = await fetch(`${base}/api/v1/app/${appId}/endpoint/${epId}/stats`, {
+    headers: { authorization: `Bearer ${key}` },
+  });
+  const stats = await statsResp.json();
+  assert.equal(statsResp.status, 200, JSON.stringify(stats));
+  assert.equal(stats.success, 10, JSON.stringify(stats));
+  await page.goto(endpointPath);
+  for (const [label, field] of [['succeeded', 'success'], ['pending', 'pending'], ['sending', 'sending'], ['failed', 'fail']]) {
+    const shown = Number((await page.locator(`dd[data-state="${label}"]`).textContent()).replace(/,/g, ''));
+    assert.equal(shown, stats[field], `${label}: the page shows ${shown}, the API ${JSON.stringify(stats)}`);
+  }
+
   // --- Every main page at both widths ------------------------------------------------------
   step('screenshots at 1440 and 360 px; no page scrolls sideways at 360 px');
   const pages = {

@@ -60,17 +60,43 @@ impl IngestResult {
     }
 }
 
-/// Counts of authenticated message-create requests by [`IngestResult`] since the process started.
-#[derive(Debug, Default)]
-pub struct IngestCounts([std::sync::atomic::AtomicU64; 3]);
+/// Counts of authenticated message-create requests by [`IngestResult`] since the process
+/// started, per tenant when `/metrics` carries a tenant label.
+#[derive(Debug)]
+pub struct IngestCounts(domain::per_tenant::PerTenant<[std::sync::atomic::AtomicU64; 3]>);
+
+impl Default for IngestCounts {
+    fn default() -> Self {
+        IngestCounts::new(false)
+    }
+}
 
 impl IngestCounts {
-    pub fn record(&self, result: IngestResult) {
-        self.0[result as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    pub fn new(by_tenant: bool) -> Self {
+        IngestCounts(domain::per_tenant::PerTenant::new(by_tenant))
     }
 
-    pub fn get(&self, result: IngestResult) -> u64 {
-        self.0[result as usize].load(std::sync::atomic::Ordering::Relaxed)
+    pub fn record(&self, tenant: domain::ids::TenantId, result: IngestResult) {
+        let add = |n: &[std::sync::atomic::AtomicU64; 3]| {
+            n[result as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        };
+        if self.0.is_split() {
+            self.0.with(&tenant.to_string(), add);
+        } else {
+            self.0.with("", add);
+        }
+    }
+
+    /// Every count: the tenant (when split), the result and how many.
+    pub fn each(&self) -> Vec<(Option<String>, IngestResult, u64)> {
+        let mut out = Vec::new();
+        for (tenant, n) in self.0.each() {
+            for r in IngestResult::ALL {
+                let v = n[r as usize].load(std::sync::atomic::Ordering::Relaxed);
+                out.push((tenant.clone(), r, v));
+            }
+        }
+        out
     }
 }
 

@@ -229,7 +229,8 @@ pub async fn detail(
 const CHART_WINDOW_HOURS: i64 = 24;
 const CHART_BUCKET_MINUTES: i64 = 10;
 
-/// The last 24 hours of the tenant's attempts (or one endpoint's) as charts: one query.
+/// The last 24 hours of the tenant's attempts (or one endpoint's) as charts: one query; for
+/// an endpoint, also its deliveries by state now: a second one.
 async fn charts_of(
     store: &Store,
     session: &Session,
@@ -247,8 +248,25 @@ async fn charts_of(
             bucket,
         )
         .await?;
+    // The same counts as the API's `GET …/endpoint/{id}/stats`, from the same query.
+    let states = match endpoint {
+        Some((_, ep)) => Some(store.endpoint_stats(session.tenant, ep).await?),
+        None => None,
+    };
     Ok(ChartsFragment {
         charts: crate::charts::overview_charts(&points, CHART_BUCKET_MINUTES),
+        states: states.map(|s| {
+            [
+                ("succeeded", s.success, "ok"),
+                ("pending", s.pending, "muted"),
+                ("sending", s.sending, "muted"),
+                ("failed", s.fail, "bad"),
+                ("canceled", s.canceled, "muted"),
+            ]
+            .into_iter()
+            .map(|(label, n, class)| (label, crate::charts::group(n), class))
+            .collect()
+        }),
         poll_url: match endpoint {
             Some((app, ep)) => format!("/app/{app}/endpoint/{ep}/charts"),
             None => "/overview/charts".to_owned(),

@@ -296,6 +296,8 @@ pub struct AttemptsFragment {
 #[template(path = "charts.html")]
 pub struct ChartsFragment {
     pub charts: Vec<crate::charts::Chart>,
+    /// An endpoint's deliveries by state (label, count, class), as the stats API gives them.
+    pub states: Option<Vec<(&'static str, String, &'static str)>>,
     pub poll_url: String,
 }
 

@@ -1,13 +1,15 @@
 //! Delivery metrics in memory, written out in the Prometheus text format (0.0.4) by hand.
 //!
 //! Counters and fixed-bucket histograms are plain atomics: recording is a few relaxed adds, no
-//! lock and no allocation. Label sets are bounded (outcome × status class); no message,
-//! endpoint or tenant ids ever become labels.
+//! lock and no allocation. Label sets are bounded (outcome × status class); no message or
+//! endpoint ids ever become labels. A `tenant` label is added only when the operator asks for
+//! it (`metrics_tenant_label`), one series set per tenant that has had an attempt.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use domain::per_tenant::PerTenant;
 use store::Next;
 
 /// The outcome label of an attempt.
@@ -58,8 +60,8 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
-    fn write(&self, out: &mut String, name: &str, help: &str) {
-        write_header(out, name, "histogram", help);
+    /// Writes the samples (not the header) with `labels` before `le`.
+    fn write(&self, out: &mut String, name: &str, labels: &[(&str, &str)]) {
         let mut cumulative = 0u64;
         for (i, bucket) in self.buckets.iter().enumerate() {
             cumulative += bucket.load(Ordering::Relaxed);
@@ -67,25 +69,27 @@ impl Histogram {
                 Some(b) => b.to_string(),
                 None => "+Inf".to_owned(),
             };
-            write_sample(out, &format!("{name}_bucket"), &[("le", &le)], cumulative);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            write_sample(out, &format!("{name}_bucket"), &with_le, cumulative);
         }
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        write_sample(out, &format!("{name}_sum"), &[], sum);
-        write_sample(out, &format!("{name}_count"), &[], cumulative);
+        write_sample(out, &format!("{name}_sum"), labels, sum);
+        write_sample(out, &format!("{name}_count"), labels, cumulative);
     }
 }
 
-/// What the dispatchers of this process have done since it started.
+/// One tenant's (or the whole process's) counters.
 #[derive(Debug)]
-pub struct Metrics {
+struct Set {
     attempts: [[AtomicU64; CLASSES.len()]; OUTCOMES.len()],
     attempt_duration: Histogram,
     time_to_deliver: Histogram,
 }
 
-impl Default for Metrics {
+impl Default for Set {
     fn default() -> Self {
-        Metrics {
+        Set {
             attempts: Default::default(),
             attempt_duration: Histogram::new(ATTEMPT_BUCKETS),
             time_to_deliver: Histogram::new(DELIVER_BUCKETS),
@@ -93,13 +97,29 @@ impl Default for Metrics {
     }
 }
 
+/// What the dispatchers of this process have done since it started.
+#[derive(Debug)]
+pub struct Metrics {
+    sets: PerTenant<Set>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(false)
+    }
+}
+
 impl Metrics {
-    pub fn new() -> Self {
-        Self::default()
+    /// `by_tenant` adds a `tenant` label to every series.
+    pub fn new(by_tenant: bool) -> Self {
+        Metrics {
+            sets: PerTenant::new(by_tenant),
+        }
     }
 
-    /// Counts one finished attempt: its outcome, the class of its status and how long it took.
-    pub fn attempt(&self, next: &Next, status: Option<u16>, took: Duration) {
+    /// Counts one finished attempt of `tenant`: its outcome, the class of its status and how
+    /// long it took.
+    pub fn attempt(&self, tenant: &str, next: &Next, status: Option<u16>, took: Duration) {
         let outcome = match next {
             Next::Succeeded => 0,
             Next::Retry { .. } => 1,
@@ -112,63 +132,87 @@ impl Metrics {
             Some(500..=599) => 3,
             _ => 4,
         };
-        self.attempts[outcome][class].fetch_add(1, Ordering::Relaxed);
-        self.attempt_duration.observe(took);
+        self.sets.with(tenant, |s| {
+            s.attempts[outcome][class].fetch_add(1, Ordering::Relaxed);
+            s.attempt_duration.observe(took);
+        });
     }
 
     /// Records a delivery's first success, `since_created` after its message was accepted.
-    pub fn delivered(&self, since_created: Duration) {
-        self.time_to_deliver.observe(since_created);
+    pub fn delivered(&self, tenant: &str, since_created: Duration) {
+        self.sets
+            .with(tenant, |s| s.time_to_deliver.observe(since_created));
     }
 
-    /// Attempts counted with this outcome (`success`, `retry`, `failed`), any status class.
+    /// Attempts counted with this outcome (`success`, `retry`, `failed`), any status class
+    /// and tenant.
     pub fn attempts_with_outcome(&self, outcome: &str) -> u64 {
-        OUTCOMES
+        let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) else {
+            return 0;
+        };
+        self.sets
+            .each()
             .iter()
-            .position(|o| *o == outcome)
-            .map(|i| {
-                self.attempts[i]
-                    .iter()
-                    .map(|a| a.load(Ordering::Relaxed))
-                    .sum()
-            })
-            .unwrap_or(0)
+            .flat_map(|(_, s)| s.attempts[i].iter().map(|a| a.load(Ordering::Relaxed)))
+            .sum()
     }
 
-    /// First successes recorded in the time-to-deliver histogram.
+    /// First successes recorded in the time-to-deliver histogram, every tenant's.
     pub fn delivered_count(&self) -> u64 {
-        self.time_to_deliver.count()
+        self.sets
+            .each()
+            .iter()
+            .map(|(_, s)| s.time_to_deliver.count())
+            .sum()
     }
 
     /// Appends this process's counters and histograms in the Prometheus text format.
     pub fn write(&self, out: &mut String) {
+        let sets = self.sets.each();
+        let tenant_label = |t: &Option<String>| -> Vec<(&'static str, String)> {
+            t.iter().map(|t| ("tenant", t.clone())).collect()
+        };
+        let name = "hookd_attempts_total";
         write_header(
             out,
-            "hookd_attempts_total",
+            name,
             "counter",
             "Delivery attempts by outcome and HTTP status class.",
         );
-        for (o, outcome) in OUTCOMES.iter().enumerate() {
-            for (c, class) in CLASSES.iter().enumerate() {
-                let n = self.attempts[o][c].load(Ordering::Relaxed);
-                write_sample(
-                    out,
-                    "hookd_attempts_total",
-                    &[("outcome", outcome), ("class", class)],
-                    n,
-                );
+        for (tenant, set) in &sets {
+            let base = tenant_label(tenant);
+            for (o, outcome) in OUTCOMES.iter().enumerate() {
+                for (c, class) in CLASSES.iter().enumerate() {
+                    let mut labels: Vec<(&str, &str)> =
+                        base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    labels.extend([("outcome", *outcome), ("class", *class)]);
+                    let n = set.attempts[o][c].load(Ordering::Relaxed);
+                    write_sample(out, name, &labels, n);
+                }
             }
         }
-        self.attempt_duration.write(
-            out,
-            "hookd_attempt_duration_seconds",
-            "How long delivery attempts took, request to response body.",
-        );
-        self.time_to_deliver.write(
-            out,
-            "hookd_time_to_deliver_seconds",
-            "From a message's acceptance to its delivery's first successful attempt.",
-        );
+        type Pick = fn(&Set) -> &Histogram;
+        let histograms: [(&str, &str, Pick); 2] = [
+            (
+                "hookd_attempt_duration_seconds",
+                "How long delivery attempts took, request to response body.",
+                |s| &s.attempt_duration,
+            ),
+            (
+                "hookd_time_to_deliver_seconds",
+                "From a message's acceptance to its delivery's first successful attempt.",
+                |s| &s.time_to_deliver,
+            ),
+        ];
+        for (name, help, of) in histograms {
+            write_header(out, name, "histogram", help);
+            for (tenant, set) in &sets {
+                let base = tenant_label(tenant);
+                let labels: Vec<(&str, &str)> =
+                    base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                of(set).write(out, name, &labels);
+            }
+        }
     }
 }
 
@@ -221,7 +265,7 @@ mod tests {
         h.observe(Duration::from_millis(500));
         h.observe(Duration::from_secs(5));
         let mut out = String::new();
-        h.write(&mut out, "x_seconds", "x");
+        h.write(&mut out, "x_seconds", &[]);
         assert!(out.contains("x_seconds_bucket{le=\"0.1\"} 2\n"), "{out}");
         assert!(out.contains("x_seconds_bucket{le=\"1\"} 3\n"), "{out}");
         assert!(out.contains("x_seconds_bucket{le=\"+Inf\"} 4\n"), "{out}");
@@ -232,10 +276,11 @@ mod tests {
 
     #[test]
     fn attempts_are_labelled_by_outcome_and_class() {
-        let m = Metrics::new();
-        m.attempt(&Next::Succeeded, Some(204), Duration::from_millis(3));
-        m.attempt(&Next::Failed, None, Duration::from_millis(3));
+        let m = Metrics::new(false);
+        m.attempt("t1", &Next::Succeeded, Some(204), Duration::from_millis(3));
+        m.attempt("t2", &Next::Failed, None, Duration::from_millis(3));
         m.attempt(
+            "t1",
             &Next::Retry {
                 at: domain::Timestamp::now(),
             },
@@ -249,9 +294,36 @@ mod tests {
         assert!(out.contains("hookd_attempts_total{outcome=\"retry\",class=\"5xx\"} 1\n"));
         assert!(out.contains("hookd_attempt_duration_seconds_count 3\n"));
         assert_eq!(m.attempts_with_outcome("success"), 1);
+        assert!(!out.contains("tenant="), "{out}");
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').unwrap();
             value.parse::<f64>().unwrap();
+        }
+    }
+
+    #[test]
+    fn with_tenant_label_every_series_names_its_tenant() {
+        let m = Metrics::new(true);
+        m.attempt("t_b", &Next::Succeeded, Some(200), Duration::from_millis(3));
+        m.attempt("t_a", &Next::Failed, Some(410), Duration::from_millis(30));
+        m.attempt("t_b", &Next::Succeeded, Some(200), Duration::from_millis(3));
+        m.delivered("t_b", Duration::from_millis(7));
+        let mut out = String::new();
+        m.write(&mut out);
+        let b = r#"hookd_attempts_total{tenant="t_b",outcome="success",class="2xx"} 2"#;
+        let a = r#"hookd_attempts_total{tenant="t_a",outcome="failed",class="4xx"} 1"#;
+        assert!(out.contains(b), "{out}");
+        assert!(out.contains(a), "{out}");
+        assert!(
+            out.contains("hookd_time_to_deliver_seconds_bucket{tenant=\"t_b\",le=\"0.01\"} 1\n")
+        );
+        assert!(out.contains("hookd_time_to_deliver_seconds_count{tenant=\"t_a\"} 0\n"));
+        // Each metric's header appears once, however many tenants.
+        assert_eq!(out.matches("# TYPE hookd_attempts_total").count(), 1);
+        assert_eq!(m.attempts_with_outcome("success"), 2);
+        assert_eq!(m.delivered_count(), 1);
+        for line in out.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.contains("tenant=\""), "{line}");
         }
     }
 

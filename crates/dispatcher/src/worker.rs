@@ -99,7 +99,7 @@ impl Dispatcher {
             wake,
             client,
             flow,
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(Metrics::default()),
         })
     }
 
@@ -453,10 +453,10 @@ fn record_metrics(
         .attempt
         .status_code
         .and_then(|s| u16::try_from(s).ok());
-    metrics.attempt(&result.next, status, took);
+    metrics.attempt(&msg.tenant_id, &result.next, status, took);
     if matches!(result.next, Next::Succeeded) && is_first_success(&result.delivery) {
         let since = Timestamp::now().since(Timestamp::from_millis(msg.created_at));
-        metrics.delivered(since);
+        metrics.delivered(&msg.tenant_id, since);
     }
 }
 

@@ -192,7 +192,7 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Config | Command::Sink(_) | Command::Bench(_) => Overrides::default(),
     };
     let settings = Settings::load(cli.config.as_deref(), &overrides)?;
-    crate::telemetry::init(&settings);
+    let _otlp = crate::telemetry::init(&settings);
     match cli.command {
         Command::Serve { .. } => serve_runtime()?.block_on(serve(settings)),
         Command::Migrate { .. } => runtime()?.block_on(migrate(settings)),

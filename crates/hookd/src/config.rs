@@ -137,6 +137,16 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "text or json (one JSON object per line on stderr)",
     },
     SettingSpec {
+        name: "metrics_tenant_label",
+        default: "false",
+        help: "true to label /metrics' attempt and ingest series by tenant id (one series set per tenant seen since start; for deployments with few tenants)",
+    },
+    SettingSpec {
+        name: "otlp_endpoint",
+        default: "",
+        help: "an OpenTelemetry collector's OTLP/HTTP base URL, e.g. http://127.0.0.1:4318: log records passing log_level are also exported as OTLP JSON to ENDPOINT/v1/logs; empty exports nothing",
+    },
+    SettingSpec {
         name: "log_level",
         default: "info",
         help: "a tracing filter: error, warn, info, debug, or e.g. info,store=debug",
@@ -175,6 +185,9 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     pub log_format: LogFormat,
     pub log_level: String,
+    pub metrics_tenant_label: bool,
+    /// OTLP/HTTP base URL (no trailing slash), when log export is on.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A setting that could not be used. The message names the setting and its source.
@@ -410,6 +423,24 @@ impl Settings {
                     .map(|_| v.to_owned())
                     .map_err(|e| format!("not a log filter: {e}"))
             })?,
+            metrics_tenant_label: field(
+                "metrics_tenant_label",
+                get("metrics_tenant_label"),
+                parse_bool,
+            )?,
+            otlp_endpoint: field("otlp_endpoint", get("otlp_endpoint"), |v| {
+                if v.is_empty() {
+                    return Ok(None);
+                }
+                match v.split_once("://") {
+                    Some(("http" | "https", rest))
+                        if !rest.is_empty() && !rest.contains(char::is_whitespace) =>
+                    {
+                        Ok(Some(v.trim_end_matches('/').to_owned()))
+                    }
+                    _ => Err("expected http(s)://HOST:PORT, e.g. http://127.0.0.1:4318".to_owned()),
+                }
+            })?,
         })
     }
 
@@ -481,6 +512,14 @@ impl Settings {
             ("shutdown_timeout", format_duration(self.shutdown_timeout)),
             ("log_format", fmt.to_owned()),
             ("log_level", self.log_level.clone()),
+            (
+                "metrics_tenant_label",
+                self.metrics_tenant_label.to_string(),
+            ),
+            (
+                "otlp_endpoint",
+                self.otlp_endpoint.clone().unwrap_or_default(),
+            ),
         ]
         .iter()
         .map(|(k, v)| format!("{k} = {v:?}\n"))
@@ -655,6 +694,37 @@ mod tests {
         assert_eq!(s.max_payload_bytes, 1024 * 1024);
         assert!(s.endpoint_allow_networks.is_empty());
         assert!(!s.endpoint_https_only);
+    }
+
+    #[test]
+    fn tenant_label_and_otlp_endpoint_parse_and_reject_bad_values() {
+        let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert!(!s.metrics_tenant_label);
+        assert_eq!(s.otlp_endpoint, None);
+        let e = env(&[
+            ("HOOKD_METRICS_TENANT_LABEL", "true"),
+            ("HOOKD_OTLP_ENDPOINT", "http://127.0.0.1:4318/"),
+        ]);
+        let s = Settings::load_from(None, &e, &Overrides::default()).unwrap();
+        assert!(s.metrics_tenant_label);
+        assert_eq!(s.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+        assert!(
+            s.describe()
+                .contains("otlp_endpoint = \"http://127.0.0.1:4318\"")
+        );
+        for (var, bad) in [
+            ("HOOKD_OTLP_ENDPOINT", "127.0.0.1:4318"),
+            ("HOOKD_OTLP_ENDPOINT", "grpc://collector:4317"),
+            ("HOOKD_METRICS_TENANT_LABEL", "maybe"),
+        ] {
+            let err = Settings::load_from(None, &env(&[(var, bad)]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&var[6..].to_ascii_lowercase()),
+                "{bad:?}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -68,8 +68,8 @@ impl Application {
         let (stop_workers, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
         let metrics = ProcessMetrics {
-            delivery: Arc::new(Metrics::new()),
-            ingest: Arc::default(),
+            delivery: Arc::new(Metrics::new(settings.metrics_tenant_label)),
+            ingest: Arc::new(api::IngestCounts::new(settings.metrics_tenant_label)),
         };
         if settings.roles.scheduler {
             let mailer = match &settings.smtp_url {
@@ -275,13 +275,12 @@ async fn serve_metrics(
         "counter",
         "Authenticated message-create requests by result (rate_limited: answered 429).",
     );
-    for r in api::IngestResult::ALL {
-        write_sample(
-            &mut out,
-            name,
-            &[("result", r.as_str())],
-            metrics.ingest.get(r),
-        );
+    for (tenant, r, n) in metrics.ingest.each() {
+        let mut labels = vec![("result", r.as_str())];
+        if let Some(t) = &tenant {
+            labels.insert(0, ("tenant", t.as_str()));
+        }
+        write_sample(&mut out, name, &labels, n);
     }
     let gauges = store.queue_gauges(domain::Timestamp::now()).await;
     let up = u8::from(gauges.is_ok());

@@ -89,13 +89,16 @@ pub async fn create(
         Ok(JsonBody(body)) => accept(&store, &cfg, t, &path, &q, body).await,
         Err(e) => Err(e),
     };
-    cfg.ingest_counts.record(match &answer {
-        Ok(_) => IngestResult::Accepted,
-        Err(e) if e.status == actix_web::http::StatusCode::TOO_MANY_REQUESTS => {
-            IngestResult::RateLimited
-        }
-        Err(_) => IngestResult::Rejected,
-    });
+    cfg.ingest_counts.record(
+        t,
+        match &answer {
+            Ok(_) => IngestResult::Accepted,
+            Err(e) if e.status == actix_web::http::StatusCode::TOO_MANY_REQUESTS => {
+                IngestResult::RateLimited
+            }
+            Err(_) => IngestResult::Rejected,
+        },
+    );
     answer
 }
 

@@ -181,3 +181,53 @@ async fn refused_messages_are_counted_by_result() {
         assert_eq!(moved(REJECTED), 1.0, "on {}", app.backend);
     }
 }
+
+#[tokio::test]
+async fn with_the_tenant_label_each_tenant_has_its_own_series() {
+    for app in apps_with(&[("HOOKD_METRICS_TENANT_LABEL", "true")]).await {
+        let sink = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &sink, json!({})).await;
+        for n in 0..3 {
+            send(&app, &a, json!({"n": n})).await;
+        }
+        eventually(Duration::from_secs(10), "all delivered", || async {
+            sink.state.report().unique == 3
+        })
+        .await;
+        let t = app.tenant.to_string();
+        let key = |name: &str, rest: &str| format!("{name}{{tenant=\"{t}\",{rest}}}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let s = loop {
+            let s = scrape(&app).await;
+            if s.0.get(&key(
+                "hookd_attempts_total",
+                r#"outcome="success",class="2xx""#,
+            )) == Some(&3.0)
+            {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "attempts never reached 3");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
+        assert_eq!(
+            s.get(&key("hookd_ingest_requests_total", r#"result="accepted""#)),
+            3.0
+        );
+        assert_eq!(
+            s.get(&format!(
+                "hookd_time_to_deliver_seconds_count{{tenant=\"{t}\"}}"
+            )),
+            3.0
+        );
+        // No unlabelled series of a per-tenant metric is left beside the labelled ones.
+        for k in s.0.keys() {
+            if k.starts_with("hookd_attempts_total")
+                || k.starts_with("hookd_ingest_requests_total")
+                || k.starts_with("hookd_time_to_deliver_seconds")
+            {
+                assert!(k.contains("tenant=\""), "{k} on {}", app.backend);
+            }
+        }
+        sink.stop().await;
+    }
+}

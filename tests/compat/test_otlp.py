@@ -1,0 +1,147 @@
+"""OTLP log export, read by the official OpenTelemetry protobuf definitions.
+
+A hookd of its own exports to a loopback collector that parses every request body with
+`google.protobuf.json_format.Parse` into `ExportLogsServiceRequest` (unknown fields and wrong
+types are errors), as an OpenTelemetry collector's OTLP/HTTP JSON receiver would.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from svix.api import ApplicationIn, EndpointIn, MessageIn
+
+import hookd_server
+from conftest import make_client
+
+
+class Collector:
+    """POST /v1/logs: parses the body as OTLP JSON; 200 when it parses, 400 when not."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportLogsServiceRequest] = []
+        self.raw: list[bytes] = []
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                status = 200
+                with collector.lock:
+                    collector.raw.append(body)
+                    if self.path != "/v1/logs":
+                        collector.errors.append(f"posted to {self.path}")
+                        status = 404
+                    elif not self.headers.get("content-type", "").startswith("application/json"):
+                        collector.errors.append(f"content-type {self.headers.get('content-type')}")
+                        status = 415
+                    else:
+                        try:
+                            req = json_format.Parse(body, ExportLogsServiceRequest())
+                            collector.requests.append(req)
+                        except json_format.ParseError as e:
+                            collector.errors.append(str(e))
+                            status = 400
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def records(self):
+        with self.lock:
+            return [
+                (rl.resource, rec)
+                for req in self.requests
+                for rl in req.resource_logs
+                for sl in rl.scope_logs
+                for rec in sl.log_records
+            ]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def attrs(record) -> dict:
+    out = {}
+    for kv in record.attributes:
+        kind = kv.value.WhichOneof("value")
+        out[kv.key] = getattr(kv.value, kind)
+    return out
+
+
+@pytest.fixture
+def collector():
+    c = Collector()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_delivery_logs_reach_an_otlp_collector_with_every_id_and_no_payload(
+    tmp_path, collector, receiver, uniq
+):
+    server = hookd_server.start(
+        tmp_path,
+        env={
+            "HOOKD_OTLP_ENDPOINT": collector.url,
+            "HOOKD_LOG_LEVEL": "info,dispatcher=debug",
+        },
+    )
+    try:
+        svix = make_client(server.base_url, server.api_key)
+        app = svix.application.create(ApplicationIn(name=f"otlp-{uniq}"))
+        ep = svix.endpoint.create(
+            app.id, EndpointIn(url=f"http://127.0.0.1:{receiver.port}/otlp/{uniq}")
+        )
+        secret_payload = f"never-log-{uniq}"
+        msg = svix.message.create(
+            app.id, MessageIn(event_type="a.b", payload={"secret": secret_payload})
+        )
+        deadline = time.monotonic() + 15
+        attempt = None
+        while time.monotonic() < deadline and attempt is None:
+            for resource, rec in collector.records():
+                if rec.body.string_value == "delivery attempt" and attrs(rec).get("msg_id") == msg.id:
+                    attempt = (resource, rec)
+            time.sleep(0.1)
+    finally:
+        code = server.stop()
+    assert code == 0
+    assert collector.errors == [], collector.errors
+    assert attempt is not None, f"no delivery attempt record; got {len(collector.records())} records"
+    resource, rec = attempt
+    res = attrs(resource)
+    assert res["service.name"] == "hookd"
+    assert res["service.version"]
+    a = attrs(rec)
+    assert a["app_id"] == app.id
+    assert a["endpoint_id"] == ep.id
+    assert a["tenant_id"]
+    assert a["attempt"] == 1
+    assert a["status"] == 200
+    assert a["outcome"] == "delivered"
+    assert rec.severity_number == 5  # SEVERITY_NUMBER_DEBUG
+    assert rec.time_unix_nano > 1_700_000_000 * 10**9
+    # The start-up line arrived too, at INFO, and the stop flushed the last batch.
+    assert any(r.severity_number == 9 for _, r in collector.records())
+    blob = b"".join(collector.raw)
+    assert secret_payload.encode() not in blob, "the payload reached the exported logs"
+    assert json.loads(collector.raw[0])["resourceLogs"]
