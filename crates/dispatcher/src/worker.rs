@@ -145,9 +145,26 @@ impl Dispatcher {
         ));
         let mut tasks = JoinSet::new();
         let mut last_reap = Instant::now() - Duration::from_secs(60);
+        // New deliveries of this process's API come straight from the message writer.
+        let (handoff_tx, mut handoff_rx) = mpsc::unbounded_channel();
+        self.store.set_handoff(Some(store::Handoff {
+            owner: self.cfg.node_id.clone(),
+            lease: self.cfg.lease,
+            permits: in_flight.clone(),
+            keep_free: self.cfg.max_in_flight / 8,
+            tx: handoff_tx,
+        }));
+        let mut handed = Vec::new();
 
         while !*stop.borrow() {
             while tasks.try_join_next().is_some() {}
+            while let Ok(h) = handoff_rx.try_recv() {
+                handed.push(h);
+            }
+            if !handed.is_empty() {
+                self.take_handed(std::mem::take(&mut handed), &held, &slots, &mut tasks)
+                    .await;
+            }
             if last_reap.elapsed() > self.cfg.lease / 3 {
                 last_reap = Instant::now();
                 match self.store.reap_expired_leases(Timestamp::now()).await {
@@ -226,14 +243,22 @@ impl Dispatcher {
             if !full {
                 tokio::select! {
                     _ = self.wake.notified() => {}
+                    Some(h) = handoff_rx.recv() => handed.push(h),
                     _ = tokio::time::sleep(self.cfg.poll_interval) => {}
                     _ = stop.changed() => {}
                 }
             }
         }
+        self.store.set_handoff(None);
+        handoff_rx.close();
         slots.stopping.store(true, Ordering::SeqCst);
         while tasks.join_next().await.is_some() {}
         let mut leftover = std::mem::take(&mut *slots.unstarted.lock().await);
+        // Handed over but not started: back to the queue with the rest.
+        while let Ok(h) = handoff_rx.try_recv() {
+            handed.push(h);
+        }
+        leftover.extend(handed.into_iter().map(|h| h.delivery.id));
         leftover.extend(self.flow.drain_all().into_iter().map(|j| j.d.id));
         match self
             .store
@@ -252,7 +277,29 @@ impl Dispatcher {
         let _ = renewer.await;
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Starts deliveries the message writer claimed for this process at their creation.
+    async fn take_handed(
+        &self,
+        handed: Vec<store::HandedOff>,
+        held: &Held,
+        slots: &Arc<Slots>,
+        tasks: &mut JoinSet<()>,
+    ) {
+        held.add(handed.iter().map(|h| h.delivery.id.clone()));
+        let ids: Vec<String> = handed.iter().map(|h| h.delivery.id.clone()).collect();
+        let items = handed
+            .into_iter()
+            .map(|h| (h.delivery, h.message, h.permit))
+            .collect();
+        if let Err(e) = self.admit(items, slots, tasks).await {
+            tracing::warn!(error = %e, "loading new work failed; giving the claims back");
+            held.drop_ids(&ids);
+            if let Err(e) = self.store.release_claims(&self.cfg.node_id, &ids).await {
+                tracing::warn!(error = %e, "could not release claims; their leases will expire");
+            }
+        }
+    }
+
     async fn start(
         &self,
         claimed: Vec<delivery::Model>,
@@ -269,11 +316,43 @@ impl Dispatcher {
             .into_iter()
             .map(|(id, m)| (id, Arc::new(m)))
             .collect();
+        let mut items = Vec::with_capacity(claimed.len());
+        let mut gone = Vec::new();
+        for d in claimed {
+            let Some(msg) = messages.get(&d.msg_id).cloned() else {
+                // The message was deleted after the claim: nothing to send.
+                gone.push(d.id);
+                continue;
+            };
+            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                gone.push(d.id);
+                continue;
+            };
+            items.push((d, msg, permit));
+        }
+        if !gone.is_empty() {
+            slots.unstarted.lock().await.extend(gone);
+        }
+        self.admit(items, slots, tasks).await
+    }
+
+    /// Reads the endpoints of claimed deliveries and lets each through its endpoint's flow
+    /// (breaker, throttle, concurrency cap): sent now, queued in memory or deferred.
+    async fn admit(
+        &self,
+        items: Vec<(
+            delivery::Model,
+            Arc<store::entities::message::Model>,
+            tokio::sync::OwnedSemaphorePermit,
+        )>,
+        slots: &Arc<Slots>,
+        tasks: &mut JoinSet<()>,
+    ) -> Result<(), store::StoreError> {
         // Read fresh for every batch (two queries), so a rotated secret, a new URL or a disable
         // applies to the very next batch in every process.
-        let endpoint_ids: Vec<String> = claimed
+        let endpoint_ids: Vec<String> = items
             .iter()
-            .map(|d| d.endpoint_id.clone())
+            .map(|(d, _, _)| d.endpoint_id.clone())
             .collect::<std::collections::HashSet<_>>()
             .into_iter()
             .collect();
@@ -290,16 +369,9 @@ impl Dispatcher {
         let mut deferred: HashMap<String, usize> = HashMap::new();
         let mut gone = Vec::new();
         let mut send_now = Vec::new();
-        for d in claimed {
-            let (Some(msg), Some(ep)) = (
-                messages.get(&d.msg_id).cloned(),
-                endpoints.get(&d.endpoint_id).cloned(),
-            ) else {
-                // The message or endpoint was deleted after the claim: nothing to send.
-                gone.push(d.id);
-                continue;
-            };
-            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+        for (d, msg, permit) in items {
+            let Some(ep) = endpoints.get(&d.endpoint_id).cloned() else {
+                // The endpoint was deleted after the claim: nothing to send.
                 gone.push(d.id);
                 continue;
             };

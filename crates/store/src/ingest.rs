@@ -17,6 +17,48 @@ use crate::resources::check_owner;
 use crate::traffic::{endpoint_accepts, new_delivery, next_sequence};
 use crate::{CreatedMessage, NewMessage, Result, Store, StoreError, to_json};
 
+/// A dispatcher in this process that takes new deliveries straight from the message writer:
+/// they are written already claimed by `owner` (state `sending`, leased for `lease`), in the
+/// message's own transaction, and sent to `tx` once committed. That saves the claim round trip
+/// (a write) per message. Only while more than `keep_free` of the dispatcher's `permits` are
+/// free (the rest is left for claims of retries and backlogs), and never for deliveries with
+/// an ordering key (those wait for their turn in the queue). A handed-off delivery that is
+/// never started (the dispatcher went away) keeps its lease until it expires and is then
+/// reaped back to pending, as after a crash.
+#[derive(Clone, Debug)]
+pub struct Handoff {
+    pub owner: String,
+    pub lease: std::time::Duration,
+    pub permits: std::sync::Arc<tokio::sync::Semaphore>,
+    pub keep_free: usize,
+    pub tx: mpsc::UnboundedSender<HandedOff>,
+}
+
+/// A delivery claimed at creation, with its message and a permit of the dispatcher's.
+#[derive(Debug)]
+pub struct HandedOff {
+    pub delivery: delivery::Model,
+    pub message: std::sync::Arc<message::Model>,
+    pub permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Store {
+    /// Registers (or with `None` removes) this process's dispatcher as the taker of new
+    /// deliveries; see [`Handoff`].
+    pub fn set_handoff(&self, handoff: Option<Handoff>) {
+        *self.handoff.write().unwrap_or_else(|e| e.into_inner()) = handoff;
+    }
+
+    fn current_handoff(&self) -> Option<Handoff> {
+        self.handoff
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|h| !h.tx.is_closed())
+            .cloned()
+    }
+}
+
 /// When a message's deliveries give up, per endpoint (its retry policy's TTL).
 pub type GiveUpAt = fn(&endpoint::Model, Timestamp) -> Timestamp;
 
@@ -144,6 +186,8 @@ impl Store {
         turn: Option<crate::WriteTurn>,
         inputs: &[(TenantId, application::Model, NewMessage, GiveUpAt)],
     ) -> Result<Vec<Result<CreatedMessage>>> {
+        // Bulk loads (no turn) queue everything; requests may hand work straight over.
+        let handoff = turn.as_ref().and_then(|_| self.current_handoff());
         let txn = match turn {
             Some(turn) => self.write_txn_in(turn).await?,
             None => self.write_txn().await?,
@@ -203,6 +247,9 @@ impl Store {
             inserted.extend(insert_messages(&txn, chunk).await?);
         }
         let mut deliveries = Vec::new();
+        // (index in `deliveries`, index in `out`, permit) of those claimed for the local
+        // dispatcher.
+        let mut handed = Vec::new();
         let mut out = Vec::with_capacity(inputs.len());
         for (result, (tenant, _, _, give_up_at)) in results.into_iter().zip(inputs) {
             let (message, targets) = match result {
@@ -223,7 +270,7 @@ impl Store {
                     Some(key) => Some(next_sequence(&txn, *tenant, &ep.id, key).await?),
                     None => None,
                 };
-                mine.push(new_delivery(
+                let mut d = new_delivery(
                     *tenant,
                     &message,
                     ep,
@@ -231,7 +278,18 @@ impl Store {
                     now,
                     give_up_at(ep, now),
                     AttemptTrigger::Scheduled,
-                ));
+                );
+                if let Some(h) = handoff.as_ref().filter(|_| seq.is_none())
+                    && h.permits.available_permits() > h.keep_free
+                    && let Ok(permit) = h.permits.clone().try_acquire_owned()
+                {
+                    d.state = domain::delivery::DeliveryState::Sending.as_str().to_owned();
+                    d.lease_owner = Some(h.owner.clone());
+                    d.lease_expires_at = Some(now.plus(h.lease).as_millis());
+                    // `out.len()`: where this message's result is about to go.
+                    handed.push((deliveries.len() + mine.len(), out.len(), permit));
+                }
+                mine.push(d);
             }
             deliveries.extend(mine.iter().cloned());
             out.push(Ok(CreatedMessage {
@@ -244,6 +302,25 @@ impl Store {
             delivery::Entity::insert_many(rows).exec(&*txn).await?;
         }
         txn.commit().await?;
+        if let Some(h) = handoff {
+            // Fan-out deliveries of one message share one copy of it.
+            let mut shared: HashMap<usize, std::sync::Arc<message::Model>> = HashMap::new();
+            for (i, at, permit) in handed {
+                let Some(Ok(created)) = out.get(at) else {
+                    continue;
+                };
+                let message = shared
+                    .entry(at)
+                    .or_insert_with(|| std::sync::Arc::new(created.message.clone()))
+                    .clone();
+                // A closed channel leaves the delivery leased until its lease runs out.
+                let _ = h.tx.send(HandedOff {
+                    delivery: deliveries[i].clone(),
+                    message,
+                    permit,
+                });
+            }
+        }
         Ok(out)
     }
 }

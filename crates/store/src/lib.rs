@@ -26,7 +26,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 pub use connect::{Backend, ConnectOptions};
 pub use error::{StoreError, redact_url};
-pub use ingest::GiveUpAt;
+pub use ingest::{GiveUpAt, HandedOff, Handoff};
 pub use ops::IdempotencyStart;
 pub use page::{ListParams, Page};
 pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
@@ -49,6 +49,9 @@ pub struct Store {
     /// The group-commit writer of new messages (see `ingest`); `None` in the writer's own
     /// handle.
     ingest: Option<tokio::sync::mpsc::Sender<ingest::IngestJob>>,
+    /// Where the message writer hands new deliveries to this process's dispatcher, when one
+    /// runs here (see [`Handoff`]). Shared by every clone.
+    handoff: std::sync::Arc<std::sync::RwLock<Option<Handoff>>>,
 }
 
 /// A turn at SQLite's single writer, from [`Store::write_turn`]; writes made in it do not wait
@@ -86,6 +89,7 @@ impl Store {
             backend,
             write_gate: Default::default(),
             ingest: None,
+            handoff: Default::default(),
         };
         store.ingest = Some(ingest::spawn_writer(store.clone()));
         Ok(store)

@@ -156,7 +156,9 @@ async fn accept(
     let created = store
         .create_message(t, &app, new, |ep, now| retry_policy_of(ep).give_up_at(now))
         .await?;
-    if !created.deliveries.is_empty() {
+    // Deliveries handed straight to this process's dispatcher need no wake-up.
+    let pending = domain::delivery::DeliveryState::Pending.as_str();
+    if created.deliveries.iter().any(|d| d.state == pending) {
         cfg.new_work.notify_one();
     }
     Ok(HttpResponse::Created().json(out(created.message, q.with_content.unwrap_or(true))?))

@@ -482,3 +482,69 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        endpoint(&store, t, &a, url("one")).await;
+        endpoint(&store, t, &a, url("two")).await;
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(3));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        store.set_handoff(Some(store::Handoff {
+            owner: "node-1".into(),
+            lease: Duration::from_secs(30),
+            permits: permits.clone(),
+            keep_free: 0,
+            tx,
+        }));
+        // Both deliveries are claimed for node-1 when written, and handed over with a permit.
+        let first = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let stored = store
+            .deliveries_of_message(t, &first.message.id)
+            .await
+            .unwrap();
+        assert_eq!(stored.len(), 2);
+        for d in &stored {
+            assert_eq!(d.state, DeliveryState::Sending.as_str());
+            assert_eq!(d.lease_owner.as_deref(), Some("node-1"));
+            assert!(d.lease_expires_at.unwrap() > Timestamp::now().as_millis());
+        }
+        let handed: Vec<_> = (0..2).map(|_| rx.try_recv().unwrap()).collect();
+        assert!(rx.try_recv().is_err());
+        assert_eq!(handed[0].message.id, first.message.id);
+        assert_eq!(permits.available_permits(), 1);
+        // One permit left: one delivery is handed over, the other waits in the queue.
+        let second = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let states: Vec<String> = store
+            .deliveries_of_message(t, &second.message.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.state)
+            .collect();
+        assert_eq!(states.iter().filter(|s| *s == "sending").count(), 1, "{states:?}");
+        assert_eq!(states.iter().filter(|s| *s == "pending").count(), 1, "{states:?}");
+        assert_eq!(permits.available_permits(), 0);
+        // An ordered message always takes its turn in the queue.
+        drop(handed);
+        let ordered = NewMessage {
+            ordering_key: Some("k".into()),
+            ..msg("x")
+        };
+        let third = store.create_message(t, &a, ordered, ttl).await.unwrap();
+        for d in store
+            .deliveries_of_message(t, &third.message.id)
+            .await
+            .unwrap()
+        {
+            assert_eq!(d.state, DeliveryState::Pending.as_str());
+        }
+        // Unregistered: everything is queued again.
+        store.set_handoff(None);
+        let fourth = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        assert!(fourth.deliveries.iter().all(|d| d.state == "pending"));
+    })
+    .await;
+}
