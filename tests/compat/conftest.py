@@ -68,25 +68,27 @@ def app(svix, uniq):
 
 
 class Receiver:
-    """A webhook receiver on loopback: records every POST and answers 200."""
+    """A receiver on loopback: records every POST and answers 200, or what `answer(request)`
+    returns for it (the request dict as recorded; called under the lock)."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer=None) -> None:
         self.requests: list[dict] = []
         self.lock = threading.Lock()
+        self.url = ""
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                request = {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": body,
+                }
                 with receiver.lock:
-                    receiver.requests.append(
-                        {
-                            "path": self.path,
-                            "headers": {k.lower(): v for k, v in self.headers.items()},
-                            "body": body,
-                        }
-                    )
-                self.send_response(200)
+                    receiver.requests.append(request)
+                    status = answer(request) if answer else 200
+                self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", "2")
                 self.end_headers()
@@ -97,6 +99,7 @@ class Receiver:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 

@@ -8,9 +8,7 @@ types are errors), as an OpenTelemetry collector's OTLP/HTTP JSON receiver would
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from google.protobuf import json_format
@@ -18,7 +16,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from svix.api import ApplicationIn, EndpointIn, MessageIn
 
 import hookd_server
-from conftest import make_client
+from conftest import Receiver, make_client
 
 
 class Collector:
@@ -26,45 +24,32 @@ class Collector:
 
     def __init__(self) -> None:
         self.requests: list[ExportLogsServiceRequest] = []
-        self.raw: list[bytes] = []
         self.errors: list[str] = []
-        self.lock = threading.Lock()
-        collector = self
+        self.receiver = Receiver(answer=self.answer)
+        self.url = self.receiver.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                status = 200
-                with collector.lock:
-                    collector.raw.append(body)
-                    if self.path != "/v1/logs":
-                        collector.errors.append(f"posted to {self.path}")
-                        status = 404
-                    elif not self.headers.get("content-type", "").startswith("application/json"):
-                        collector.errors.append(f"content-type {self.headers.get('content-type')}")
-                        status = 415
-                    else:
-                        try:
-                            req = json_format.Parse(body, ExportLogsServiceRequest())
-                            collector.requests.append(req)
-                        except json_format.ParseError as e:
-                            collector.errors.append(str(e))
-                            status = 400
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
+    def answer(self, request: dict) -> int:
+        if request["path"] != "/v1/logs":
+            self.errors.append(f"posted to {request['path']}")
+            return 404
+        content_type = request["headers"].get("content-type", "")
+        if not content_type.startswith("application/json"):
+            self.errors.append(f"content-type {content_type}")
+            return 415
+        try:
+            self.requests.append(json_format.Parse(request["body"], ExportLogsServiceRequest()))
+        except json_format.ParseError as e:
+            self.errors.append(str(e))
+            return 400
+        return 200
 
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    @property
+    def raw(self) -> list[bytes]:
+        with self.receiver.lock:
+            return [r["body"] for r in self.receiver.requests]
 
     def records(self):
-        with self.lock:
+        with self.receiver.lock:
             return [
                 (rl.resource, rec)
                 for req in self.requests
@@ -74,8 +59,7 @@ class Collector:
             ]
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.receiver.close()
 
 
 def attrs(record) -> dict:
@@ -142,6 +126,6 @@ def test_delivery_logs_reach_an_otlp_collector_with_every_id_and_no_payload(
     assert rec.time_unix_nano > 1_700_000_000 * 10**9
     # The start-up line arrived too, at INFO, and the stop flushed the last batch.
     assert any(r.severity_number == 9 for _, r in collector.records())
-    blob = b"".join(collector.raw)
-    assert secret_payload.encode() not in blob, "the payload reached the exported logs"
-    assert json.loads(collector.raw[0])["resourceLogs"]
+    raw = collector.raw
+    assert secret_payload.encode() not in b"".join(raw), "the payload reached the exported logs"
+    assert json.loads(raw[0])["resourceLogs"]

@@ -524,8 +524,16 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             .into_iter()
             .map(|d| d.state)
             .collect();
-        assert_eq!(states.iter().filter(|s| *s == "sending").count(), 1, "{states:?}");
-        assert_eq!(states.iter().filter(|s| *s == "pending").count(), 1, "{states:?}");
+        assert_eq!(
+            states.iter().filter(|s| *s == "sending").count(),
+            1,
+            "{states:?}"
+        );
+        assert_eq!(
+            states.iter().filter(|s| *s == "pending").count(),
+            1,
+            "{states:?}"
+        );
         assert_eq!(permits.available_permits(), 0);
         // An ordered message always takes its turn in the queue.
         drop(handed);
