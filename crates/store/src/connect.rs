@@ -57,7 +57,7 @@ impl Default for ConnectOptions {
 pub(crate) async fn connect(
     url: &str,
     opts: &ConnectOptions,
-) -> Result<(DatabaseConnection, Backend), StoreError> {
+) -> Result<(DatabaseConnection, Backend, Option<std::path::PathBuf>), StoreError> {
     let backend = Backend::of_url(url)?;
     let connect_err = |e: sea_orm::sqlx::Error| StoreError::Connect {
         url: redact_url(url),
@@ -67,6 +67,7 @@ pub(crate) async fn connect(
         url: redact_url(url),
         reason: e.to_string(),
     };
+    let mut sqlite_file = None;
     let db = match backend {
         Backend::Sqlite => {
             let options = SqliteConnectOptions::from_str(url)
@@ -78,8 +79,13 @@ pub(crate) async fn connect(
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
                 .statement_cache_capacity(STATEMENT_CACHE)
+                // Commits never checkpoint the WAL themselves (a 1,000-page checkpoint inside
+                // a commit stalled every writer queued behind it): `checkpoint` does it beside
+                // them (decisions 24).
+                .pragma("wal_autocheckpoint", "0")
                 .foreign_keys(true);
             ensure_parent_dir(options.get_filename())?;
+            sqlite_file = Some(options.get_filename().to_path_buf());
             let pool = SqlitePoolOptions::new()
                 .max_connections(opts.max_connections)
                 .acquire_timeout(opts.acquire_timeout)
@@ -101,7 +107,7 @@ pub(crate) async fn connect(
             SqlxPostgresConnector::from_sqlx_postgres_pool(pool)
         }
     };
-    Ok((db, backend))
+    Ok((db, backend, sqlite_file))
 }
 
 /// `sqlite://data/hookd.db` in an empty directory must just work: make `data/`.

@@ -5,6 +5,7 @@
 //! (API-key and session authentication, login by email) and the cross-tenant sweeps of the
 //! scheduler are named for what they are.
 
+mod checkpoint;
 mod connect;
 pub mod entities;
 mod error;
@@ -83,7 +84,7 @@ impl Store {
     /// Opens `url` (`sqlite://path` or `postgres://…`). SQLite files and their directory are
     /// created when missing.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {
-        let (db, backend) = connect::connect(url, opts).await?;
+        let (db, backend, sqlite_file) = connect::connect(url, opts).await?;
         let mut store = Store {
             db,
             backend,
@@ -91,7 +92,11 @@ impl Store {
             ingest: None,
             handoff: Default::default(),
         };
-        store.ingest = Some(ingest::spawn_writer(store.clone()));
+        let writer = ingest::spawn_writer(store.clone());
+        if let Some(file) = sqlite_file {
+            checkpoint::spawn(store.clone(), &file, writer.downgrade());
+        }
+        store.ingest = Some(writer);
         Ok(store)
     }
 
