@@ -145,7 +145,8 @@ impl Dispatcher {
         ));
         let mut tasks = JoinSet::new();
         let mut last_reap = Instant::now() - Duration::from_secs(60);
-        // New deliveries of this process's API come straight from the message writer.
+        // New deliveries of this process's API come straight from the message writer, and are
+        // started by a task of their own so they never wait for a claim round.
         let (handoff_tx, mut handoff_rx) = mpsc::unbounded_channel();
         self.store.set_handoff(Some(store::Handoff {
             owner: self.cfg.node_id.clone(),
@@ -154,20 +155,28 @@ impl Dispatcher {
             keep_free: self.cfg.max_in_flight / 8,
             tx: handoff_tx,
         }));
-        let mut handed = Vec::new();
+        let this = Arc::new(self);
+        let taker = {
+            let (this, held, slots) = (this.clone(), held.clone(), slots.clone());
+            tokio::spawn(async move {
+                let mut tasks = JoinSet::new();
+                let mut handed = Vec::new();
+                // Ends once the store drops its sender (`set_handoff(None)` at shutdown).
+                while handoff_rx.recv_many(&mut handed, RESULT_BATCH).await > 0 {
+                    while tasks.try_join_next().is_some() {}
+                    this.take_handed(std::mem::take(&mut handed), &held, &slots, &mut tasks)
+                        .await;
+                }
+                while tasks.join_next().await.is_some() {}
+            })
+        };
+        let this = &*this;
 
         while !*stop.borrow() {
             while tasks.try_join_next().is_some() {}
-            while let Ok(h) = handoff_rx.try_recv() {
-                handed.push(h);
-            }
-            if !handed.is_empty() {
-                self.take_handed(std::mem::take(&mut handed), &held, &slots, &mut tasks)
-                    .await;
-            }
-            if last_reap.elapsed() > self.cfg.lease / 3 {
+            if last_reap.elapsed() > this.cfg.lease / 3 {
                 last_reap = Instant::now();
-                match self.store.reap_expired_leases(Timestamp::now()).await {
+                match this.store.reap_expired_leases(Timestamp::now()).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(count = n, "returned expired leases to pending"),
                     Err(e) => tracing::warn!(error = %e, "lease reaper"),
@@ -175,7 +184,7 @@ impl Dispatcher {
             }
             let room = in_flight
                 .available_permits()
-                .min(self.cfg.batch_size as usize);
+                .min(this.cfg.batch_size as usize);
             if room == 0 {
                 // Full: wait until a result is recorded and frees its permit.
                 tokio::select! {
@@ -185,13 +194,13 @@ impl Dispatcher {
                 continue;
             }
             let now = Timestamp::now();
-            let lease_until = now.plus(self.cfg.lease);
+            let lease_until = now.plus(this.cfg.lease);
             let fresh_since =
                 Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
-            let owner = &self.cfg.node_id;
+            let owner = &this.cfg.node_id;
             // Half the room for what just became due, the rest oldest first: fair to new
             // messages without starving a backlog.
-            let claimed = match self
+            let claimed = match this
                 .store
                 .claim_due(
                     owner,
@@ -204,7 +213,7 @@ impl Dispatcher {
             {
                 Ok(mut fresh) => {
                     let rest = (room - fresh.len()) as u64;
-                    match self
+                    match this
                         .store
                         .claim_due(owner, now, lease_until, rest, None)
                         .await
@@ -223,8 +232,8 @@ impl Dispatcher {
                 Err((e, partial)) => {
                     tracing::warn!(error = %e, "claim failed; retrying");
                     let ids: Vec<String> = partial.into_iter().map(|d| d.id).collect();
-                    let _ = self.store.release_claims(owner, &ids).await;
-                    sleep_or_stop(&mut stop, self.cfg.poll_interval).await;
+                    let _ = this.store.release_claims(owner, &ids).await;
+                    sleep_or_stop(&mut stop, this.cfg.poll_interval).await;
                     continue;
                 }
             };
@@ -232,37 +241,32 @@ impl Dispatcher {
             let ids: Vec<String> = claimed.iter().map(|d| d.id.clone()).collect();
             held.add(ids.iter().cloned());
             if !claimed.is_empty()
-                && let Err(e) = self.start(claimed, &in_flight, &slots, &mut tasks).await
+                && let Err(e) = this.start(claimed, &in_flight, &slots, &mut tasks).await
             {
                 tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
                 held.drop_ids(&ids);
-                if let Err(e) = self.store.release_claims(owner, &ids).await {
+                if let Err(e) = this.store.release_claims(owner, &ids).await {
                     tracing::warn!(error = %e, "could not release claims; their leases will expire");
                 }
             }
             if !full {
                 tokio::select! {
-                    _ = self.wake.notified() => {}
-                    Some(h) = handoff_rx.recv() => handed.push(h),
-                    _ = tokio::time::sleep(self.cfg.poll_interval) => {}
+                    _ = this.wake.notified() => {}
+                    _ = tokio::time::sleep(this.cfg.poll_interval) => {}
                     _ = stop.changed() => {}
                 }
             }
         }
-        self.store.set_handoff(None);
-        handoff_rx.close();
+        this.store.set_handoff(None);
         slots.stopping.store(true, Ordering::SeqCst);
         while tasks.join_next().await.is_some() {}
+        // Whatever was handed over by then is started or, being late, set aside as unstarted.
+        let _ = taker.await;
         let mut leftover = std::mem::take(&mut *slots.unstarted.lock().await);
-        // Handed over but not started: back to the queue with the rest.
-        while let Ok(h) = handoff_rx.try_recv() {
-            handed.push(h);
-        }
-        leftover.extend(handed.into_iter().map(|h| h.delivery.id));
-        leftover.extend(self.flow.drain_all().into_iter().map(|j| j.d.id));
-        match self
+        leftover.extend(this.flow.drain_all().into_iter().map(|j| j.d.id));
+        match this
             .store
-            .release_claims(&self.cfg.node_id, &leftover)
+            .release_claims(&this.cfg.node_id, &leftover)
             .await
         {
             Ok(n) if n > 0 => tracing::info!(count = n, "released unstarted claims"),
