@@ -64,6 +64,10 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, db_file: &Path, alive: Weak
                 continue;
             }
             last = Instant::now();
+            let stopped = store.checkpointer.clone().lock_owned().await;
+            if *stopped {
+                return;
+            }
             let turn = if in_turn {
                 Some(store.write_turn().await)
             } else {
@@ -74,6 +78,7 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, db_file: &Path, alive: Weak
                 .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
                 .await;
             drop(turn);
+            drop(stopped);
             if let Err(e) = done
                 && !warned
             {

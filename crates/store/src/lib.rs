@@ -53,6 +53,8 @@ pub struct Store {
     /// Where the message writer hands new deliveries to this process's dispatcher, when one
     /// runs here (see [`Handoff`]). Shared by every clone.
     handoff: std::sync::Arc<std::sync::RwLock<Option<Handoff>>>,
+    /// Held by the WAL checkpointer while it checkpoints; `true` once `close` stopped it.
+    checkpointer: std::sync::Arc<tokio::sync::Mutex<bool>>,
 }
 
 /// A turn at SQLite's single writer, from [`Store::write_turn`]; writes made in it do not wait
@@ -91,6 +93,7 @@ impl Store {
             write_gate: Default::default(),
             ingest: None,
             handoff: Default::default(),
+            checkpointer: Default::default(),
         };
         let writer = ingest::spawn_writer(store.clone());
         if let Some(file) = sqlite_file {
@@ -166,6 +169,9 @@ impl Store {
     }
 
     pub async fn close(self) -> Result<()> {
+        // No checkpoint may run while the pool's connections close (SQLite then unmaps the
+        // WAL index under it).
+        *self.checkpointer.lock().await = true;
         self.db.close().await?;
         Ok(())
     }
