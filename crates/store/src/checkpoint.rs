@@ -55,7 +55,9 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, db_file: &Path, alive: Weak
                     if waiting >= CHECKPOINT_AT_FRAMES {
                         (true, false)
                     } else {
-                        (frames >= RESTART_AT_FRAMES, true)
+                        // Nothing left to copy: the next write restarts the WAL by itself,
+                        // so an idle server does not take write turns to checkpoint nothing.
+                        (frames >= RESTART_AT_FRAMES && waiting > 0, true)
                     }
                 }
                 None => (last.elapsed() >= FALLBACK_EVERY, false),
