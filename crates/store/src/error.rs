@@ -23,6 +23,9 @@ pub enum StoreError {
     Corrupt(String),
     #[error("database error: {0}")]
     Db(#[from] DbErr),
+    /// From the SQLite hot path, which runs on rusqlite rather than sqlx (decisions 25).
+    #[error("database error: {0}")]
+    Lite(#[from] rusqlite::Error),
 }
 
 impl StoreError {

@@ -9,12 +9,12 @@ use domain::Timestamp;
 use domain::delivery::AttemptTrigger;
 use domain::ids::{MessageId, TenantId};
 use sea_orm::sea_query::{OnConflict, Query};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryTrait};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::entities::{application, delivery, endpoint, message};
 use crate::resources::check_owner;
-use crate::traffic::{endpoint_accepts, new_delivery, next_sequence};
+use crate::traffic::{endpoint_accepts, new_delivery, next_sequence, next_sequence_upsert};
 use crate::{CreatedMessage, NewMessage, Result, Store, StoreError, to_json};
 
 /// A dispatcher in this process that takes new deliveries straight from the message writer:
@@ -75,25 +75,87 @@ pub(crate) struct IngestJob {
     reply: oneshot::Sender<Result<CreatedMessage>>,
 }
 
-/// Starts the writer for `store` (which must not hold the sender itself, or the writer would
-/// never see the channel close). Returns where to send jobs.
+/// Starts the writer for `store` on the pool (PostgreSQL; SQLite's is the `lite` thread).
+/// `store` must not hold the sender itself, or the writer would never see the channel close.
+/// Returns where to send jobs.
 pub(crate) fn spawn_writer(store: Store) -> mpsc::Sender<IngestJob> {
-    let (tx, mut rx) = mpsc::channel::<IngestJob>(MAX_BATCH * 4);
-    tokio::spawn(async move {
-        let mut jobs = Vec::with_capacity(MAX_BATCH);
-        while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
-            let turn = store.write_turn().await;
-            // Whatever arrived while waiting for the turn joins this batch.
-            while jobs.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
-            store.write_batch(turn, std::mem::take(&mut jobs)).await;
-        }
-    });
+    let (tx, rx) = mpsc::channel::<IngestJob>(MAX_BATCH * 4);
+    tokio::spawn(pool_writer(store, rx));
     tx
+}
+
+async fn pool_writer(store: Store, mut rx: mpsc::Receiver<IngestJob>) {
+    let mut jobs = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
+        let turn = store.write_turn().await;
+        // Whatever arrived while waiting for the turn joins this batch.
+        drain(&mut rx, &mut jobs);
+        store.write_batch(turn, std::mem::take(&mut jobs)).await;
+    }
+}
+
+/// Writes a batch on the SQLite thread's connection, in the write turn, and answers every job.
+pub(crate) fn write_lite_batch(
+    store: &Store,
+    conn: &mut rusqlite::Connection,
+    jobs: Vec<IngestJob>,
+) {
+    let handoff = store.current_handoff();
+    answer_batch(jobs, |inputs| {
+        create_messages_lite(conn, inputs, handoff.as_ref())
+    });
+}
+
+fn drain(rx: &mut mpsc::Receiver<IngestJob>, jobs: &mut Vec<IngestJob>) {
+    while jobs.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+type Input = (TenantId, application::Model, NewMessage, GiveUpAt);
+
+type Reply = oneshot::Sender<Result<CreatedMessage>>;
+
+fn split(jobs: Vec<IngestJob>) -> (Vec<Input>, Vec<Reply>) {
+    jobs.into_iter()
+        .map(|j| ((j.tenant, j.app, j.new, j.give_up_at), j.reply))
+        .unzip()
+}
+
+fn answer(replies: Vec<Reply>, created: Created) {
+    for (reply, result) in replies.into_iter().zip(created.finish()) {
+        let _ = reply.send(result);
+    }
+}
+
+fn answer_err(replies: Vec<Reply>, e: StoreError) {
+    if let Some(reply) = replies.into_iter().next() {
+        let _ = reply.send(Err(e));
+    }
+}
+
+fn answer_one(reply: Reply, created: Result<Created>) {
+    let result = created.and_then(|c| c.finish().pop().expect("one result per message"));
+    let _ = reply.send(result);
+}
+
+/// Writes a batch with `write` and answers every job. If the batch transaction fails as a
+/// whole, each message is tried alone, so one bad message cannot fail the others.
+fn answer_batch(jobs: Vec<IngestJob>, mut write: impl FnMut(&[Input]) -> Result<Created>) {
+    let (inputs, replies) = split(jobs);
+    match write(&inputs) {
+        Ok(created) => answer(replies, created),
+        Err(e) if inputs.len() == 1 => answer_err(replies, e),
+        Err(e) => {
+            tracing::warn!(error = %e, count = inputs.len(), "a message batch failed; writing its messages one by one");
+            for (input, reply) in inputs.into_iter().zip(replies) {
+                answer_one(reply, write(std::slice::from_ref(&input)));
+            }
+        }
+    }
 }
 
 impl Store {
@@ -118,17 +180,19 @@ impl Store {
             give_up_at,
             reply,
         };
-        let job = match &self.ingest {
-            Some(tx) => match tx.send(job).await {
-                Ok(()) => match answer.await {
-                    Ok(result) => return result,
-                    // The writer went away (its runtime shut down) without answering: the
-                    // batch may or may not be committed, so this one cannot be retried.
-                    Err(_) => return Err(StoreError::Corrupt("the message writer stopped".into())),
-                },
-                Err(mpsc::error::SendError(job)) => job,
+        let sent = match (&self.lite, &self.ingest) {
+            (Some(lite), _) => lite.ingest(job).await,
+            (None, Some(tx)) => tx.send(job).await.map_err(|e| e.0),
+            (None, None) => Err(job),
+        };
+        let job = match sent {
+            Ok(()) => match answer.await {
+                Ok(result) => return result,
+                // The writer went away (its runtime shut down) without answering: the
+                // batch may or may not be committed, so this one cannot be retried.
+                Err(_) => return Err(StoreError::Corrupt("the message writer stopped".into())),
             },
-            None => job,
+            Err(job) => job,
         };
         // No writer (or it is gone): write this one alone.
         let IngestJob {
@@ -140,52 +204,36 @@ impl Store {
         } = job;
         self.create_messages(None, &[(tenant, app, new, give_up_at)])
             .await?
+            .finish()
             .pop()
             .expect("one result per message")
     }
 
-    /// Writes a batch and answers every job. If the batch transaction fails as a whole, each
-    /// message is tried alone, so one bad message cannot fail the others.
+    /// Writes a batch on the pool and answers every job, as [`answer_batch`] does.
     async fn write_batch(&self, turn: crate::WriteTurn, jobs: Vec<IngestJob>) {
-        let (inputs, replies): (Vec<_>, Vec<_>) = jobs
-            .into_iter()
-            .map(|j| ((j.tenant, j.app, j.new, j.give_up_at), j.reply))
-            .unzip();
-        let single = inputs.len() == 1;
+        let (inputs, replies) = split(jobs);
         match self.create_messages(Some(turn), &inputs).await {
-            Ok(results) => {
-                for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(result);
-                }
-            }
-            Err(e) if single => {
-                if let Some(reply) = replies.into_iter().next() {
-                    let _ = reply.send(Err(e));
-                }
-            }
+            Ok(created) => answer(replies, created),
+            Err(e) if inputs.len() == 1 => answer_err(replies, e),
             Err(e) => {
                 tracing::warn!(error = %e, count = inputs.len(), "a message batch failed; writing its messages one by one");
                 for (input, reply) in inputs.into_iter().zip(replies) {
-                    let result = match self
+                    let result = self
                         .create_messages(None, std::slice::from_ref(&input))
-                        .await
-                    {
-                        Ok(mut r) => r.pop().expect("one result per message"),
-                        Err(e) => Err(e),
-                    };
-                    let _ = reply.send(result);
+                        .await;
+                    answer_one(reply, result);
                 }
             }
         }
     }
 
-    /// The batch write: one transaction, one result per input in order. An `Err` of the
-    /// whole means nothing was written.
+    /// The batch write on the pool: one transaction, one result per input in order. An `Err`
+    /// of the whole means nothing was written.
     async fn create_messages(
         &self,
         turn: Option<crate::WriteTurn>,
-        inputs: &[(TenantId, application::Model, NewMessage, GiveUpAt)],
-    ) -> Result<Vec<Result<CreatedMessage>>> {
+        inputs: &[Input],
+    ) -> Result<Created> {
         // Bulk loads (no turn) queue everything; requests may hand work straight over.
         let handoff = turn.as_ref().and_then(|_| self.current_handoff());
         let txn = match turn {
@@ -195,19 +243,96 @@ impl Store {
         // Taken once the write turn is ours, so a message's id, its time and its commit order
         // agree; every id is stamped with the same `now` as the row.
         let now = Timestamp::now();
-        let app_ids: HashSet<&str> = inputs.iter().map(|(_, a, _, _)| a.id.as_str()).collect();
-        let mut endpoints_of: HashMap<String, Vec<endpoint::Model>> = HashMap::new();
-        for ep in endpoint::Entity::find()
-            .filter(endpoint::Column::AppId.is_in(app_ids))
+        let backend = txn.get_database_backend();
+        let endpoints = endpoint::Entity::find()
+            .filter(endpoint::Column::AppId.is_in(app_ids(inputs)))
             .filter(endpoint::Column::Disabled.eq(false))
             .all(&*txn)
-            .await?
-        {
-            endpoints_of.entry(ep.app_id.clone()).or_default().push(ep);
+            .await?;
+        let endpoints_of = by_app(endpoints);
+        let planned = plan(inputs, &endpoints_of, now);
+        let mut inserted = HashSet::new();
+        for chunk in to_insert(&planned).chunks(ROWS_PER_INSERT) {
+            for row in txn
+                .query_all(backend.build(&insert_messages(chunk)))
+                .await?
+            {
+                inserted.insert(row.try_get::<String>("", "id")?);
+            }
         }
-        // Per message: its row and the endpoints it goes to, or why it cannot be created.
-        let mut results: Vec<Result<(message::Model, Vec<&endpoint::Model>)>> = Vec::new();
-        for (tenant, app, new, _) in inputs {
+        let mut seqs = HashMap::new();
+        for (at, (tenant, endpoint_id, key)) in ordered_targets(&planned, inputs, &inserted) {
+            seqs.insert(at, next_sequence(&txn, tenant, endpoint_id, key).await?);
+        }
+        let created = assemble(planned, inputs, &inserted, &seqs, handoff, now);
+        for stmt in created.inserts(backend) {
+            txn.execute(stmt).await?;
+        }
+        txn.commit().await?;
+        Ok(created)
+    }
+}
+
+/// [`Store::create_messages`] on the SQLite thread's connection, in the write turn.
+fn create_messages_lite(
+    conn: &mut rusqlite::Connection,
+    inputs: &[Input],
+    handoff: Option<&Handoff>,
+) -> Result<Created> {
+    use crate::lite;
+    let backend = DbBackend::Sqlite;
+    let txn = lite::begin(conn)?;
+    let now = Timestamp::now();
+    let endpoints = endpoint::Entity::find()
+        .filter(endpoint::Column::AppId.is_in(app_ids(inputs)))
+        .filter(endpoint::Column::Disabled.eq(false))
+        .build(backend);
+    let endpoints_of = by_app(lite::query_endpoints(&txn, &endpoints)?);
+    let planned = plan(inputs, &endpoints_of, now);
+    let mut inserted = HashSet::new();
+    for chunk in to_insert(&planned).chunks(ROWS_PER_INSERT) {
+        inserted.extend(lite::query_texts(
+            &txn,
+            &backend.build(&insert_messages(chunk)),
+        )?);
+    }
+    let mut seqs = HashMap::new();
+    for (at, (tenant, endpoint_id, key)) in ordered_targets(&planned, inputs, &inserted) {
+        let upsert = backend.build(&next_sequence_upsert(tenant, endpoint_id, key));
+        seqs.insert(at, lite::query_i64(&txn, &upsert)?);
+    }
+    let created = assemble(planned, inputs, &inserted, &seqs, handoff.cloned(), now);
+    for stmt in created.inserts(backend) {
+        lite::execute(&txn, &stmt)?;
+    }
+    txn.commit()?;
+    Ok(created)
+}
+
+fn app_ids(inputs: &[Input]) -> Vec<String> {
+    let ids: HashSet<&str> = inputs.iter().map(|(_, a, _, _)| a.id.as_str()).collect();
+    ids.into_iter().map(str::to_owned).collect()
+}
+
+fn by_app(endpoints: Vec<endpoint::Model>) -> HashMap<String, Vec<endpoint::Model>> {
+    let mut of: HashMap<String, Vec<endpoint::Model>> = HashMap::new();
+    for ep in endpoints {
+        of.entry(ep.app_id.clone()).or_default().push(ep);
+    }
+    of
+}
+
+/// Per message: its row and the endpoints it goes to, or why it cannot be created.
+type Planned<'e> = Result<(message::Model, Vec<&'e endpoint::Model>)>;
+
+fn plan<'e>(
+    inputs: &[Input],
+    endpoints_of: &'e HashMap<String, Vec<endpoint::Model>>,
+    now: Timestamp,
+) -> Vec<Planned<'e>> {
+    inputs
+        .iter()
+        .map(|(tenant, app, new, _)| {
             let targets: Result<Vec<&endpoint::Model>> = endpoints_of
                 .get(&app.id)
                 .map(|eps| eps.as_slice())
@@ -222,7 +347,7 @@ impl Store {
                     },
                 )
                 .collect();
-            results.push(targets.map(|t| {
+            targets.map(|t| {
                 let m = message::Model {
                     id: MessageId::new_at(now, &mut rand::rng()).to_string(),
                     tenant_id: tenant.to_string(),
@@ -236,72 +361,138 @@ impl Store {
                     created_at: now.as_millis(),
                 };
                 (m, t)
-            }));
+            })
+        })
+        .collect()
+}
+
+fn to_insert<'p>(planned: &'p [Planned<'_>]) -> Vec<&'p message::Model> {
+    planned
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|(m, _)| m))
+        .collect()
+}
+
+/// Where a delivery sits in a batch (message index, target index), and the (tenant, endpoint,
+/// key) whose next sequence number it takes.
+type OrderedTarget<'p> = ((usize, usize), (TenantId, &'p str, &'p str));
+
+/// Every delivery that needs a sequence number: those of written messages with an ordering key.
+fn ordered_targets<'p>(
+    planned: &'p [Planned<'_>],
+    inputs: &[Input],
+    inserted: &HashSet<String>,
+) -> Vec<OrderedTarget<'p>> {
+    let mut out = Vec::new();
+    for (i, (p, (tenant, ..))) in planned.iter().zip(inputs).enumerate() {
+        let Ok((m, targets)) = p else { continue };
+        let Some(key) = m.ordering_key.as_deref() else {
+            continue;
+        };
+        if !inserted.contains(&m.id) {
+            continue;
         }
-        let rows: Vec<&message::Model> = results
-            .iter()
-            .filter_map(|r| r.as_ref().ok().map(|(m, _)| m))
-            .collect();
-        let mut inserted = HashSet::new();
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
-            inserted.extend(insert_messages(&txn, chunk).await?);
+        for (j, ep) in targets.iter().enumerate() {
+            out.push(((i, j), (*tenant, ep.id.as_str(), key)));
         }
-        let mut deliveries = Vec::new();
-        // (index in `deliveries`, index in `out`, permit) of those claimed for the local
-        // dispatcher.
-        let mut handed = Vec::new();
-        let mut out = Vec::with_capacity(inputs.len());
-        for (result, (tenant, _, _, give_up_at)) in results.into_iter().zip(inputs) {
-            let (message, targets) = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    out.push(Err(e));
-                    continue;
-                }
-            };
-            if !inserted.contains(&message.id) {
-                // Its eventId is taken in this application (or earlier in this batch).
-                out.push(Err(StoreError::Conflict { field: "eventId" }));
+    }
+    out
+}
+
+/// A written batch: the rows to insert, the deliveries claimed for the local dispatcher, and
+/// each message's result. [`Created::finish`] hands the claimed ones over once committed.
+struct Created {
+    deliveries: Vec<delivery::Model>,
+    /// (index in `deliveries`, index in `out`, permit) of those claimed for the local
+    /// dispatcher.
+    handed: Vec<(usize, usize, tokio::sync::OwnedSemaphorePermit)>,
+    handoff: Option<Handoff>,
+    out: Vec<Result<CreatedMessage>>,
+}
+
+fn assemble(
+    planned: Vec<Planned<'_>>,
+    inputs: &[Input],
+    inserted: &HashSet<String>,
+    seqs: &HashMap<(usize, usize), i64>,
+    handoff: Option<Handoff>,
+    now: Timestamp,
+) -> Created {
+    let mut deliveries = Vec::new();
+    let mut handed = Vec::new();
+    let mut out = Vec::with_capacity(inputs.len());
+    for (i, (result, (tenant, _, _, give_up_at))) in planned.into_iter().zip(inputs).enumerate() {
+        let (message, targets) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                out.push(Err(e));
                 continue;
             }
-            let mut mine = Vec::with_capacity(targets.len());
-            for ep in targets {
-                let seq = match &message.ordering_key {
-                    Some(key) => Some(next_sequence(&txn, *tenant, &ep.id, key).await?),
-                    None => None,
-                };
-                let mut d = new_delivery(
-                    *tenant,
-                    &message,
-                    ep,
-                    seq,
-                    now,
-                    give_up_at(ep, now),
-                    AttemptTrigger::Scheduled,
-                );
-                if let Some(h) = handoff.as_ref().filter(|_| seq.is_none())
-                    && h.permits.available_permits() > h.keep_free
-                    && let Ok(permit) = h.permits.clone().try_acquire_owned()
-                {
-                    d.state = domain::delivery::DeliveryState::Sending.as_str().to_owned();
-                    d.lease_owner = Some(h.owner.clone());
-                    d.lease_expires_at = Some(now.plus(h.lease).as_millis());
-                    // `out.len()`: where this message's result is about to go.
-                    handed.push((deliveries.len() + mine.len(), out.len(), permit));
-                }
-                mine.push(d);
+        };
+        if !inserted.contains(&message.id) {
+            // Its eventId is taken in this application (or earlier in this batch).
+            out.push(Err(StoreError::Conflict { field: "eventId" }));
+            continue;
+        }
+        let mut mine = Vec::with_capacity(targets.len());
+        for (j, ep) in targets.into_iter().enumerate() {
+            let seq = seqs.get(&(i, j)).copied();
+            let mut d = new_delivery(
+                *tenant,
+                &message,
+                ep,
+                seq,
+                now,
+                give_up_at(ep, now),
+                AttemptTrigger::Scheduled,
+            );
+            if let Some(h) = handoff.as_ref().filter(|_| seq.is_none())
+                && h.permits.available_permits() > h.keep_free
+                && let Ok(permit) = h.permits.clone().try_acquire_owned()
+            {
+                d.state = domain::delivery::DeliveryState::Sending.as_str().to_owned();
+                d.lease_owner = Some(h.owner.clone());
+                d.lease_expires_at = Some(now.plus(h.lease).as_millis());
+                // `out.len()`: where this message's result is about to go.
+                handed.push((deliveries.len() + mine.len(), out.len(), permit));
             }
-            deliveries.extend(mine.iter().cloned());
-            out.push(Ok(CreatedMessage {
-                message,
-                deliveries: mine,
-            }));
+            mine.push(d);
         }
-        for chunk in deliveries.chunks(ROWS_PER_INSERT / 2) {
-            let rows = chunk.iter().cloned().map(delivery::ActiveModel::from);
-            delivery::Entity::insert_many(rows).exec(&*txn).await?;
-        }
-        txn.commit().await?;
+        deliveries.extend(mine.iter().cloned());
+        out.push(Ok(CreatedMessage {
+            message,
+            deliveries: mine,
+        }));
+    }
+    Created {
+        deliveries,
+        handed,
+        handoff,
+        out,
+    }
+}
+
+impl Created {
+    /// The delivery INSERTs, in chunks under both databases' parameter limits.
+    fn inserts(&self, backend: DbBackend) -> Vec<sea_orm::Statement> {
+        self.deliveries
+            .chunks(ROWS_PER_INSERT / 2)
+            .map(|chunk| {
+                let rows = chunk.iter().cloned().map(delivery::ActiveModel::from);
+                delivery::Entity::insert_many(rows).build(backend)
+            })
+            .collect()
+    }
+
+    /// After the commit: hands the claimed deliveries to the dispatcher and returns each
+    /// message's result.
+    fn finish(self) -> Vec<Result<CreatedMessage>> {
+        let Created {
+            deliveries,
+            handed,
+            handoff,
+            out,
+        } = self;
         if let Some(h) = handoff {
             // Fan-out deliveries of one message share one copy of it.
             let mut shared: HashMap<usize, std::sync::Arc<message::Model>> = HashMap::new();
@@ -321,15 +512,12 @@ impl Store {
                 });
             }
         }
-        Ok(out)
+        out
     }
 }
 
-/// Inserts messages, skipping any whose eventId is taken. Returns the ids written.
-async fn insert_messages(
-    txn: &crate::WriteTxn,
-    rows: &[&message::Model],
-) -> Result<HashSet<String>> {
+/// Inserts messages, skipping any whose eventId is taken; returns the ids written.
+fn insert_messages(rows: &[&message::Model]) -> sea_orm::sea_query::InsertStatement {
     use message::Column as C;
     let mut insert = Query::insert();
     insert.into_table(message::Entity).columns([
@@ -361,12 +549,7 @@ async fn insert_messages(
     insert
         .on_conflict(OnConflict::new().do_nothing().to_owned())
         .returning_col(C::Id);
-    let stmt = txn.get_database_backend().build(&insert);
-    txn.query_all(stmt)
-        .await?
-        .iter()
-        .map(|r| r.try_get::<String>("", "id").map_err(Into::into))
-        .collect()
+    insert
 }
 
 impl Store {
@@ -388,7 +571,7 @@ impl Store {
                 .take(MAX_BATCH)
                 .map(|n| (tenant, app.clone(), n, give_up_at))
                 .collect();
-            out.extend(self.create_messages(None, &inputs).await?);
+            out.extend(self.create_messages(None, &inputs).await?.finish());
         }
         Ok(out)
     }

@@ -10,6 +10,7 @@ mod connect;
 pub mod entities;
 mod error;
 mod ingest;
+mod lite;
 mod ops;
 mod page;
 mod queue;
@@ -47,12 +48,15 @@ pub struct Store {
     /// SQLite has one writer: this process's write transactions take turns here rather than
     /// in SQLite's busy handler (which sleeps). PostgreSQL needs no gate.
     write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
-    /// The group-commit writer of new messages (see `ingest`); `None` in the writer's own
-    /// handle.
+    /// The group-commit writer of new messages on the pool (PostgreSQL; see `ingest`); `None`
+    /// in the writer's own handle.
     ingest: Option<tokio::sync::mpsc::Sender<ingest::IngestJob>>,
     /// Where the message writer hands new deliveries to this process's dispatcher, when one
     /// runs here (see [`Handoff`]). Shared by every clone.
     handoff: std::sync::Arc<std::sync::RwLock<Option<Handoff>>>,
+    /// SQLite only: the thread that creates messages and writes attempt results without a
+    /// thread hop per statement (decisions 25); `None` in the thread's own handle.
+    lite: Option<lite::Lite>,
     /// Held by the WAL checkpointer while it checkpoints; `true` once `close` stopped it.
     checkpointer: std::sync::Arc<tokio::sync::Mutex<bool>>,
 }
@@ -93,13 +97,17 @@ impl Store {
             write_gate: Default::default(),
             ingest: None,
             handoff: Default::default(),
+            lite: None,
             checkpointer: Default::default(),
         };
-        let writer = ingest::spawn_writer(store.clone());
-        if let Some(file) = sqlite_file {
-            checkpoint::spawn(store.clone(), &file, writer.downgrade());
+        match sqlite_file {
+            Some(file) => {
+                let lite = lite::Lite::start(store.clone(), &file)?;
+                checkpoint::spawn(store.clone(), &file, lite.downgrade());
+                store.lite = Some(lite);
+            }
+            None => store.ingest = Some(ingest::spawn_writer(store.clone())),
         }
-        store.ingest = Some(writer);
         Ok(store)
     }
 

@@ -8,11 +8,12 @@ use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::{AttemptId, OperationalEventId};
 use sea_orm::sea_query::{Expr, Value};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, Set, Statement,
+    ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryTrait, Set,
+    Statement,
 };
 
 use crate::entities::{attempt, delivery, endpoint, endpoint_secret, message, operational_event};
-use crate::{Backend, Result, Store, WriteTxn};
+use crate::{Backend, Result, Store};
 
 /// What became of a claimed delivery after one attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -212,99 +213,80 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = Timestamp::now().as_millis();
-        let txn = self.write_txn_in(turn).await?;
-        let attempts = results
+        let backend = self.db.get_database_backend();
+        let attempts = attempt::Entity::insert_many(
+            results
+                .iter()
+                .map(|r| attempt::ActiveModel::from(r.attempt.clone())),
+        )
+        .build(backend);
+        // Each returns the ids of the deliveries it wrote.
+        let finishes: Vec<Statement> = results
+            .chunks(400)
+            .map(|chunk| self.finish_deliveries(owner, chunk, now))
+            .collect();
+        let mut rest = health_updates(results, backend);
+        rest.extend(crate::stats::stats_upserts(
+            self.backend,
+            &stats_of(results),
+        ));
+        let disables = results.iter().any(|r| r.disable_endpoint.is_some());
+        let written: HashSet<String> = match &self.lite {
+            // A 410's disable reads and writes several tables; that rare batch takes the pool.
+            Some(lite) if !disables => {
+                // The thread takes the turn itself (it may be waiting for it right now).
+                drop(turn);
+                lite.run(move |conn| {
+                    let txn = crate::lite::begin(conn)?;
+                    crate::lite::execute(&txn, &attempts)?;
+                    let mut written = HashSet::new();
+                    for f in &finishes {
+                        written.extend(crate::lite::query_texts(&txn, f)?);
+                    }
+                    for stmt in &rest {
+                        crate::lite::execute(&txn, stmt)?;
+                    }
+                    txn.commit()?;
+                    Ok(written)
+                })
+                .await?
+            }
+            _ => {
+                let txn = self.write_txn_in(turn).await?;
+                txn.execute(attempts).await?;
+                let mut written = HashSet::new();
+                for f in finishes {
+                    for row in txn.query_all(f).await? {
+                        written.insert(row.try_get::<String>("", "id")?);
+                    }
+                }
+                for stmt in rest {
+                    txn.execute(stmt).await?;
+                }
+                let mut disabled = HashSet::new();
+                for r in results {
+                    let Some(reason) = &r.disable_endpoint else {
+                        continue;
+                    };
+                    if disabled.insert(r.delivery.endpoint_id.clone()) {
+                        disable_and_notify(&txn, &r.delivery.endpoint_id, reason, public_url, now)
+                            .await?;
+                    }
+                }
+                txn.commit().await?;
+                written
+            }
+        };
+        Ok(results
             .iter()
-            .map(|r| attempt::ActiveModel::from(r.attempt.clone()));
-        attempt::Entity::insert_many(attempts).exec(&*txn).await?;
-
-        let mut lost = Vec::new();
-        for chunk in results.chunks(400) {
-            let written = self.finish_deliveries(&txn, owner, chunk, now).await?;
-            lost.extend(
-                chunk
-                    .iter()
-                    .filter(|r| !written.contains(&r.delivery.id))
-                    .map(|r| r.delivery.id.clone()),
-            );
-        }
-        let mut health: HashMap<&str, (Option<i64>, Option<i64>)> = HashMap::new();
-        for r in results {
-            let d = &r.delivery;
-            let entry = health.entry(d.endpoint_id.as_str()).or_default();
-            let at = r.attempt.started_at;
-            if r.attempt.classification == "success" {
-                entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
-            } else {
-                entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
-            }
-        }
-        for (endpoint_id, (last_success, first_failure)) in health {
-            match (last_success, first_failure) {
-                // Any success in the batch clears the failure streak.
-                (Some(ok), _) => {
-                    endpoint::Entity::update_many()
-                        .col_expr(endpoint::Column::LastSuccessAt, Expr::value(ok))
-                        .col_expr(
-                            endpoint::Column::FailingSince,
-                            Expr::value(Option::<i64>::None),
-                        )
-                        .filter(endpoint::Column::Id.eq(endpoint_id))
-                        .exec(&*txn)
-                        .await?;
-                }
-                (None, Some(fail)) => {
-                    endpoint::Entity::update_many()
-                        .col_expr(endpoint::Column::FailingSince, Expr::value(fail))
-                        .filter(endpoint::Column::Id.eq(endpoint_id))
-                        .filter(endpoint::Column::FailingSince.is_null())
-                        .exec(&*txn)
-                        .await?;
-                }
-                (None, None) => {}
-            }
-        }
-        let mut stats: std::collections::BTreeMap<_, crate::stats::StatCounts> = Default::default();
-        for r in results {
-            let a = &r.attempt;
-            let outcome = match r.next {
-                Next::Succeeded => crate::stats::Outcome::Succeeded,
-                Next::Retry { .. } => crate::stats::Outcome::Retried,
-                Next::Failed => crate::stats::Outcome::Dead,
-            };
-            stats
-                .entry((
-                    a.tenant_id.clone(),
-                    a.app_id.clone(),
-                    a.endpoint_id.clone(),
-                    crate::stats::minute_of(a.started_at),
-                ))
-                .or_default()
-                .count(outcome, i64::from(a.duration_ms));
-        }
-        crate::stats::add_stats(&*txn, self.backend, &stats).await?;
-        let mut disabled = HashSet::new();
-        for r in results {
-            let Some(reason) = &r.disable_endpoint else {
-                continue;
-            };
-            if disabled.insert(r.delivery.endpoint_id.clone()) {
-                disable_and_notify(&txn, &r.delivery.endpoint_id, reason, public_url, now).await?;
-            }
-        }
-        txn.commit().await?;
-        Ok(lost)
+            .filter(|r| !written.contains(&r.delivery.id))
+            .map(|r| r.delivery.id.clone())
+            .collect())
     }
 
     /// Writes each delivery's state after its attempt, in one statement, only where `owner`
-    /// still holds the lease. Returns the ids written.
-    async fn finish_deliveries(
-        &self,
-        txn: &WriteTxn,
-        owner: &str,
-        results: &[AttemptResult],
-        now: i64,
-    ) -> Result<HashSet<String>> {
+    /// still holds the lease. The statement returns the ids written.
+    fn finish_deliveries(&self, owner: &str, results: &[AttemptResult], now: i64) -> Statement {
         const COLUMNS: usize = 7;
         let p = |n: usize| match self.backend {
             Backend::Sqlite => format!("?{n}"),
@@ -359,14 +341,7 @@ impl Store {
             owner = p(1),
             now = p(2),
         );
-        let backend = self.db.get_database_backend();
-        let written = txn
-            .query_all(Statement::from_sql_and_values(backend, sql, values))
-            .await?;
-        written
-            .iter()
-            .map(|row| row.try_get::<String>("", "id").map_err(Into::into))
-            .collect()
+        Statement::from_sql_and_values(self.db.get_database_backend(), sql, values)
     }
 
     /// Skips a dead (failed) delivery so that its ordering key flows again.
@@ -409,6 +384,66 @@ impl Store {
             .and_then(|r| r.try_get::<Option<i64>>("", "at").ok().flatten())
             .map(Timestamp::from_millis))
     }
+}
+
+/// Endpoint health after a batch: any success clears the failure streak; otherwise the
+/// earliest failure starts one (if none is running).
+fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec<Statement> {
+    let mut health: HashMap<&str, (Option<i64>, Option<i64>)> = HashMap::new();
+    for r in results {
+        let d = &r.delivery;
+        let entry = health.entry(d.endpoint_id.as_str()).or_default();
+        let at = r.attempt.started_at;
+        if r.attempt.classification == "success" {
+            entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
+        } else {
+            entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
+        }
+    }
+    let mut out = Vec::new();
+    for (endpoint_id, (last_success, first_failure)) in health {
+        let update = match (last_success, first_failure) {
+            (Some(ok), _) => endpoint::Entity::update_many()
+                .col_expr(endpoint::Column::LastSuccessAt, Expr::value(ok))
+                .col_expr(
+                    endpoint::Column::FailingSince,
+                    Expr::value(Option::<i64>::None),
+                )
+                .filter(endpoint::Column::Id.eq(endpoint_id)),
+            (None, Some(fail)) => endpoint::Entity::update_many()
+                .col_expr(endpoint::Column::FailingSince, Expr::value(fail))
+                .filter(endpoint::Column::Id.eq(endpoint_id))
+                .filter(endpoint::Column::FailingSince.is_null()),
+            (None, None) => continue,
+        };
+        out.push(update.build(backend));
+    }
+    out
+}
+
+/// The batch's per-minute counts for the charts' rollup.
+fn stats_of(
+    results: &[AttemptResult],
+) -> std::collections::BTreeMap<(String, String, String, i64), crate::stats::StatCounts> {
+    let mut stats: std::collections::BTreeMap<_, crate::stats::StatCounts> = Default::default();
+    for r in results {
+        let a = &r.attempt;
+        let outcome = match r.next {
+            Next::Succeeded => crate::stats::Outcome::Succeeded,
+            Next::Retry { .. } => crate::stats::Outcome::Retried,
+            Next::Failed => crate::stats::Outcome::Dead,
+        };
+        stats
+            .entry((
+                a.tenant_id.clone(),
+                a.app_id.clone(),
+                a.endpoint_id.clone(),
+                crate::stats::minute_of(a.started_at),
+            ))
+            .or_default()
+            .count(outcome, i64::from(a.duration_ms));
+    }
+    stats
 }
 
 /// A new attempt row for a claimed delivery.

@@ -152,15 +152,16 @@ pub struct StatPoint {
     pub counts: StatCounts,
 }
 
-/// Adds per-minute counts, keyed by (tenant, app, endpoint, minute start), inside `txn`.
-/// Keys are written in sorted order so that concurrent writers lock rows in one order.
-pub(crate) async fn add_stats(
-    txn: &impl ConnectionTrait,
+/// Upserts adding per-minute counts, keyed by (tenant, app, endpoint, minute start), 40 keys
+/// per statement, run in the caller's transaction. Keys are written in sorted order so that
+/// concurrent writers lock rows in one order.
+pub(crate) fn stats_upserts(
     backend: crate::Backend,
     counts: &BTreeMap<(String, String, String, i64), StatCounts>,
-) -> Result<()> {
+) -> Vec<Statement> {
+    let mut out = Vec::new();
     if counts.is_empty() {
-        return Ok(());
+        return out;
     }
     let lat_cols: Vec<String> = (0..BUCKETS).map(|i| format!("lat_{i}")).collect();
     let cols = format!(
@@ -210,14 +211,13 @@ pub(crate) async fn add_stats(
             rows.join(", "),
             updates.join(", ")
         );
-        txn.execute(Statement::from_sql_and_values(
-            txn.get_database_backend(),
-            sql,
-            values,
-        ))
-        .await?;
+        let db_backend = match backend {
+            crate::Backend::Sqlite => sea_orm::DbBackend::Sqlite,
+            crate::Backend::Postgres => sea_orm::DbBackend::Postgres,
+        };
+        out.push(Statement::from_sql_and_values(db_backend, sql, values));
     }
-    Ok(())
+    out
 }
 
 /// The minute an attempt that started at `at` is counted in.
@@ -359,9 +359,9 @@ mod tests {
             let store = &db.store;
             // Written twice: the second batch adds to the same rows.
             for _ in 0..2 {
-                add_stats(store.connection(), store.backend, &one)
-                    .await
-                    .unwrap();
+                for stmt in stats_upserts(store.backend, &one) {
+                    store.connection().execute(stmt).await.unwrap();
+                }
             }
             let series = store
                 .attempt_series(

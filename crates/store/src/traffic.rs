@@ -372,8 +372,24 @@ pub(crate) async fn next_sequence(
     endpoint_id: &str,
     key: &str,
 ) -> Result<i64> {
+    let stmt = txn
+        .get_database_backend()
+        .build(&next_sequence_upsert(tenant, endpoint_id, key));
+    let row = txn
+        .query_one(stmt)
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("ordering sequence upsert returned no row".into()))?;
+    Ok(row.try_get::<i64>("", "last_seq")?)
+}
+
+/// The upsert behind [`next_sequence`], returning `last_seq`.
+pub(crate) fn next_sequence_upsert(
+    tenant: TenantId,
+    endpoint_id: &str,
+    key: &str,
+) -> sea_orm::sea_query::InsertStatement {
     use ordering_sequence::Column as C;
-    let stmt = Query::insert()
+    Query::insert()
         .into_table(ordering_sequence::Entity)
         .columns([C::EndpointId, C::OrderingKey, C::TenantId, C::LastSeq])
         .values_panic([
@@ -391,10 +407,5 @@ pub(crate) async fn next_sequence(
                 .to_owned(),
         )
         .returning_col(C::LastSeq)
-        .to_owned();
-    let row = txn
-        .query_one(txn.get_database_backend().build(&stmt))
-        .await?
-        .ok_or_else(|| StoreError::Corrupt("ordering sequence upsert returned no row".into()))?;
-    Ok(row.try_get::<i64>("", "last_seq")?)
+        .to_owned()
 }
