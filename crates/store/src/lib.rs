@@ -5,6 +5,7 @@
 //! (API-key and session authentication, login by email) and the cross-tenant sweeps of the
 //! scheduler are named for what they are.
 
+mod cache;
 mod checkpoint;
 mod connect;
 pub mod entities;
@@ -57,6 +58,11 @@ pub struct Store {
     /// SQLite only: the thread that creates messages and writes attempt results without a
     /// thread hop per statement (decisions 25); `None` in the thread's own handle.
     lite: Option<lite::Lite>,
+    /// Short-lived copies of API-key and application lookups (see `cache`).
+    keys: std::sync::Arc<cache::ReadCache<String, domain::ids::TenantId>>,
+    apps: std::sync::Arc<
+        cache::ReadCache<(domain::ids::TenantId, String), entities::application::Model>,
+    >,
     /// Held by the WAL checkpointer while it checkpoints; `true` once `close` stopped it.
     checkpointer: std::sync::Arc<tokio::sync::Mutex<bool>>,
 }
@@ -98,6 +104,8 @@ impl Store {
             ingest: None,
             handoff: Default::default(),
             lite: None,
+            keys: Default::default(),
+            apps: Default::default(),
             checkpointer: Default::default(),
         };
         match sqlite_file {

@@ -100,7 +100,13 @@ impl Store {
         tenant: TenantId,
         id_or_uid: &str,
     ) -> Result<application::Model> {
-        application::Entity::find()
+        // A copy at most a second old (see `cache`); this process's changes clear it.
+        let key = (tenant, id_or_uid.to_owned());
+        let generation = match self.apps.get(&key) {
+            Ok(app) => return Ok(app),
+            Err(generation) => generation,
+        };
+        let app = application::Entity::find()
             .filter(application::Column::TenantId.eq(tenant.to_string()))
             .filter(by_id_or_uid(
                 application::Column::Id,
@@ -109,7 +115,9 @@ impl Store {
             ))
             .one(&self.db)
             .await?
-            .ok_or(StoreError::not_found("application"))
+            .ok_or(StoreError::not_found("application"))?;
+        self.apps.put(key, app.clone(), generation);
+        Ok(app)
     }
 
     pub async fn list_applications(
@@ -144,7 +152,9 @@ impl Store {
         model.rate_limit = Set(new.rate_limit);
         model.metadata = Set(to_json(&new.metadata));
         model.updated_at = Set(Timestamp::now().as_millis());
-        model.update(&self.db).await.map_err(conflict_as("uid"))
+        let updated = model.update(&self.db).await.map_err(conflict_as("uid"));
+        self.apps.clear();
+        updated
     }
 
     /// Deletes an application with its endpoints, messages, deliveries and attempts.
@@ -179,6 +189,7 @@ impl Store {
             .exec(&*txn)
             .await?;
         txn.commit().await?;
+        self.apps.clear();
         Ok(())
     }
 

@@ -111,6 +111,8 @@ impl Store {
             .filter(api_key::Column::RevokedAt.is_null())
             .exec(&self.db)
             .await?;
+        // Every copy goes, so the key stops working now (other processes: within a second).
+        self.keys.clear();
         if res.rows_affected == 0 {
             return Err(StoreError::not_found("api key"));
         }
@@ -118,13 +120,23 @@ impl Store {
     }
 
     /// Authentication: the tenant owning a live API key. Runs before any tenant is known.
+    /// Answers from a copy at most a second old (see `cache`).
     pub async fn authenticate_api_key(&self, token: &str) -> Result<Option<TenantId>> {
+        let hash = hash_token(token);
+        let generation = match self.keys.get(&hash) {
+            Ok(tenant) => return Ok(Some(tenant)),
+            Err(generation) => generation,
+        };
         let found = api_key::Entity::find()
-            .filter(api_key::Column::KeyHash.eq(hash_token(token)))
+            .filter(api_key::Column::KeyHash.eq(hash.as_str()))
             .filter(api_key::Column::RevokedAt.is_null())
             .one(&self.db)
             .await?;
-        found.map(|k| parse_tenant(&k.tenant_id)).transpose()
+        let tenant = found.map(|k| parse_tenant(&k.tenant_id)).transpose()?;
+        if let Some(t) = tenant {
+            self.keys.put(hash, t, generation);
+        }
+        Ok(tenant)
     }
 
     pub async fn create_user(

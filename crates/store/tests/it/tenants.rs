@@ -123,3 +123,44 @@ async fn tenant_lookup_by_id() {
     })
     .await;
 }
+
+/// API keys and applications are cached for a second (decisions 26): a change made by another
+/// process, which cannot clear this one's copies, must still be seen within that second.
+#[tokio::test]
+async fn a_key_revoked_or_an_app_deleted_by_another_process_is_seen_within_a_second() {
+    use std::time::{Duration, Instant};
+    for db in store::testing::TestDb::all().await {
+        let here = &db.store;
+        let t = tenant(here, "acme").await;
+        let (key, token) = here.create_api_key(t, "default").await.unwrap();
+        let a = app(here, t, "shop").await;
+        // Both lookups are now copied in this process.
+        assert_eq!(here.authenticate_api_key(&token).await.unwrap(), Some(t));
+        here.get_application(t, &a.id).await.unwrap();
+
+        let there = store::Store::connect(&db.url, &Default::default())
+            .await
+            .unwrap();
+        there
+            .revoke_api_key(t, ApiKeyId::parse(&key.id).unwrap())
+            .await
+            .unwrap();
+        there.delete_application(t, &a.id).await.unwrap();
+        let changed = Instant::now();
+        loop {
+            let key_live = here.authenticate_api_key(&token).await.unwrap().is_some();
+            let app_live = here.get_application(t, &a.id).await.is_ok();
+            if !key_live && !app_live {
+                break;
+            }
+            assert!(
+                changed.elapsed() < Duration::from_millis(1500),
+                "{}: still accepted after {:?} (key {key_live}, app {app_live})",
+                db.backend_name,
+                changed.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        there.close().await.unwrap();
+    }
+}
