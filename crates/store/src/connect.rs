@@ -83,6 +83,8 @@ pub(crate) async fn connect(
                 // a commit stalled every writer queued behind it): `checkpoint` does it beside
                 // them (decisions 24).
                 .pragma("wal_autocheckpoint", "0")
+                // Statement journals in memory, not a file created and deleted per statement.
+                .pragma("temp_store", "memory")
                 .foreign_keys(true);
             ensure_parent_dir(options.get_filename())?;
             sqlite_file = Some(options.get_filename().to_path_buf());

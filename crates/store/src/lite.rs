@@ -27,9 +27,11 @@ use crate::{Result, Store, StoreError};
 pub(crate) fn open(file: &Path) -> Result<Connection> {
     let conn = Connection::open(file)?;
     conn.busy_timeout(Duration::from_secs(10))?;
+    // Statement journals (kept while a multi-row statement runs, to undo it alone) live in
+    // memory: as files they were created, written and deleted for every batch.
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-         PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;",
+         PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY;",
     )?;
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
