@@ -84,14 +84,29 @@ pub(crate) fn spawn_writer(store: Store) -> mpsc::Sender<IngestJob> {
     tx
 }
 
+/// Batches the pool writer has in flight at once. On PostgreSQL a batch spends most of its time
+/// waiting for round trips and its commit; the next one is written meanwhile (decisions 27).
+const BATCHES_IN_FLIGHT: u32 = 2;
+
 async fn pool_writer(store: Store, mut rx: mpsc::Receiver<IngestJob>) {
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT as usize));
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
         let turn = store.write_turn().await;
-        // Whatever arrived while waiting for the turn joins this batch.
+        // Whatever arrived while waiting for a slot and the turn joins this batch.
         drain(&mut rx, &mut jobs);
-        store.write_batch(turn, std::mem::take(&mut jobs)).await;
+        let batch = std::mem::take(&mut jobs);
+        let store = store.clone();
+        tokio::spawn(async move {
+            store.write_batch(turn, batch).await;
+            drop(slot);
+        });
     }
+    // Every batch answered before the writer ends.
+    let _ = slots.acquire_many(BATCHES_IN_FLIGHT).await;
 }
 
 /// Writes a batch on the SQLite thread's connection, in the write turn, and answers every job.
@@ -396,6 +411,9 @@ fn ordered_targets<'p>(
             out.push(((i, j), (*tenant, ep.id.as_str(), key)));
         }
     }
+    // Counters are locked in one order by every batch, so two batches in flight at once
+    // (PostgreSQL) cannot deadlock; a stable sort keeps each key's messages in batch order.
+    out.sort_by(|a, b| (a.1.1, a.1.2).cmp(&(b.1.1, b.1.2)));
     out
 }
 
