@@ -304,12 +304,17 @@ fn create_messages_lite(
         .build(backend);
     let endpoints_of = by_app(lite::query_endpoints(&txn, &endpoints)?);
     let planned = plan(inputs, &endpoints_of, now);
+    static MESSAGE_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static DELIVERY_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let message_sql =
+        MESSAGE_SQL.get_or_init(|| lite::insert_sql::<message::Entity>(" ON CONFLICT DO NOTHING"));
+    let delivery_sql = DELIVERY_SQL.get_or_init(|| lite::insert_sql::<delivery::Entity>(""));
     let mut inserted = HashSet::new();
-    for chunk in to_insert(&planned).chunks(ROWS_PER_INSERT) {
-        inserted.extend(lite::query_texts(
-            &txn,
-            &backend.build(&insert_messages(chunk)),
-        )?);
+    for m in to_insert(&planned) {
+        // Skipped (0 rows) when its eventId is taken.
+        if lite::insert_row::<message::Entity>(&txn, message_sql, m)? == 1 {
+            inserted.insert(m.id.clone());
+        }
     }
     let mut seqs = HashMap::new();
     for (at, (tenant, endpoint_id, key)) in ordered_targets(&planned, inputs, &inserted) {
@@ -317,8 +322,8 @@ fn create_messages_lite(
         seqs.insert(at, lite::query_i64(&txn, &upsert)?);
     }
     let created = assemble(planned, inputs, &inserted, &seqs, handoff.cloned(), now);
-    for stmt in created.inserts(backend) {
-        lite::execute(&txn, &stmt)?;
+    for d in &created.deliveries {
+        lite::insert_row::<delivery::Entity>(&txn, delivery_sql, d)?;
     }
     txn.commit()?;
     Ok(created)

@@ -16,7 +16,7 @@ use std::time::Duration;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 use sea_orm::sea_query::Value;
-use sea_orm::{DbBackend, Statement};
+use sea_orm::{DbBackend, EntityTrait, IdenStatic, Iterable, ModelTrait, Statement};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::entities::endpoint;
@@ -92,8 +92,9 @@ pub(crate) fn execute(conn: &Connection, stmt: &Statement) -> Result<usize> {
     Ok(prepare(conn, stmt)?.raw_execute()?)
 }
 
-/// Runs a statement and collects its first column as text (`RETURNING id`).
-pub(crate) fn query_texts(conn: &Connection, stmt: &Statement) -> Result<Vec<String>> {
+/// Runs a statement and collects its first column as text (the binding test's probe).
+#[cfg(test)]
+fn query_texts(conn: &Connection, stmt: &Statement) -> Result<Vec<String>> {
     let mut prepared = prepare(conn, stmt)?;
     let mut rows = prepared.raw_query();
     let mut out = Vec::new();
@@ -155,6 +156,45 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
         });
     }
     Ok(out)
+}
+
+/// `INSERT INTO <table> (<every column>) VALUES (?1, …)<suffix>` for one row of `E`, from the
+/// entity's own column list, so it cannot drift from the schema sea-orm uses.
+pub(crate) fn insert_sql<E: EntityTrait>(suffix: &str) -> String {
+    let columns: Vec<String> = E::Column::iter()
+        .map(|c| format!("\"{}\"", c.as_str()))
+        .collect();
+    let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT INTO \"{}\" ({}) VALUES ({}){suffix}",
+        E::default().table_name(),
+        columns.join(", "),
+        marks.join(", ")
+    )
+}
+
+/// Inserts one row of `E` with `sql` from [`insert_sql`]; returns the rows changed (0 when an
+/// `ON CONFLICT DO NOTHING` skipped it). One prepared statement serves every row: SQLite runs
+/// it again without parsing, where a multi-row INSERT was parsed anew for each batch size.
+pub(crate) fn insert_row<E: EntityTrait>(
+    conn: &Connection,
+    sql: &str,
+    row: &<E as EntityTrait>::Model,
+) -> Result<usize> {
+    let mut prepared = conn.prepare_cached(sql)?;
+    for (i, column) in E::Column::iter().enumerate() {
+        prepared.raw_bind_parameter(i + 1, Bind(&row.get(column)))?;
+    }
+    Ok(prepared.raw_execute()?)
+}
+
+/// Runs a prepared statement with positional parameters; returns the rows changed.
+pub(crate) fn execute_params(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<usize> {
+    Ok(conn.prepare_cached(sql)?.execute(params)?)
 }
 
 /// Begins a transaction that takes SQLite's write lock at once (`BEGIN IMMEDIATE`).

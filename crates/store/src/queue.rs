@@ -214,17 +214,6 @@ impl Store {
         }
         let now = Timestamp::now().as_millis();
         let backend = self.db.get_database_backend();
-        let attempts = attempt::Entity::insert_many(
-            results
-                .iter()
-                .map(|r| attempt::ActiveModel::from(r.attempt.clone())),
-        )
-        .build(backend);
-        // Each returns the ids of the deliveries it wrote.
-        let finishes: Vec<Statement> = results
-            .chunks(400)
-            .map(|chunk| self.finish_deliveries(owner, chunk, now))
-            .collect();
         let mut rest = health_updates(results, backend);
         rest.extend(crate::stats::stats_upserts(
             self.backend,
@@ -236,15 +225,55 @@ impl Store {
             Some(lite) if !disables => {
                 // The thread takes the turn itself (it may be waiting for it right now).
                 drop(turn);
+                let attempts: Vec<attempt::Model> =
+                    results.iter().map(|r| r.attempt.clone()).collect();
+                let finishes: Vec<_> = results
+                    .iter()
+                    .map(|r| {
+                        let (state, next_at) = finish_of(r);
+                        let a = &r.attempt;
+                        let row = (state.as_str(), a.attempt_number, next_at, a.status_code);
+                        (
+                            r.delivery.id.clone(),
+                            row,
+                            a.error_kind.clone(),
+                            a.started_at,
+                        )
+                    })
+                    .collect();
+                let owner = owner.to_owned();
                 lite.run(move |conn| {
-                    let txn = crate::lite::begin(conn)?;
-                    crate::lite::execute(&txn, &attempts)?;
+                    use crate::lite;
+                    static ATTEMPT_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+                    static FINISH_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+                    let attempt_sql =
+                        ATTEMPT_SQL.get_or_init(|| lite::insert_sql::<attempt::Entity>(""));
+                    let finish_sql = FINISH_SQL.get_or_init(|| {
+                        format!(
+                            "UPDATE deliveries SET state = ?3, attempt_count = ?4, \
+                             next_attempt_at = ?5, next_trigger = '{}', lease_owner = NULL, \
+                             lease_expires_at = NULL, last_status = ?6, last_error = ?7, \
+                             last_attempt_at = ?8, updated_at = ?2 \
+                             WHERE id = ?9 AND lease_owner = ?1 AND state = 'sending'",
+                            AttemptTrigger::Scheduled.as_str()
+                        )
+                    });
+                    let txn = lite::begin(conn)?;
+                    for a in &attempts {
+                        lite::insert_row::<attempt::Entity>(&txn, attempt_sql, a)?;
+                    }
                     let mut written = HashSet::new();
-                    for f in &finishes {
-                        written.extend(crate::lite::query_texts(&txn, f)?);
+                    for (id, (state, count, next_at, status), error, at) in finishes {
+                        let params = rusqlite::params![
+                            owner, now, state, count, next_at, status, error, at, id
+                        ];
+                        // Written only while this owner still holds the lease.
+                        if lite::execute_params(&txn, finish_sql, params)? == 1 {
+                            written.insert(id);
+                        }
                     }
                     for stmt in &rest {
-                        crate::lite::execute(&txn, stmt)?;
+                        lite::execute(&txn, stmt)?;
                     }
                     txn.commit()?;
                     Ok(written)
@@ -253,9 +282,16 @@ impl Store {
             }
             _ => {
                 let txn = self.write_txn_in(turn).await?;
-                txn.execute(attempts).await?;
+                let attempts = attempt::Entity::insert_many(
+                    results
+                        .iter()
+                        .map(|r| attempt::ActiveModel::from(r.attempt.clone())),
+                );
+                txn.execute(attempts.build(backend)).await?;
                 let mut written = HashSet::new();
-                for f in finishes {
+                // Each returns the ids of the deliveries it wrote.
+                for chunk in results.chunks(400) {
+                    let f = self.finish_deliveries(owner, chunk, now);
                     for row in txn.query_all(f).await? {
                         written.insert(row.try_get::<String>("", "id")?);
                     }
@@ -296,11 +332,7 @@ impl Store {
         let mut rows = Vec::with_capacity(results.len());
         for (i, r) in results.iter().enumerate() {
             let d = &r.delivery;
-            let (state, next_at) = match &r.next {
-                Next::Succeeded => (DeliveryState::Succeeded, d.next_attempt_at),
-                Next::Retry { at } => (DeliveryState::Pending, at.as_millis()),
-                Next::Failed => (DeliveryState::Failed, d.next_attempt_at),
-            };
+            let (state, next_at) = finish_of(r);
             let base = 3 + i * COLUMNS;
             rows.push(format!(
                 "({})",
@@ -383,6 +415,15 @@ impl Store {
         Ok(row
             .and_then(|r| r.try_get::<Option<i64>>("", "at").ok().flatten())
             .map(Timestamp::from_millis))
+    }
+}
+
+/// A delivery's state and next attempt time after its attempt.
+fn finish_of(r: &AttemptResult) -> (DeliveryState, i64) {
+    match &r.next {
+        Next::Succeeded => (DeliveryState::Succeeded, r.delivery.next_attempt_at),
+        Next::Retry { at } => (DeliveryState::Pending, at.as_millis()),
+        Next::Failed => (DeliveryState::Failed, r.delivery.next_attempt_at),
     }
 }
 
