@@ -5,9 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sea_orm::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sea_orm::sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
-};
+use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sea_orm::{DatabaseConnection, SqlxPostgresConnector, SqlxSqliteConnector};
 
 use crate::error::{StoreError, redact_url};
@@ -38,6 +36,23 @@ impl Backend {
 /// by their batch, so most texts are seen once; sqlx's default of 100 per connection kept up to
 /// 1,600 large prepared statements alive and grew RSS by ~100 MB over a long drain.
 const STATEMENT_CACHE: usize = 24;
+
+/// How long a SQLite connection waits for another process's write lock.
+pub(crate) const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings of every SQLite connection: the sea-orm pool's and the hot path's (`lite`), so the
+/// two never disagree on durability.
+pub(crate) const SQLITE_PRAGMAS: &[(&str, &str)] = &[
+    // NORMAL sync in WAL mode loses nothing on a process crash (SIGKILL), only possibly the
+    // last commits on power loss.
+    ("synchronous", "NORMAL"),
+    ("foreign_keys", "ON"),
+    // Commits never checkpoint the WAL themselves (a 1,000-page checkpoint inside a commit
+    // stalled every writer queued behind it): `checkpoint` does it beside them (decisions 24).
+    ("wal_autocheckpoint", "0"),
+    // Statement journals in memory, not a file created and deleted per statement.
+    ("temp_store", "MEMORY"),
+];
 
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
@@ -70,22 +85,16 @@ pub(crate) async fn connect(
     let mut sqlite_file = None;
     let db = match backend {
         Backend::Sqlite => {
-            let options = SqliteConnectOptions::from_str(url)
+            let mut options = SqliteConnectOptions::from_str(url)
                 .map_err(invalid)?
                 .create_if_missing(true)
-                // WAL lets readers run beside the writer; NORMAL sync in WAL mode loses nothing
-                // on a process crash (SIGKILL), only possibly the last commits on power loss.
+                // WAL lets readers run beside the writer.
                 .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Normal)
-                .busy_timeout(Duration::from_secs(10))
-                .statement_cache_capacity(STATEMENT_CACHE)
-                // Commits never checkpoint the WAL themselves (a 1,000-page checkpoint inside
-                // a commit stalled every writer queued behind it): `checkpoint` does it beside
-                // them (decisions 24).
-                .pragma("wal_autocheckpoint", "0")
-                // Statement journals in memory, not a file created and deleted per statement.
-                .pragma("temp_store", "memory")
-                .foreign_keys(true);
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                .statement_cache_capacity(STATEMENT_CACHE);
+            for (name, value) in SQLITE_PRAGMAS {
+                options = options.pragma(*name, *value);
+            }
             ensure_parent_dir(options.get_filename())?;
             sqlite_file = Some(options.get_filename().to_path_buf());
             let pool = SqlitePoolOptions::new()

@@ -63,7 +63,7 @@ impl Store {
 pub type GiveUpAt = fn(&endpoint::Model, Timestamp) -> Timestamp;
 
 /// Most messages written in one transaction.
-const MAX_BATCH: usize = 512;
+pub(crate) const MAX_BATCH: usize = 512;
 /// Rows per multi-row INSERT, under both databases' limits on bound parameters.
 const ROWS_PER_INSERT: usize = 500;
 

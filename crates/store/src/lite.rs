@@ -7,11 +7,11 @@
 //! result) therefore run here instead: whole transactions on a thread that owns a rusqlite
 //! connection to the same file, so a batch costs one hand-over however many statements it has.
 //!
-//! The statements themselves are still built by sea-query (the same builders the PostgreSQL
-//! path uses); only their execution differs. Everything else keeps using the sea-orm pool.
+//! Rows are written with one prepared single-row statement per table whose column list comes
+//! from the sea-orm entity; the few other statements are built by sea-query, as on PostgreSQL,
+//! and bound here. Everything else keeps using the sea-orm pool.
 
 use std::path::Path;
-use std::time::Duration;
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
@@ -19,20 +19,19 @@ use sea_orm::sea_query::Value;
 use sea_orm::{DbBackend, EntityTrait, IdenStatic, Iterable, ModelTrait, Statement};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::connect::{SQLITE_BUSY_TIMEOUT, SQLITE_PRAGMAS};
 use crate::entities::endpoint;
-use crate::ingest::IngestJob;
+use crate::ingest::{IngestJob, MAX_BATCH};
 use crate::{Result, Store, StoreError};
 
 /// Opens a connection with the settings of the sea-orm pool (see `connect`).
 pub(crate) fn open(file: &Path) -> Result<Connection> {
     let conn = Connection::open(file)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
-    // Statement journals (kept while a multi-row statement runs, to undo it alone) live in
-    // memory: as files they were created, written and deleted for every batch.
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-         PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY;",
-    )?;
+    conn.busy_timeout(SQLITE_BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    for (name, value) in SQLITE_PRAGMAS {
+        conn.pragma_update(None, name, value)?;
+    }
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
 }
@@ -220,9 +219,6 @@ pub(crate) enum Work {
 pub(crate) struct Lite {
     tx: mpsc::Sender<Work>,
 }
-
-/// Most messages written in one transaction.
-const MAX_BATCH: usize = 512;
 
 impl Lite {
     /// Starts the thread; `store` must not hold a `Lite` itself, or the thread would never see
