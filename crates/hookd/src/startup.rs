@@ -266,6 +266,9 @@ async fn serve_metrics(
     metrics: web::Data<ProcessMetrics>,
 ) -> actix_web::HttpResponse {
     use dispatcher::metrics::{write_header, write_sample};
+    // The gauges are read before the counters: an attempt is counted before its result is
+    // committed, so a scrape whose queue shows a delivery finished has counted its attempt.
+    let gauges = store.queue_gauges(domain::Timestamp::now()).await;
     let mut out = String::with_capacity(8 * 1024);
     metrics.delivery.write(&mut out);
     let name = "hookd_ingest_requests_total";
@@ -282,7 +285,6 @@ async fn serve_metrics(
         }
         write_sample(&mut out, name, &labels, n);
     }
-    let gauges = store.queue_gauges(domain::Timestamp::now()).await;
     let up = u8::from(gauges.is_ok());
     write_header(
         &mut out,
