@@ -174,8 +174,11 @@ async function main() {
   await sink.behave({ failRate: 1.0, failStatus: 503 });
   const failed = [];
   for (let n = 6; n <= 8; n++) failed.push(await send(n));
+  // Six failing attempts (3 messages × 2): the default breaker opens at the fifth failure in
+  // a row and holds the sixth for its 30 s open period. Which message's retry comes sixth
+  // depends on timing, so this wait outlasts one open period.
   await until(page, `/app/${appId}/msg/${failed[0]}`, 'a dead letter',
-    deliveryIs('failed'));
+    deliveryIs('failed'), 45_000);
   assert.equal(await page.locator('.delivery tbody tr').count(), 2, 'two attempts listed');
   await page.getByText('503').first().waitFor();
   await until(page, endpointPath, 'the endpoint badge leaves healthy',
