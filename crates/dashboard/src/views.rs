@@ -522,33 +522,7 @@ mod tests {
     use super::*;
 
     fn endpoint() -> endpoint::Model {
-        endpoint::Model {
-            id: "ep_1".into(),
-            tenant_id: "tnt_1".into(),
-            app_id: "app_1".into(),
-            uid: None,
-            url: "https://example.com/hook".into(),
-            description: String::new(),
-            version: 1,
-            filter_types: None,
-            channels: None,
-            headers: "{}".into(),
-            metadata: "{}".into(),
-            disabled: false,
-            disabled_reason: None,
-            disabled_at: None,
-            throttle_rate: None,
-            max_concurrency: None,
-            timeout_ms: None,
-            retry_policy: None,
-            status_overrides: None,
-            failing_since: None,
-            last_success_at: None,
-            breaker_state: "closed".into(),
-            breaker_until: None,
-            created_at: 0,
-            updated_at: 0,
-        }
+        store::testing::endpoint_model("ep_1", "https://example.com/hook")
     }
 
     #[test]

@@ -257,33 +257,10 @@ mod tests {
     use super::*;
 
     fn ep(id: &str, cap: Option<i32>, rate: Option<i32>) -> endpoint::Model {
-        endpoint::Model {
-            id: id.into(),
-            tenant_id: "t".into(),
-            app_id: "a".into(),
-            uid: None,
-            url: "http://x".into(),
-            description: String::new(),
-            version: 1,
-            filter_types: None,
-            channels: None,
-            headers: "{}".into(),
-            metadata: "{}".into(),
-            disabled: false,
-            disabled_reason: None,
-            disabled_at: None,
-            throttle_rate: rate,
-            max_concurrency: cap,
-            timeout_ms: None,
-            retry_policy: None,
-            status_overrides: None,
-            failing_since: None,
-            last_success_at: None,
-            breaker_state: "closed".into(),
-            breaker_until: None,
-            created_at: 0,
-            updated_at: 0,
-        }
+        let mut ep = store::testing::endpoint_model(id, "http://x");
+        ep.max_concurrency = cap;
+        ep.throttle_rate = rate;
+        ep
     }
 
     #[test]

@@ -16,6 +16,52 @@ use store::{AttemptResult, DispatchEndpoint, Next, attempt_row, retry_policy_of}
 pub const EXCERPT_BYTES: usize = 1024;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// An endpoint as its attempts need it, worked out once per batch of claims rather than once
+/// per attempt: where to send (or why it cannot be sent to), the signing secrets, the custom
+/// headers and the status overrides.
+pub(crate) struct Prepared {
+    pub ep: DispatchEndpoint,
+    url: Result<reqwest::Url, (ErrorKind, String)>,
+    secrets: Vec<SigningSecret>,
+    headers: Vec<(String, String)>,
+    overrides: StatusOverrides,
+}
+
+impl Prepared {
+    pub(crate) fn new(ep: DispatchEndpoint, allow: &AllowList) -> Prepared {
+        let e = &ep.endpoint;
+        let url = EndpointUrl::parse(&e.url, false)
+            .map_err(|e| (ErrorKind::Http, e.to_string()))
+            .and_then(|url| {
+                // Names are checked by the resolver at connect time; literals never reach it.
+                if let Some(ip) = url.host_ip() {
+                    check_destination(ip, allow)
+                        .map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+                }
+                reqwest::Url::parse(url.as_str()).map_err(|e| (ErrorKind::Http, e.to_string()))
+            });
+        let secrets = ep
+            .secrets
+            .iter()
+            .filter_map(|s| SigningSecret::parse(s).ok())
+            .collect();
+        let headers: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(&e.headers).unwrap_or_default();
+        let overrides = e
+            .status_overrides
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default();
+        Prepared {
+            url,
+            secrets,
+            headers: headers.into_iter().collect(),
+            overrides,
+            ep,
+        }
+    }
+}
+
 struct Response {
     status: Option<u16>,
     retry_after: Option<String>,
@@ -23,21 +69,20 @@ struct Response {
     error: Option<(ErrorKind, String)>,
 }
 
-pub async fn attempt(
+pub(crate) async fn attempt(
     client: &reqwest::Client,
-    allow: &AllowList,
-    ep: &DispatchEndpoint,
+    target: &Prepared,
     msg: &message::Model,
     d: &delivery::Model,
 ) -> AttemptResult {
     let started = Timestamp::now();
     let clock = Instant::now();
-    let e = &ep.endpoint;
+    let e = &target.ep.endpoint;
     let timeout = e
         .timeout_ms
         .map(|ms| Duration::from_millis(ms.max(1) as u64))
         .unwrap_or(DEFAULT_TIMEOUT);
-    let response = match build(client, allow, ep, msg, d, started, timeout) {
+    let response = match build(client, target, msg, d, started, timeout) {
         Ok(req) => execute(req).await,
         Err(err) => Response {
             status: None,
@@ -47,17 +92,12 @@ pub async fn attempt(
         },
     };
     let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
-    let overrides: StatusOverrides = e
-        .status_overrides
-        .as_deref()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default();
     let outcome = match (response.status, &response.error) {
         (Some(s), _) => Outcome::Status(s),
         (None, Some((kind, _))) => Outcome::Error(*kind),
         (None, None) => Outcome::Error(ErrorKind::Http),
     };
-    let class = classify(outcome, &overrides);
+    let class = classify(outcome, &target.overrides);
     // Retry-After counts on 429 and 503 only (DESIGN.md).
     let retry_after = match response.status {
         Some(429 | 503) => response
@@ -120,34 +160,23 @@ pub async fn attempt(
 
 fn build(
     client: &reqwest::Client,
-    allow: &AllowList,
-    ep: &DispatchEndpoint,
+    target: &Prepared,
     msg: &message::Model,
     d: &delivery::Model,
     now: Timestamp,
     timeout: Duration,
 ) -> Result<reqwest::RequestBuilder, (ErrorKind, String)> {
-    let url = EndpointUrl::parse(&ep.endpoint.url, false)
-        .map_err(|e| (ErrorKind::Http, e.to_string()))?;
-    // Names are checked by the resolver at connect time; literals never reach it.
-    if let Some(ip) = url.host_ip() {
-        check_destination(ip, allow).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
-    }
-    let secrets: Vec<SigningSecret> = ep
-        .secrets
-        .iter()
-        .filter_map(|s| SigningSecret::parse(s).ok())
-        .collect();
+    let url = target.url.clone()?;
     let ts = now.as_secs();
     let mut req = client
-        .post(url.as_str())
+        .post(url)
         .timeout(timeout)
         .header("content-type", "application/json")
         .header("webhook-id", &msg.id)
         .header("webhook-timestamp", ts.to_string())
         .header(
             "webhook-signature",
-            signature_header(&secrets, &msg.id, ts, &msg.payload),
+            signature_header(&target.secrets, &msg.id, ts, &msg.payload),
         )
         .header("webhook-attempt", (d.attempt_count + 1).to_string());
     if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
@@ -155,9 +184,7 @@ fn build(
             .header("webhook-ordering-key", key)
             .header("webhook-sequence", seq.to_string());
     }
-    let custom: std::collections::BTreeMap<String, String> =
-        serde_json::from_str(&ep.endpoint.headers).unwrap_or_default();
-    for (k, v) in custom {
+    for (k, v) in &target.headers {
         req = req.header(k, v);
     }
     Ok(req.body(msg.payload.clone()))
@@ -245,5 +272,64 @@ fn kind_of(e: &reqwest::Error) -> ErrorKind {
         ErrorKind::Connect
     } else {
         ErrorKind::Http
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn target(url: &str, headers: &str, overrides: Option<&str>, allow: &str) -> Prepared {
+        let mut endpoint = store::testing::endpoint_model("ep_1", url);
+        endpoint.headers = headers.into();
+        endpoint.status_overrides = overrides.map(str::to_owned);
+        let ep = DispatchEndpoint {
+            endpoint,
+            secrets: vec![SECRET.into(), "not a secret".into(), SECRET.into()],
+        };
+        Prepared::new(ep, &AllowList::parse(allow).unwrap())
+    }
+
+    #[test]
+    fn a_literal_address_outside_the_allow_list_is_refused_before_any_request() {
+        let refused = target("http://10.0.0.7/hook", "{}", None, "");
+        let (kind, _) = refused.url.as_ref().unwrap_err();
+        assert_eq!(*kind, ErrorKind::Connect);
+        let allowed = target("http://10.0.0.7/hook", "{}", None, "10.0.0.0/8");
+        assert_eq!(
+            allowed.url.as_ref().unwrap().as_str(),
+            "http://10.0.0.7/hook"
+        );
+        let bad = target("not a url", "{}", None, "");
+        assert_eq!(bad.url.as_ref().unwrap_err().0, ErrorKind::Http);
+    }
+
+    #[test]
+    fn an_endpoint_is_prepared_with_its_headers_valid_secrets_and_overrides() {
+        let t = target(
+            "http://127.0.0.1:9/hook",
+            r#"{"X-Team": "billing", "A-First": "1"}"#,
+            Some(r#"{"permanentOn": [503]}"#),
+            "127.0.0.0/8",
+        );
+        assert_eq!(
+            t.headers,
+            vec![
+                ("A-First".to_owned(), "1".to_owned()),
+                ("X-Team".to_owned(), "billing".to_owned())
+            ]
+        );
+        assert_eq!(t.secrets.len(), 2, "the unparseable secret is skipped");
+        assert!(matches!(
+            classify(Outcome::Status(503), &t.overrides),
+            Classification::Permanent { .. }
+        ));
+        let plain = target("http://127.0.0.1:9/hook", "{}", None, "127.0.0.0/8");
+        assert_eq!(
+            classify(Outcome::Status(503), &plain.overrides),
+            Classification::Retry
+        );
     }
 }

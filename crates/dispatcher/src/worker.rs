@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use crate::flow::{BreakerChange, Flow, Gate, Then};
 use crate::metrics::Metrics;
-use crate::send;
+use crate::send::{self, Prepared};
 
 /// Deliveries created this recently are claimed first (see `Store::claim_due`).
 const FRESH_WINDOW: Duration = Duration::from_secs(2);
@@ -127,7 +127,6 @@ impl Dispatcher {
             store: self.store.clone(),
             owner: self.cfg.node_id.clone(),
             client: self.client.clone(),
-            allow: self.cfg.allow_networks.clone(),
             flow: self.flow.clone(),
             metrics: self.metrics.clone(),
             tx,
@@ -293,7 +292,7 @@ impl Dispatcher {
         let ids: Vec<String> = handed.iter().map(|h| h.delivery.id.clone()).collect();
         let items = handed
             .into_iter()
-            .map(|h| (h.delivery, h.message, h.permit))
+            .map(|h| (h.delivery, h.message, h.endpoint, h.permit))
             .collect();
         if let Err(e) = self.admit(items, slots, tasks).await {
             tracing::warn!(error = %e, "loading new work failed; giving the claims back");
@@ -332,7 +331,7 @@ impl Dispatcher {
                 gone.push(d.id);
                 continue;
             };
-            items.push((d, msg, permit));
+            items.push((d, msg, None, permit));
         }
         if !gone.is_empty() {
             slots.unstarted.lock().await.extend(gone);
@@ -344,37 +343,57 @@ impl Dispatcher {
     /// (breaker, throttle, concurrency cap): sent now, queued in memory or deferred.
     async fn admit(
         &self,
-        items: Vec<(
-            delivery::Model,
-            Arc<store::entities::message::Model>,
-            tokio::sync::OwnedSemaphorePermit,
-        )>,
+        items: Vec<Admitted>,
         slots: &Arc<Slots>,
         tasks: &mut JoinSet<()>,
     ) -> Result<(), store::StoreError> {
-        // Read fresh for every batch (two queries), so a rotated secret, a new URL or a disable
-        // applies to the very next batch in every process.
-        let endpoint_ids: Vec<String> = items
-            .iter()
-            .map(|(d, _, _)| d.endpoint_id.clone())
-            .collect::<std::collections::HashSet<_>>()
-            .into_iter()
-            .collect();
-        let endpoints: HashMap<String, Arc<DispatchEndpoint>> = self
-            .store
-            .dispatch_endpoints(&endpoint_ids, Timestamp::now())
-            .await?
-            .into_iter()
-            .map(|(id, ep)| (id, Arc::new(ep)))
-            .collect();
+        // Claimed work reads its endpoints here, fresh for every batch (two queries), so a
+        // rotated secret, a new URL or a disable applies to the very next batch in every
+        // process. A delivery handed over at creation comes with its endpoint as its message's
+        // transaction read it, and is sent with exactly that (one batch here may hold several
+        // such snapshots of one endpoint, before and after a rotation).
+        let allow = &self.cfg.allow_networks;
+        let mut endpoints: HashMap<String, Arc<Prepared>> = HashMap::new();
+        // Keyed by the snapshot's address: one per ingest batch, alive while `items` is.
+        let mut snapshots: HashMap<usize, Arc<Prepared>> = HashMap::new();
+        let mut missing = std::collections::HashSet::new();
+        for (d, _, ep, _) in &items {
+            match ep {
+                Some(ep) => {
+                    snapshots
+                        .entry(Arc::as_ptr(ep) as usize)
+                        .or_insert_with(|| {
+                            Arc::new(Prepared::new(DispatchEndpoint::clone(ep), allow))
+                        });
+                }
+                None => {
+                    missing.insert(d.endpoint_id.clone());
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let ids: Vec<String> = missing.into_iter().collect();
+            let read = self
+                .store
+                .dispatch_endpoints(&ids, Timestamp::now())
+                .await?;
+            endpoints.extend(
+                read.into_iter()
+                    .map(|(id, ep)| (id, Arc::new(Prepared::new(ep, allow)))),
+            );
+        }
         let now = Timestamp::now();
         let mut deferrals = Vec::new();
         let mut changes = Vec::new();
         let mut deferred: HashMap<String, usize> = HashMap::new();
         let mut gone = Vec::new();
         let mut send_now = Vec::new();
-        for (d, msg, permit) in items {
-            let Some(ep) = endpoints.get(&d.endpoint_id).cloned() else {
+        for (d, msg, snapshot, permit) in items {
+            let ep = match &snapshot {
+                Some(s) => snapshots.get(&(Arc::as_ptr(s) as usize)).cloned(),
+                None => endpoints.get(&d.endpoint_id).cloned(),
+            };
+            let Some(ep) = ep else {
                 // The endpoint was deleted after the claim: nothing to send.
                 gone.push(d.id);
                 continue;
@@ -382,7 +401,7 @@ impl Dispatcher {
             let job = Job { d, msg, ep, permit };
             let n = deferred.entry(job.d.endpoint_id.clone()).or_default();
             let ep = job.ep.clone();
-            let (gate, change) = self.flow.admit(&ep.endpoint, now, job, n);
+            let (gate, change) = self.flow.admit(&ep.ep.endpoint, now, job, n);
             changes.extend(change);
             match gate {
                 Gate::Send(job) => send_now.push(job),
@@ -407,11 +426,20 @@ impl Dispatcher {
     }
 }
 
+/// A claimed delivery to let through its endpoint's flow: its message, its endpoint if already
+/// read, and its in-flight permit.
+type Admitted = (
+    delivery::Model,
+    Arc<store::entities::message::Model>,
+    Option<Arc<DispatchEndpoint>>,
+    tokio::sync::OwnedSemaphorePermit,
+);
+
 /// A claimed delivery with what it needs to be sent, holding its in-flight permit.
 struct Job {
     d: delivery::Model,
     msg: Arc<store::entities::message::Model>,
-    ep: Arc<DispatchEndpoint>,
+    ep: Arc<Prepared>,
     permit: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -420,7 +448,6 @@ struct Slots {
     store: Store,
     owner: String,
     client: reqwest::Client,
-    allow: AllowList,
     flow: Arc<Flow<Job>>,
     metrics: Arc<Metrics>,
     tx: mpsc::Sender<Done>,
@@ -446,7 +473,7 @@ impl Slots {
                 self.unstarted.lock().await.extend(ids);
                 return;
             }
-            let result = send::attempt(&self.client, &self.allow, &job.ep, &job.msg, &job.d).await;
+            let result = send::attempt(&self.client, &job.ep, &job.msg, &job.d).await;
             let success = result.attempt.classification == "success";
             let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
             record_metrics(&self.metrics, &result, &job.msg, took);

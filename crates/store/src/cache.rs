@@ -66,6 +66,24 @@ impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
         inner.entries.insert(key, (Instant::now(), value));
     }
 
+    /// A fresh copy, or what `load` reads, kept unless it is `None` or the map was emptied
+    /// while it read.
+    pub(crate) async fn get_or_load<E>(
+        &self,
+        key: K,
+        load: impl std::future::Future<Output = Result<Option<V>, E>>,
+    ) -> Result<Option<V>, E> {
+        let generation = match self.get(&key) {
+            Ok(v) => return Ok(Some(v)),
+            Err(generation) => generation,
+        };
+        let found = load.await?;
+        if let Some(v) = &found {
+            self.put(key, v.clone(), generation);
+        }
+        Ok(found)
+    }
+
     /// Forgets everything; lookups already under way will not put their rows back.
     pub(crate) fn clear(&self) {
         let mut inner = self.lock();

@@ -14,6 +14,7 @@ mod ingest;
 mod lite;
 mod ops;
 mod page;
+mod pg;
 mod queue;
 mod recovery;
 mod resources;

@@ -20,7 +20,7 @@ use sea_orm::{DbBackend, EntityTrait, IdenStatic, Iterable, ModelTrait, Statemen
 use tokio::sync::{mpsc, oneshot};
 
 use crate::connect::{SQLITE_BUSY_TIMEOUT, SQLITE_PRAGMAS};
-use crate::entities::endpoint;
+use crate::entities::{endpoint, endpoint_secret};
 use crate::ingest::{IngestJob, MAX_BATCH};
 use crate::{Result, Store, StoreError};
 
@@ -152,6 +152,27 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             breaker_until: r.get("breaker_until")?,
             created_at: r.get("created_at")?,
             updated_at: r.get("updated_at")?,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs a `SELECT` of endpoint secret rows (built by sea-orm, so every column by name).
+pub(crate) fn query_secrets(
+    conn: &Connection,
+    stmt: &Statement,
+) -> Result<Vec<endpoint_secret::Model>> {
+    let mut prepared = prepare(conn, stmt)?;
+    let mut rows = prepared.raw_query();
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(endpoint_secret::Model {
+            id: r.get("id")?,
+            tenant_id: r.get("tenant_id")?,
+            endpoint_id: r.get("endpoint_id")?,
+            secret: r.get("secret")?,
+            created_at: r.get("created_at")?,
+            expires_at: r.get("expires_at")?,
         });
     }
     Ok(out)

@@ -100,24 +100,25 @@ impl Store {
         tenant: TenantId,
         id_or_uid: &str,
     ) -> Result<application::Model> {
-        // A copy at most a second old (see `cache`); this process's changes clear it.
-        let key = (tenant, id_or_uid.to_owned());
-        let generation = match self.apps.get(&key) {
-            Ok(app) => return Ok(app),
-            Err(generation) => generation,
+        // A copy at most a second old (see `cache`); this process's changes clear it. The
+        // query is built only on a miss.
+        let load = async {
+            application::Entity::find()
+                .filter(application::Column::TenantId.eq(tenant.to_string()))
+                .filter(by_id_or_uid(
+                    application::Column::Id,
+                    application::Column::Uid,
+                    id_or_uid,
+                ))
+                .one(&self.db)
+                .await
+                .map_err(StoreError::from)
         };
-        let app = application::Entity::find()
-            .filter(application::Column::TenantId.eq(tenant.to_string()))
-            .filter(by_id_or_uid(
-                application::Column::Id,
-                application::Column::Uid,
-                id_or_uid,
-            ))
-            .one(&self.db)
+        let key = (tenant, id_or_uid.to_owned());
+        self.apps
+            .get_or_load(key, load)
             .await?
-            .ok_or(StoreError::not_found("application"))?;
-        self.apps.put(key, app.clone(), generation);
-        Ok(app)
+            .ok_or(StoreError::not_found("application"))
     }
 
     pub async fn list_applications(

@@ -123,20 +123,15 @@ impl Store {
     /// Answers from a copy at most a second old (see `cache`).
     pub async fn authenticate_api_key(&self, token: &str) -> Result<Option<TenantId>> {
         let hash = hash_token(token);
-        let generation = match self.keys.get(&hash) {
-            Ok(tenant) => return Ok(Some(tenant)),
-            Err(generation) => generation,
+        let load = async {
+            let found = api_key::Entity::find()
+                .filter(api_key::Column::KeyHash.eq(hash.as_str()))
+                .filter(api_key::Column::RevokedAt.is_null())
+                .one(&self.db)
+                .await?;
+            found.map(|k| parse_tenant(&k.tenant_id)).transpose()
         };
-        let found = api_key::Entity::find()
-            .filter(api_key::Column::KeyHash.eq(hash.as_str()))
-            .filter(api_key::Column::RevokedAt.is_null())
-            .one(&self.db)
-            .await?;
-        let tenant = found.map(|k| parse_tenant(&k.tenant_id)).transpose()?;
-        if let Some(t) = tenant {
-            self.keys.put(hash, t, generation);
-        }
-        Ok(tenant)
+        self.keys.get_or_load(hash.clone(), load).await
     }
 
     pub async fn create_user(

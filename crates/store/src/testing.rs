@@ -136,3 +136,35 @@ pub fn with_database(url: &str, db: &str) -> String {
         .unwrap_or(base.len());
     format!("{}/{db}{query}", &base[..authority_end])
 }
+
+/// An enabled endpoint row with every optional setting unset, for tests that need a model
+/// without a database; set the fields a test is about on the result.
+pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
+    crate::entities::endpoint::Model {
+        id: id.into(),
+        tenant_id: "tnt_1".into(),
+        app_id: "app_1".into(),
+        uid: None,
+        url: url.into(),
+        description: String::new(),
+        version: 1,
+        filter_types: None,
+        channels: None,
+        headers: "{}".into(),
+        metadata: "{}".into(),
+        disabled: false,
+        disabled_reason: None,
+        disabled_at: None,
+        throttle_rate: None,
+        max_concurrency: None,
+        timeout_ms: None,
+        retry_policy: None,
+        status_overrides: None,
+        failing_since: None,
+        last_success_at: None,
+        breaker_state: "closed".into(),
+        breaker_until: None,
+        created_at: 0,
+        updated_at: 0,
+    }
+}

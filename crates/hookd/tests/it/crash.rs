@@ -206,8 +206,9 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
     let db = TestDb::postgres(&admin).await;
     let store = db.store.clone();
     let (_, key) = new_tenant(&store, "scale").await;
+    // Slow enough that one dispatcher alone would need seconds for the backlog below.
     let sink = sink(Behaviour {
-        latency_ms: 20,
+        latency_ms: 100,
         fail_rate: 0.2,
         fail_status: 503,
         ..Default::default()
@@ -215,20 +216,13 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    // One process with only the API, three with only the dispatcher, each allowed 32
-    // requests in flight so that no single one can take all the work.
+    // One process with only the API, then (once the backlog is written) three with only the
+    // dispatcher, each allowed 32 requests in flight so that no single one can take all the
+    // work. Starting them after the backlog exists keeps the test about sharing it: started
+    // first, on a loaded machine one could be ready seconds before the others.
     let mut api_only = start_child_roles(&db.url, "api");
     api_only.env("HOOKD_BIND", format!("127.0.0.1:{port}"));
     let mut children = vec![Proc(api_only.spawn().expect("start api"))];
-    for _ in 0..3 {
-        let mut cmd = start_child_roles(&db.url, "dispatcher");
-        cmd.env("HOOKD_DELIVERY_MAX_IN_FLIGHT", "32");
-        // One failure in five makes five in a row likely somewhere in 1,250 attempts, and an
-        // open breaker holds the endpoint for 30 s: this test is about sharing work, not that.
-        cmd.env("HOOKD_BREAKER_FAILURES", "1000");
-        cmd.env("HOOKD_BREAKER_FAILURE_RATIO", "1");
-        children.push(Proc(cmd.spawn().expect("start dispatcher")));
-    }
     wait_healthy(&client, &base).await;
     let app: serde_json::Value = client
         .post(format!("{base}/api/v1/app"))
@@ -258,6 +252,15 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
             .await
             .unwrap();
         assert_eq!(r.status(), 201);
+    }
+    for _ in 0..3 {
+        let mut cmd = start_child_roles(&db.url, "dispatcher");
+        cmd.env("HOOKD_DELIVERY_MAX_IN_FLIGHT", "32");
+        // One failure in five makes five in a row likely somewhere in 1,250 attempts, and an
+        // open breaker holds the endpoint for 30 s: this test is about sharing work, not that.
+        cmd.env("HOOKD_BREAKER_FAILURES", "1000");
+        cmd.env("HOOKD_BREAKER_FAILURE_RATIO", "1");
+        children.push(Proc(cmd.spawn().expect("start dispatcher")));
     }
     // Watch which processes hold claims while the work drains.
     let mut owners = HashSet::new();

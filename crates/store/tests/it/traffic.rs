@@ -537,7 +537,7 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
     each_backend(|store| async move {
         let t = tenant(&store, "t").await;
         let a = app(&store, t, "a").await;
-        endpoint(&store, t, &a, url("one")).await;
+        let one = endpoint(&store, t, &a, url("one")).await;
         endpoint(&store, t, &a, url("two")).await;
         let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(3));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -564,8 +564,30 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
         assert!(rx.try_recv().is_err());
         assert_eq!(handed[0].message.id, first.message.id);
         assert_eq!(permits.available_permits(), 1);
+        // Each comes with its endpoint and signing secrets, so the dispatcher need not read them.
+        for h in &handed {
+            let ep = h
+                .endpoint
+                .as_ref()
+                .expect("the endpoint comes with the delivery");
+            assert_eq!(ep.endpoint.id, h.delivery.endpoint_id);
+            assert_eq!(ep.secrets, vec![SECRET.to_owned()]);
+        }
+        // A rotation committed before a message is what that message is signed with.
+        const NEW: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+        store
+            .rotate_secret(t, &one.id, NEW, Duration::from_secs(3600))
+            .await
+            .unwrap();
         // One permit left: one delivery is handed over, the other waits in the queue.
         let second = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let h = rx.try_recv().unwrap();
+        let secrets = &h.endpoint.as_ref().unwrap().secrets;
+        if h.delivery.endpoint_id == one.id {
+            assert_eq!(secrets, &vec![NEW.to_owned(), SECRET.to_owned()]);
+        } else {
+            assert_eq!(secrets, &vec![SECRET.to_owned()]);
+        }
         let states: Vec<String> = store
             .deliveries_of_message(t, &second.message.id)
             .await
@@ -584,8 +606,23 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             "{states:?}"
         );
         assert_eq!(permits.available_permits(), 0);
+        drop((handed, h));
+        assert_eq!(permits.available_permits(), 3);
+        // A message refused for its taken eventId hands nothing over and keeps no permit.
+        let with_id = || NewMessage {
+            event_id: Some("evt-h".into()),
+            ..msg("x")
+        };
+        store.create_message(t, &a, with_id(), ttl).await.unwrap();
+        drop((rx.try_recv().unwrap(), rx.try_recv().unwrap()));
+        let again = store.create_message(t, &a, with_id(), ttl).await;
+        assert!(
+            matches!(again, Err(StoreError::Conflict { field: "eventId" })),
+            "{again:?}"
+        );
+        assert!(rx.try_recv().is_err());
+        assert_eq!(permits.available_permits(), 3);
         // An ordered message always takes its turn in the queue.
-        drop(handed);
         let ordered = NewMessage {
             ordering_key: Some("k".into()),
             ..msg("x")
@@ -632,4 +669,149 @@ async fn the_sqlite_wal_is_checkpointed_without_commits_doing_it() {
         largest < 28 * 1024 * 1024,
         "the WAL grew to {largest} bytes: nothing checkpointed it"
     );
+}
+
+#[tokio::test]
+async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held() {
+    each_backend(|store| async move {
+        use store::{AttemptResult, Next, attempt_row};
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let ep = endpoint(&store, t, &a, url("one")).await;
+        let kept = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let lost = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let now = Timestamp::now().plus(Duration::from_secs(1));
+        let lease = now.plus(Duration::from_secs(60));
+        let claimed = store.claim_due("a", now, lease, 10, None).await.unwrap();
+        assert_eq!(claimed.len(), 2);
+        // The second delivery's claim passes to another dispatcher before "a" reports.
+        let lost_id = lost.deliveries[0].id.clone();
+        store
+            .release_claims("a", std::slice::from_ref(&lost_id))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .claim_due("b", now, lease, 10, None)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        let results: Vec<AttemptResult> = claimed
+            .iter()
+            .map(|d| {
+                let ok = d.msg_id == kept.message.id;
+                let status = if ok { 200 } else { 503 };
+                let class = if ok { "success" } else { "retryable" };
+                AttemptResult {
+                    delivery: d.clone(),
+                    attempt: attempt_row(
+                        d,
+                        &ep.url,
+                        now,
+                        7,
+                        Some(status),
+                        None,
+                        None,
+                        None,
+                        class,
+                        None,
+                    ),
+                    next: if ok {
+                        Next::Succeeded
+                    } else {
+                        Next::Retry {
+                            at: now.plus(Duration::from_secs(5)),
+                        }
+                    },
+                    disable_endpoint: None,
+                }
+            })
+            .collect();
+        let not_written = store
+            .record_results("a", &results, "http://localhost")
+            .await
+            .unwrap();
+        assert_eq!(
+            not_written,
+            vec![lost_id.clone()],
+            "on {:?}",
+            store.backend()
+        );
+        let done = &store
+            .deliveries_of_message(t, &kept.message.id)
+            .await
+            .unwrap()[0];
+        assert_eq!(done.state, DeliveryState::Succeeded.as_str());
+        assert_eq!((done.attempt_count, done.last_status), (1, Some(200)));
+        assert_eq!(done.lease_owner, None);
+        // The other is left to its new holder, untouched.
+        let other = &store
+            .deliveries_of_message(t, &lost.message.id)
+            .await
+            .unwrap()[0];
+        assert_eq!(other.state, DeliveryState::Sending.as_str());
+        assert_eq!(other.lease_owner.as_deref(), Some("b"));
+        assert_eq!(other.attempt_count, 0);
+        // Both attempts happened and are shown; the endpoint's health saw the success.
+        for m in [&kept.message.id, &lost.message.id] {
+            let attempts = store
+                .list_attempts_by_message(t, m, &Default::default(), &Default::default())
+                .await
+                .unwrap();
+            assert_eq!(attempts.data.len(), 1);
+        }
+        let ep = store.get_endpoint(t, &a.id, &ep.id).await.unwrap();
+        assert_eq!(ep.last_success_at, Some(now.as_millis()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
+    each_backend(|store| async move {
+        use store::{AttemptResult, Next, attempt_row};
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let ep = endpoint(&store, t, &a, url("one")).await;
+        let m = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let now = Timestamp::now().plus(Duration::from_secs(1));
+        let lease = now.plus(Duration::from_secs(60));
+        let claimed = store.claim_due("a", now, lease, 10, None).await.unwrap();
+        let d = &claimed[0];
+        // PostgreSQL text cannot hold NUL: written as is, the whole batch of results failed.
+        let body = Some("ok\0done".to_owned());
+        let detail = Some("odd\0error".to_owned());
+        let results = [AttemptResult {
+            delivery: d.clone(),
+            attempt: attempt_row(
+                d,
+                &ep.url,
+                now,
+                7,
+                Some(200),
+                body,
+                None,
+                detail,
+                "success",
+                None,
+            ),
+            next: Next::Succeeded,
+            disable_endpoint: None,
+        }];
+        let lost = store
+            .record_results("a", &results, "http://localhost")
+            .await
+            .unwrap();
+        assert!(lost.is_empty());
+        let attempts = store
+            .list_attempts_by_message(t, &m.message.id, &Default::default(), &Default::default())
+            .await
+            .unwrap();
+        let shown = &attempts.data[0];
+        assert_eq!(shown.response_excerpt.as_deref(), Some("ok\u{FFFD}done"));
+        assert_eq!(shown.error_detail.as_deref(), Some("odd\u{FFFD}error"));
+    })
+    .await;
 }
