@@ -14,116 +14,111 @@
 //! writer of this process can add frames: it copies the few left, and the next write restarts
 //! the WAL. That short turn is the only time a writer waits for a checkpoint.
 //!
-//! The count comes from the WAL-index (`-shm`) file's header, whose layout is part of SQLite's
-//! documented file format: `mxFrame` (last valid frame) at byte 16 and the checkpoint's
-//! `nBackfill` (frames copied back) at byte 96, native-endian 32-bit integers. When it cannot be
-//! read, a checkpoint runs every second instead.
+//! The counts come from the checkpoint itself: `PRAGMA wal_checkpoint(PASSIVE)` answers how many
+//! frames the WAL holds and how many of them are copied back. A checkpoint that finds nothing
+//! new to copy costs a lock and a header read, so the task runs one on a cadence that follows
+//! the write rate: the next one is due when, at the rate of frames written since the last,
+//! [`CHECKPOINT_AT_FRAMES`] more will be waiting, but never sooner than [`FASTEST`] or later
+//! than [`SLOWEST`].
+//!
+//! The WAL-index (`-shm`) file is never opened outside SQLite. An earlier version read its
+//! header with a file of its own every 25 ms, and closing that file dropped every POSIX lock
+//! the process held on it (Linux drops a process's locks on a file when any descriptor of it
+//! closes), SQLite's included: another process opening the database then found no one using
+//! the WAL-index and truncated it under this one's mapping (SIGBUS), and readers' locks no
+//! longer kept other processes' checkpoints off the pages they were reading.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::sync::mpsc::WeakSender;
 
 use crate::Store;
 
-/// Frames (pages) waiting in the WAL that start a checkpoint: SQLite's own default.
-const CHECKPOINT_AT_FRAMES: u32 = 1000;
+/// Frames (pages) a checkpoint should find waiting: SQLite's own autocheckpoint default.
+const CHECKPOINT_AT_FRAMES: i64 = 1000;
 /// A WAL this long (frames) is restarted once nearly all of it is copied back (~16 MB).
-const RESTART_AT_FRAMES: u32 = 4000;
-/// How often the WAL-index header is read.
-const LOOK_EVERY: Duration = Duration::from_millis(25);
-/// Without a readable header: a checkpoint this often.
-const FALLBACK_EVERY: Duration = Duration::from_secs(1);
+const RESTART_AT_FRAMES: i64 = 4000;
+/// The shortest and longest wait between two checkpoints.
+const FASTEST: Duration = Duration::from_millis(25);
+const SLOWEST: Duration = Duration::from_millis(250);
 
 /// Runs until every handle of `alive`'s channel (the store's message writer) is gone.
-pub(crate) fn spawn<T: Send + 'static>(store: Store, db_file: &Path, alive: WeakSender<T>) {
-    let mut shm = db_file.as_os_str().to_owned();
-    shm.push("-shm");
-    let shm = PathBuf::from(shm);
+pub(crate) fn spawn<T: Send + 'static>(store: Store, _db_file: &Path, alive: WeakSender<T>) {
     tokio::spawn(async move {
-        let mut last = Instant::now();
+        let mut every = FASTEST;
+        let mut since = Instant::now();
         let mut warned = false;
+        let mut frames_before = 0;
         loop {
-            tokio::time::sleep(LOOK_EVERY).await;
+            tokio::time::sleep(every).await;
             if alive.upgrade().is_none() {
                 return;
             }
-            let (due, in_turn) = match wal_frames(&shm) {
-                Some((frames, backfilled)) => {
-                    let waiting = frames.saturating_sub(backfilled);
-                    if waiting >= CHECKPOINT_AT_FRAMES {
-                        (true, false)
-                    } else {
-                        // Nothing left to copy: the next write restarts the WAL by itself,
-                        // so an idle server does not take write turns to checkpoint nothing.
-                        (frames >= RESTART_AT_FRAMES && waiting > 0, true)
-                    }
-                }
-                None => (last.elapsed() >= FALLBACK_EVERY, false),
-            };
-            if !due {
-                continue;
-            }
-            last = Instant::now();
             let stopped = store.checkpointer.clone().lock_owned().await;
             if *stopped {
                 return;
             }
-            let turn = if in_turn {
-                Some(store.write_turn().await)
-            } else {
-                None
-            };
-            let done = store
-                .db
-                .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
-                .await;
-            drop(turn);
-            drop(stopped);
-            if let Err(e) = done
-                && !warned
+            let last = std::mem::replace(&mut since, Instant::now());
+            let mut done = passive(&store).await;
+            if let Ok(Some((frames, copied))) = done
+                && frames >= RESTART_AT_FRAMES
+                && (copied < frames || frames != frames_before)
             {
-                tracing::warn!(error = %e, "WAL checkpoint failed; will keep trying");
-                warned = true;
+                // Copied beside the writers, so a transaction may have been writing meanwhile,
+                // and one that began before the WAL was all copied back appends to it rather
+                // than restarting it. Inside a write turn no writer of this process is between
+                // BEGIN and COMMIT: this pass copies what is left and the next write restarts
+                // the WAL. (An idle WAL already all copied back is left alone.)
+                let turn = store.write_turn().await;
+                done = passive(&store).await;
+                drop(turn);
+            }
+            drop(stopped);
+            match done {
+                Ok(Some((frames, _))) => {
+                    // Frames written since the last checkpoint: all of them when the WAL
+                    // restarted in between.
+                    let new = if frames >= frames_before {
+                        frames - frames_before
+                    } else {
+                        frames
+                    };
+                    frames_before = frames;
+                    // At that rate, when will CHECKPOINT_AT_FRAMES more be waiting?
+                    let took = last.elapsed();
+                    every = took
+                        .mul_f64(CHECKPOINT_AT_FRAMES as f64 / new.max(1) as f64)
+                        .clamp(FASTEST, SLOWEST);
+                }
+                Ok(None) => every = SLOWEST,
+                Err(e) => {
+                    every = SLOWEST;
+                    if !warned {
+                        tracing::warn!(error = %e, "WAL checkpoint failed; will keep trying");
+                        warned = true;
+                    }
+                }
             }
         }
     });
 }
 
-/// (frames in the WAL, frames already copied into the database), from the WAL-index header;
-/// `None` when the file is missing, short or not initialised.
-fn wal_frames(shm: &Path) -> Option<(u32, u32)> {
-    use std::io::Read;
-    let mut head = [0u8; 100];
-    std::fs::File::open(shm).ok()?.read_exact(&mut head).ok()?;
-    let u32_at =
-        |at: usize| u32::from_ne_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
-    let is_init = head[12] == 1;
-    if !is_init {
-        return None;
-    }
-    Some((u32_at(16), u32_at(96)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_header_gives_frames_not_yet_backfilled() {
-        let shm =
-            std::env::temp_dir().join(format!("hookd-shm-test-{}.db-shm", std::process::id()));
-        let _ = std::fs::remove_file(&shm);
-        assert_eq!(wal_frames(&shm), None, "missing file");
-        let mut head = vec![0u8; 136];
-        std::fs::write(&shm, &head).unwrap();
-        assert_eq!(wal_frames(&shm), None, "not initialised");
-        head[12] = 1;
-        head[16..20].copy_from_slice(&1500u32.to_ne_bytes());
-        head[96..100].copy_from_slice(&400u32.to_ne_bytes());
-        std::fs::write(&shm, &head).unwrap();
-        assert_eq!(wal_frames(&shm), Some((1500, 400)));
-        std::fs::remove_file(&shm).unwrap();
-    }
+/// One PASSIVE checkpoint (never waits for readers or writers): (frames in the WAL, frames
+/// copied into the database), or `None` when the database is not in WAL mode.
+async fn passive(store: &Store) -> Result<Option<(i64, i64)>, sea_orm::DbErr> {
+    let row = store
+        .db
+        .query_one(Statement::from_string(
+            DbBackend::Sqlite,
+            "PRAGMA wal_checkpoint(PASSIVE)",
+        ))
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let frames: i64 = row.try_get_by_index(1)?;
+    let copied: i64 = row.try_get_by_index(2)?;
+    Ok((frames >= 0).then_some((frames, copied)))
 }

@@ -671,6 +671,49 @@ async fn the_sqlite_wal_is_checkpointed_without_commits_doing_it() {
     );
 }
 
+/// Processes sharing a SQLite database coordinate through POSIX locks on its `-shm` file, and
+/// Linux drops every lock a process holds on a file when it closes any descriptor of that file.
+/// While a store is open, another process must still find its shared lock on the WAL-index's
+/// "dead man switch" byte (128): without it, the next process to open the database truncates
+/// and rebuilds a WAL-index this one has mapped (which killed a test process with SIGBUS), and
+/// the locks that keep a checkpoint from overwriting pages a reader still reads are gone too.
+#[tokio::test]
+async fn an_open_sqlite_store_keeps_the_locks_other_processes_rely_on() {
+    let db = store::testing::TestDb::sqlite().await;
+    let store = db.store.clone();
+    let t = tenant(&store, "t").await;
+    let a = app(&store, t, "a").await;
+    endpoint(&store, t, &a, url("one")).await;
+    let shm = format!("{}-shm", db.url.trim_start_matches("sqlite://"));
+    // Every part of the store gets its turn: writes, reads, and the WAL checkpointer's looks.
+    for _ in 0..10 {
+        let news = (0..50).map(|_| msg("x")).collect();
+        store
+            .create_messages_in_bulk(t, &a, news, ttl)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let probe = "import fcntl, sys\n\
+                 f = open(sys.argv[1], 'r+b')\n\
+                 try:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 128)\n\
+                 except OSError:\n    print('held')\nelse:\n    print('free')\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", probe, &shm])
+        .output()
+        .expect("python3 (the probe is another process: a process never conflicts with itself)");
+    assert!(
+        out.status.success(),
+        "probe: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "held",
+        "another process could take the WAL-index's exclusive lock while the store is open"
+    );
+}
+
 #[tokio::test]
 async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held() {
     each_backend(|store| async move {
