@@ -709,17 +709,32 @@ impl Store {
     /// Moves an endpoint's due backlog to `until` (its breaker opened), so it is not claimed
     /// and deferred one by one. Returns how many moved.
     pub async fn defer_endpoint_backlog(&self, endpoint_id: &str, until: Timestamp) -> Result<u64> {
-        let res = delivery::Entity::update_many()
-            .col_expr(
-                delivery::Column::NextAttemptAt,
-                Expr::value(until.as_millis()),
-            )
-            .filter(delivery::Column::EndpointId.eq(endpoint_id))
-            .filter(delivery::Column::State.eq(DeliveryState::Pending.as_str()))
-            .filter(delivery::Column::NextAttemptAt.lt(until.as_millis()))
-            .exec(&self.db)
+        // On PostgreSQL, rows another transaction holds are skipped: that transaction is
+        // claiming, deferring or finishing them. Waiting instead deadlocked against deferring
+        // claims, because an UPDATE locks a row that changed under it before it rechecks its
+        // WHERE, and so holds rows it then does not move.
+        let sql = match self.backend {
+            Backend::Sqlite => {
+                "UPDATE deliveries SET next_attempt_at = ?1 \
+                 WHERE endpoint_id = ?2 AND state = 'pending' AND next_attempt_at < ?1"
+            }
+            Backend::Postgres => {
+                "UPDATE deliveries SET next_attempt_at = $1 WHERE id IN ( \
+                   SELECT id FROM deliveries \
+                   WHERE endpoint_id = $2 AND state = 'pending' AND next_attempt_at < $1 \
+                   FOR UPDATE SKIP LOCKED)"
+            }
+        };
+        let values: Vec<Value> = vec![until.as_millis().into(), endpoint_id.into()];
+        let res = self
+            .db
+            .execute(Statement::from_sql_and_values(
+                self.db.get_database_backend(),
+                sql,
+                values,
+            ))
             .await?;
-        Ok(res.rows_affected)
+        Ok(res.rows_affected())
     }
 }
 

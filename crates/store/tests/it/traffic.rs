@@ -858,3 +858,59 @@ async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
     })
     .await;
 }
+
+/// Deferring an open endpoint's backlog runs beside the claim loop, lease renewals and result
+/// writes. On PostgreSQL it skips rows another transaction holds rather than waiting on them:
+/// an UPDATE locks a row that changed under it before rechecking its WHERE, and waiting in no
+/// particular order deadlocked against deferring claims (five times in one failure benchmark),
+/// which left those claims to wait for their leases to run out.
+#[tokio::test]
+async fn deferring_an_endpoints_backlog_never_waits_on_rows_another_transaction_holds() {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
+    let Some(admin) = store::testing::postgres_url() else {
+        eprintln!(
+            "SKIPPED deferring_an_endpoints_backlog (row locks are PostgreSQL's): HOOKD_TEST_POSTGRES_URL is not set"
+        );
+        return;
+    };
+    let db = store::testing::TestDb::postgres(&admin).await;
+    let store = db.store.clone();
+    let t = tenant(&store, "t").await;
+    let a = app(&store, t, "a").await;
+    let ep = endpoint(&store, t, &a, url("one")).await;
+    let news = (0..5).map(|_| msg("x")).collect();
+    store
+        .create_messages_in_bulk(t, &a, news, ttl)
+        .await
+        .unwrap();
+    let other = store.connection().begin().await.unwrap();
+    let held: String = other
+        .query_one(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT id FROM deliveries ORDER BY id LIMIT 1 FOR UPDATE",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get_by_index(0)
+        .unwrap();
+    let until = Timestamp::now().plus(Duration::from_secs(60));
+    let moved = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.defer_endpoint_backlog(&ep.id, until),
+    )
+    .await
+    .expect("deferring the backlog waited for a row another transaction holds")
+    .unwrap();
+    assert_eq!(moved, 4, "every due delivery but the held one moves");
+    other.rollback().await.unwrap();
+    let later = delivery::Entity::find_by_id(held)
+        .one(store.connection())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        later.next_attempt_at < until.as_millis(),
+        "the held one kept its time"
+    );
+}
