@@ -28,7 +28,6 @@
 //! the WAL-index and truncated it under this one's mapping (SIGBUS), and readers' locks no
 //! longer kept other processes' checkpoints off the pages they were reading.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
@@ -38,14 +37,14 @@ use crate::Store;
 
 /// Frames (pages) a checkpoint should find waiting: SQLite's own autocheckpoint default.
 const CHECKPOINT_AT_FRAMES: i64 = 1000;
-/// A WAL this long (frames) is restarted once nearly all of it is copied back (~16 MB).
+/// A WAL this long (frames, ~16 MB) gets a pass inside a write turn, so the next write restarts it.
 const RESTART_AT_FRAMES: i64 = 4000;
 /// The shortest and longest wait between two checkpoints.
 const FASTEST: Duration = Duration::from_millis(25);
 const SLOWEST: Duration = Duration::from_millis(250);
 
 /// Runs until every handle of `alive`'s channel (the store's message writer) is gone.
-pub(crate) fn spawn<T: Send + 'static>(store: Store, _db_file: &Path, alive: WeakSender<T>) {
+pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
     tokio::spawn(async move {
         let mut every = FASTEST;
         let mut since = Instant::now();

@@ -112,7 +112,7 @@ impl Store {
         match sqlite_file {
             Some(file) => {
                 let lite = lite::Lite::start(store.clone(), &file)?;
-                checkpoint::spawn(store.clone(), &file, lite.downgrade());
+                checkpoint::spawn(store.clone(), lite.downgrade());
                 store.lite = Some(lite);
             }
             None => store.ingest = Some(ingest::spawn_writer(store.clone())),
