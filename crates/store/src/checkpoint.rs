@@ -4,15 +4,14 @@
 //! that commit (and, behind hookd's write turn, every writer queued after it) waits for the
 //! pages to be copied into the database file and synced. Connections are opened with
 //! `wal_autocheckpoint = 0` instead, and this task runs a PASSIVE checkpoint (which never
-//! blocks writers or readers) from its own connection whenever the WAL holds
-//! [`CHECKPOINT_AT_FRAMES`] frames not yet copied back.
+//! blocks writers or readers) from the pool about every [`CHECKPOINT_AT_FRAMES`] frames written.
 //!
 //! A WAL only starts again from its beginning when a writer finds every frame already copied
 //! back, which a checkpoint running beside busy writers never leaves behind: the file would grow
-//! for ever. So once the WAL is [`RESTART_AT_FRAMES`] long and the background checkpoint has
-//! copied nearly all of it, one more PASSIVE checkpoint runs inside a write turn, where no
-//! writer of this process can add frames: it copies the few left, and the next write restarts
-//! the WAL. That short turn is the only time a writer waits for a checkpoint.
+//! for ever. So once the WAL is [`RESTART_AT_FRAMES`] long, the background pass is followed by
+//! one inside a write turn, where no writer of this process can add frames: it copies the few
+//! left, and the next write restarts the WAL. That short turn is the only time a writer waits
+//! for a checkpoint.
 //!
 //! The counts come from the checkpoint itself: `PRAGMA wal_checkpoint(PASSIVE)` answers how many
 //! frames the WAL holds and how many of them are copied back. A checkpoint that finds nothing
@@ -47,7 +46,7 @@ const SLOWEST: Duration = Duration::from_millis(250);
 pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
     tokio::spawn(async move {
         let mut every = FASTEST;
-        let mut since = Instant::now();
+        let mut since = Instant::now(); // the last checkpoint's end
         let mut warned = false;
         let mut frames_before = 0;
         loop {
@@ -59,7 +58,6 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
             if *stopped {
                 return;
             }
-            let last = std::mem::replace(&mut since, Instant::now());
             let mut done = passive(&store).await;
             if let Ok(Some((frames, copied))) = done
                 && frames >= RESTART_AT_FRAMES
@@ -75,6 +73,8 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
                 drop(turn);
             }
             drop(stopped);
+            let took = since.elapsed();
+            since = Instant::now();
             match done {
                 Ok(Some((frames, _))) => {
                     // Frames written since the last checkpoint: all of them when the WAL
@@ -86,7 +86,6 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
                     };
                     frames_before = frames;
                     // At that rate, when will CHECKPOINT_AT_FRAMES more be waiting?
-                    let took = last.elapsed();
                     every = took
                         .mul_f64(CHECKPOINT_AT_FRAMES as f64 / new.max(1) as f64)
                         .clamp(FASTEST, SLOWEST);
