@@ -134,6 +134,9 @@ impl From<store::StoreError> for ApiError {
         match e {
             E::NotFound { entity } => ApiError::not_found(entity),
             E::Conflict { field } => ApiError::conflict(format!("{field} already exists")),
+            e @ E::EndpointDisabled { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "endpoint_disabled", e.to_string())
+            }
             other => {
                 // Internals stay in the log, with their whole cause chain.
                 tracing::error!(error = %error_chain(&other), "store error");

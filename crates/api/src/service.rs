@@ -118,6 +118,7 @@ pub async fn start_endpoint_job(
     {
         return Err(ApiError::field("until", "until must be later than since"));
     }
+    store.enabled_endpoint(tenant, &ep.id).await?;
     let params = json!({
         "endpointId": ep.id,
         "appId": ep.app_id,

@@ -54,7 +54,9 @@ impl ResponseError for PageError {
             }
             PageError::Csrf => StatusCode::FORBIDDEN,
             PageError::BadInput(status, _) => *status,
-            PageError::Store(store::StoreError::Conflict { .. }) => StatusCode::CONFLICT,
+            PageError::Store(
+                store::StoreError::Conflict { .. } | store::StoreError::EndpointDisabled { .. },
+            ) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -76,6 +78,12 @@ impl ResponseError for PageError {
                     .to_owned(),
             ),
             PageError::BadInput(_, msg) => ("That did not work", msg.clone()),
+            PageError::Store(store::StoreError::EndpointDisabled { .. }) => (
+                "That did not work",
+                "This endpoint is disabled, so nothing is sent to it. Enable it first; its \
+                 waiting deliveries then go out too."
+                    .to_owned(),
+            ),
             PageError::Store(store::StoreError::Conflict { field }) => (
                 "That did not work",
                 format!("That {field} is already taken."),

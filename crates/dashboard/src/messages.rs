@@ -45,12 +45,13 @@ pub struct ListQuery {
 }
 
 /// The status filter's choices: (value, label).
-pub const STATUS_CHOICES: [(&str, &str); 5] = [
+pub const STATUS_CHOICES: [(&str, &str); 6] = [
     ("failed", "Dead (failed for good)"),
     ("pending", "Waiting to retry"),
     ("sending", "Being sent"),
     ("succeeded", "Delivered"),
     ("skipped", "Skipped"),
+    ("paused", "Paused (endpoint disabled)"),
 ];
 
 /// GET `/app/{app}/msg`: newest first, 50 a page, filtered by event type, delivery status,

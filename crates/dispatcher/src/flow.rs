@@ -35,6 +35,8 @@ struct EndpointFlow<T> {
     avg_ms: f64,
     /// Admitted deliveries waiting for a slot, first come first served.
     waiting: VecDeque<T>,
+    /// When a delivery was last admitted or finished, for evicting idle entries.
+    last_used: Timestamp,
 }
 
 impl<T> EndpointFlow<T> {
@@ -137,7 +139,9 @@ impl<T> Flow<T> {
             limiter: None,
             avg_ms: 100.0,
             waiting: VecDeque::new(),
+            last_used: now,
         });
+        f.last_used = now;
         f.cap = cap_of(ep);
         let rate = ep
             .throttle_rate
@@ -200,6 +204,7 @@ impl<T> Flow<T> {
             return (None, Then::Idle);
         };
         f.in_flight = f.in_flight.saturating_sub(1);
+        f.last_used = now;
         f.avg_ms = 0.8 * f.avg_ms + 0.2 * duration.as_millis() as f64;
         let before = f.breaker.state;
         if success {
@@ -241,6 +246,36 @@ impl<T> Flow<T> {
             }
             None => Vec::new(),
         }
+    }
+
+    /// Endpoints with a request in flight or a delivery waiting: those whose disable this
+    /// process must learn of (see `Store::refresh_stopped`).
+    pub fn busy_endpoints(&self) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, f)| f.in_flight > 0 || !f.waiting.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Forgets endpoints idle since before `cutoff` with a closed breaker, so memory does not
+    /// grow with every endpoint ever sent to. A forgotten endpoint starts afresh (closed
+    /// breaker, default pace) when it is next admitted. Returns how many were forgotten.
+    pub fn evict_idle(&self, cutoff: Timestamp) -> usize {
+        let mut all = self.lock();
+        let before = all.len();
+        all.retain(|_, f| {
+            f.in_flight > 0
+                || !f.waiting.is_empty()
+                || f.last_used >= cutoff
+                || f.breaker.state != BreakerState::Closed
+        });
+        before - all.len()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
     }
 
     /// Everything still waiting, of every endpoint (shutdown).
@@ -389,5 +424,23 @@ mod tests {
         assert_eq!(flow.abandoned("ep_a"), vec![2, 3]);
         assert!(flow.drain_all().is_empty());
         assert_eq!(flow.admit(&e, now, 4, &mut 0).0, Gate::Send(4));
+    }
+
+    #[test]
+    fn idle_endpoints_with_a_closed_breaker_are_forgotten_and_busy_ones_kept() {
+        let flow: Flow<u32> = Flow::new(BreakerConfig::default(), 10);
+        let t0 = Timestamp::from_millis(1_000_000);
+        let mut n = 0;
+        let (gate, _) = flow.admit(&ep("ep_idle", None, None), t0, 1, &mut n);
+        assert_eq!(gate, Gate::Send(1));
+        flow.finished("ep_idle", true, Duration::from_millis(5), t0);
+        let (gate, _) = flow.admit(&ep("ep_busy", None, None), t0, 2, &mut n);
+        assert_eq!(gate, Gate::Send(2));
+        assert_eq!(flow.busy_endpoints(), vec!["ep_busy".to_owned()]);
+        // Nothing is older than the cutoff yet.
+        assert_eq!(flow.evict_idle(t0), 0);
+        let later = t0.plus(Duration::from_secs(600));
+        assert_eq!(flow.evict_idle(later), 1, "the idle one goes");
+        assert_eq!(flow.len(), 1, "the one with a request in flight stays");
     }
 }

@@ -142,6 +142,11 @@ impl Dispatcher {
             held.clone(),
             renewer_stop,
         ));
+        let watcher = tokio::spawn(watch_endpoints(
+            self.store.clone(),
+            self.flow.clone(),
+            stop_renewing.subscribe(),
+        ));
         let mut tasks = JoinSet::new();
         let mut last_reap = Instant::now() - Duration::from_secs(60);
         // New deliveries of this process's API come straight from the message writer, and are
@@ -278,6 +283,7 @@ impl Dispatcher {
         let _ = writer.await;
         let _ = stop_renewing.send(true);
         let _ = renewer.await;
+        let _ = watcher.await;
     }
 
     /// Starts deliveries the message writer claimed for this process at their creation.
@@ -387,6 +393,7 @@ impl Dispatcher {
         let mut changes = Vec::new();
         let mut deferred: HashMap<String, usize> = HashMap::new();
         let mut gone = Vec::new();
+        let mut paused = Vec::new();
         let mut send_now = Vec::new();
         for (d, msg, snapshot, permit) in items {
             let ep = match &snapshot {
@@ -398,6 +405,11 @@ impl Dispatcher {
                 gone.push(d.id);
                 continue;
             };
+            if ep.ep.endpoint.disabled {
+                // Claimed work of a disabled endpoint waits, paused, for its enable.
+                paused.push(d.id);
+                continue;
+            }
             let job = Job { d, msg, ep, permit };
             let n = deferred.entry(job.d.endpoint_id.clone()).or_default();
             let ep = job.ep.clone();
@@ -411,6 +423,12 @@ impl Dispatcher {
         }
         if !gone.is_empty() {
             slots.unstarted.lock().await.extend(gone);
+        }
+        if !paused.is_empty() {
+            if let Err(e) = self.store.pause_claims(&self.cfg.node_id, &paused).await {
+                tracing::warn!(error = %e, "could not pause claims of a disabled endpoint; their leases will expire");
+            }
+            slots.held.drop_ids(&paused);
         }
         slots.defer(deferrals).await;
         // Before any attempt starts: a quick probe's result must not be overwritten by the
@@ -471,6 +489,22 @@ impl Slots {
                         .map(|j| j.d.id),
                 );
                 self.unstarted.lock().await.extend(ids);
+                return;
+            }
+            // The one check right before a request (see `store::gate`): the endpoint was
+            // disabled or deleted after this delivery was claimed. Its transaction paused or
+            // removed the delivery and revoked the lease, so the claim is simply let go, with
+            // whatever waits behind it.
+            if self.store.endpoint_stopped(&job.d.endpoint_id) {
+                let mut ids = vec![job.d.id.clone()];
+                ids.extend(
+                    self.flow
+                        .abandoned(&job.d.endpoint_id)
+                        .into_iter()
+                        .map(|j| j.d.id),
+                );
+                tracing::debug!(endpoint_id = %job.d.endpoint_id, count = ids.len(), "endpoint stopped; claims let go");
+                self.held.drop_ids(&ids);
                 return;
             }
             let result = send::attempt(&self.client, &job.ep, &job.msg, &job.d).await;
@@ -670,6 +704,33 @@ async fn write_results(
         }
         // Dropping the permits frees room for new claims.
         drop(permits);
+    }
+}
+
+/// How often a dispatcher re-reads whether the endpoints it holds work for are still enabled
+/// (a disable committed by another process reaches its in-memory work within this), and
+/// forgets idle endpoints.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// An endpoint with nothing in flight for this long is forgotten (see `Flow::evict_idle`).
+const FORGET_IDLE: Duration = Duration::from_secs(600);
+
+/// Marks endpoints disabled or deleted by other processes (see `store::gate`) and evicts idle
+/// per-endpoint state.
+async fn watch_endpoints(store: Store, flow: Arc<Flow<Job>>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(WATCH_EVERY) => {}
+            _ = stop.changed() => return,
+        }
+        if let Err(e) = store.refresh_stopped(&flow.busy_endpoints()).await {
+            tracing::warn!(error = %e, "could not re-read the endpoints in use");
+        }
+        let cutoff =
+            Timestamp::from_millis(Timestamp::now().as_millis() - FORGET_IDLE.as_millis() as i64);
+        let forgotten = flow.evict_idle(cutoff);
+        if forgotten > 0 {
+            tracing::debug!(count = forgotten, "forgot idle endpoints");
+        }
     }
 }
 

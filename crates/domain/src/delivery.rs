@@ -6,7 +6,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Where a delivery stands. `Failed` is the dead-letter state; `Skipped` is a dead ordered head
-/// the tenant chose to skip so that its key can flow again.
+/// the tenant chose to skip so that its key can flow again. `Paused`: its endpoint is disabled;
+/// it waits, without counting an attempt, and turns pending again when the endpoint is enabled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryState {
@@ -15,6 +16,7 @@ pub enum DeliveryState {
     Succeeded,
     Failed,
     Skipped,
+    Paused,
 }
 
 /// What set an attempt off.
@@ -60,7 +62,7 @@ macro_rules! text_enum {
     };
 }
 
-text_enum!(DeliveryState { Pending => "pending", Sending => "sending", Succeeded => "succeeded", Failed => "failed", Skipped => "skipped" });
+text_enum!(DeliveryState { Pending => "pending", Sending => "sending", Succeeded => "succeeded", Failed => "failed", Skipped => "skipped", Paused => "paused" });
 text_enum!(AttemptTrigger { Scheduled => "scheduled", Manual => "manual" });
 text_enum!(ErrorKind { Timeout => "timeout", Connect => "connect", Dns => "dns", Tls => "tls", Http => "http" });
 
@@ -90,11 +92,13 @@ mod tests {
             DeliveryState::Succeeded,
             DeliveryState::Failed,
             DeliveryState::Skipped,
+            DeliveryState::Paused,
         ] {
             assert_eq!(s.as_str().parse::<DeliveryState>(), Ok(s));
         }
         assert!("dead".parse::<DeliveryState>().is_err());
         assert!(DeliveryState::Failed.is_final());
         assert!(!DeliveryState::Sending.is_final());
+        assert!(!DeliveryState::Paused.is_final());
     }
 }

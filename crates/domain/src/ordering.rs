@@ -12,6 +12,8 @@ pub enum KeyEligibility {
     Blocked { seq: i64 },
     /// The head is being sent; its successors wait for the outcome.
     InFlight(i64),
+    /// The head waits for its endpoint to be enabled again; so does the rest of the key.
+    Paused(i64),
     /// Everything is succeeded or skipped.
     Idle,
 }
@@ -28,6 +30,7 @@ pub fn eligibility(items: impl IntoIterator<Item = (i64, DeliveryState)>) -> Key
         Some((seq, DeliveryState::Pending)) => KeyEligibility::Send(seq),
         Some((seq, DeliveryState::Sending)) => KeyEligibility::InFlight(seq),
         Some((seq, DeliveryState::Failed)) => KeyEligibility::Blocked { seq },
+        Some((seq, DeliveryState::Paused)) => KeyEligibility::Paused(seq),
         // Filtered out above; listed so a new state is a compile error here.
         Some((_, DeliveryState::Succeeded | DeliveryState::Skipped)) => KeyEligibility::Idle,
     }

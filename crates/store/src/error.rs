@@ -9,6 +9,9 @@ pub enum StoreError {
     /// A unique key was violated; `field` names it in the API's terms (e.g. `eventId`).
     #[error("{field} already exists")]
     Conflict { field: &'static str },
+    /// A manual action (resend, recover, replay) on a disabled endpoint.
+    #[error("endpoint {endpoint_id} is disabled; enable it before sending it anything")]
+    EndpointDisabled { endpoint_id: String },
     #[error("invalid database URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
     #[error("cannot create the data directory {path}: {source}")]

@@ -10,6 +10,7 @@ mod checkpoint;
 mod connect;
 pub mod entities;
 mod error;
+mod gate;
 mod ingest;
 mod lite;
 mod ops;
@@ -64,6 +65,8 @@ pub struct Store {
     apps: std::sync::Arc<
         cache::ReadCache<(domain::ids::TenantId, String), entities::application::Model>,
     >,
+    /// Endpoints this process must not send to right now (see `gate`). Shared by every clone.
+    stopped: std::sync::Arc<gate::StoppedEndpoints>,
     /// Held by the WAL checkpointer while it checkpoints; `true` once `close` stopped it.
     checkpointer: std::sync::Arc<tokio::sync::Mutex<bool>>,
 }
@@ -107,6 +110,7 @@ impl Store {
             lite: None,
             keys: Default::default(),
             apps: Default::default(),
+            stopped: Default::default(),
             checkpointer: Default::default(),
         };
         match sqlite_file {

@@ -63,7 +63,7 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
              AND (d.seq IS NULL OR NOT EXISTS ( \
                SELECT 1 FROM deliveries p \
                WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key \
-                 AND p.seq < d.seq AND p.state IN ('pending', 'sending', 'failed'))) \
+                 AND p.seq < d.seq AND p.state IN ('pending', 'sending', 'failed', 'paused'))) \
            ORDER BY {order} LIMIT {p5}{lock}) \
          RETURNING *",
         p1 = p(1),
@@ -323,17 +323,22 @@ impl Store {
                 for stmt in rest {
                     txn.execute(stmt).await?;
                 }
-                let mut disabled = HashSet::new();
+                let mut disabled = HashMap::new();
                 for r in results {
-                    let Some(reason) = &r.disable_endpoint else {
-                        continue;
-                    };
-                    if disabled.insert(r.delivery.endpoint_id.clone()) {
-                        disable_and_notify(&txn, &r.delivery.endpoint_id, reason, public_url, now)
-                            .await?;
+                    if let Some(reason) = &r.disable_endpoint {
+                        disabled
+                            .entry(r.delivery.endpoint_id.clone())
+                            .or_insert(reason);
                     }
                 }
-                txn.commit().await?;
+                let ids: Vec<String> = disabled.keys().cloned().collect();
+                self.stopping(&ids, async {
+                    for (id, reason) in &disabled {
+                        disable_and_notify(&txn, id, reason, public_url, now).await?;
+                    }
+                    txn.commit().await
+                })
+                .await?;
                 written
             }
         };
@@ -761,6 +766,7 @@ async fn disable_and_notify(
     if res.rows_affected == 0 {
         return Ok(false);
     }
+    crate::gate::pause_or_resume(txn, endpoint_id, true, now).await?;
     let Some(ep) = endpoint::Entity::find_by_id(endpoint_id).one(txn).await? else {
         return Ok(false);
     };
@@ -826,16 +832,19 @@ impl Store {
         public_url: &str,
     ) -> Result<bool> {
         let txn = self.write_txn().await?;
-        let done = disable_and_notify(
-            &txn,
-            endpoint_id,
-            reason,
-            public_url,
-            Timestamp::now().as_millis(),
-        )
-        .await?;
-        txn.commit().await?;
-        Ok(done)
+        self.stopping(&[endpoint_id.to_owned()], async {
+            let done = disable_and_notify(
+                &txn,
+                endpoint_id,
+                reason,
+                public_url,
+                Timestamp::now().as_millis(),
+            )
+            .await?;
+            txn.commit().await?;
+            Ok(done)
+        })
+        .await
     }
 }
 

@@ -11,6 +11,7 @@ use sea_orm::sea_query::{Expr, Query};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 
 use crate::entities::{attempt, delivery, endpoint, message};
+use crate::gate::enabled_endpoint_in;
 use crate::resources::check_owner;
 use crate::traffic::new_delivery;
 use crate::{ListParams, Page, Result, Store, StoreError, from_json, page::fetch_page};
@@ -100,7 +101,8 @@ impl Store {
         for (state, n) in rows {
             match state.parse::<DeliveryState>() {
                 Ok(DeliveryState::Succeeded) => stats.success += n,
-                Ok(DeliveryState::Pending) => stats.pending += n,
+                // Paused deliveries wait to be sent, as pending ones do (Svix has no such state).
+                Ok(DeliveryState::Pending | DeliveryState::Paused) => stats.pending += n,
                 Ok(DeliveryState::Sending) => stats.sending += n,
                 Ok(DeliveryState::Failed) => stats.fail += n,
                 Ok(DeliveryState::Skipped) => stats.canceled += n,
@@ -127,6 +129,7 @@ impl Store {
         }
         let now = Timestamp::now();
         let txn = self.write_txn().await?;
+        let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, &ep.id).await?;
         let existing = delivery::Entity::find()
             .filter(delivery::Column::MsgId.eq(&msg.id))
             .filter(delivery::Column::EndpointId.eq(&ep.id))
@@ -173,7 +176,7 @@ impl Store {
     }
 
     /// Re-arms every failed delivery of an endpoint whose message was created in
-    /// `[since, until)`; returns how many.
+    /// `[since, until)`; returns how many. Refused while the endpoint is disabled.
     pub async fn recover_failed(
         &self,
         tenant: TenantId,
@@ -183,6 +186,8 @@ impl Store {
         ttl: Duration,
     ) -> Result<u64> {
         let now = Timestamp::now();
+        let txn = self.write_txn().await?;
+        enabled_endpoint_in(&*txn, self.backend, tenant, endpoint_id).await?;
         let mut update = rearm(delivery::Entity::update_many(), now, ttl)
             .filter(delivery::Column::TenantId.eq(tenant.to_string()))
             .filter(delivery::Column::EndpointId.eq(endpoint_id))
@@ -191,12 +196,15 @@ impl Store {
         if let Some(until) = until {
             update = update.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
         }
-        Ok(update.exec(&self.db).await?.rows_affected)
+        let n = update.exec(&*txn).await?.rows_affected;
+        txn.commit().await?;
+        Ok(n)
     }
 
     /// Creates deliveries to `ep` for the application's messages in `[since, until)` that match
     /// the endpoint's filters and never had one (e.g. sent while it was disabled or before it
-    /// existed). Works in batches; returns how many were created.
+    /// existed). Works in batches; returns how many were created. Refused while the endpoint
+    /// is disabled, checked again in every batch's transaction.
     pub async fn replay_missing(
         &self,
         tenant: TenantId,
@@ -211,10 +219,18 @@ impl Store {
         let end = until.map(|u| MessageId::lower_bound(u).to_string());
         let mut created = 0u64;
         loop {
+            // NOT EXISTS, one probe of the (msg_id, endpoint_id) unique index per message,
+            // where NOT IN read every delivery the endpoint ever had for each batch.
             let delivered = Query::select()
-                .column(delivery::Column::MsgId)
+                .expr(Expr::val(1))
                 .from(delivery::Entity)
-                .and_where(Expr::col(delivery::Column::EndpointId).eq(ep.id.as_str()))
+                .and_where(
+                    Expr::col((delivery::Entity, delivery::Column::MsgId))
+                        .equals((message::Entity, message::Column::Id)),
+                )
+                .and_where(
+                    Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.id.as_str()),
+                )
                 .to_owned();
             let mut select = message::Entity::find()
                 .filter(message::Column::TenantId.eq(tenant.to_string()))
@@ -223,7 +239,7 @@ impl Store {
                     None => message::Column::Id.gte(start.as_str()),
                     Some(last) => message::Column::Id.gt(last.as_str()),
                 })
-                .filter(message::Column::Id.not_in_subquery(delivered))
+                .filter(Expr::exists(delivered).not())
                 .order_by_asc(message::Column::Id)
                 .limit(500);
             if let Some(end) = &end {
@@ -234,6 +250,7 @@ impl Store {
             after = Some(last.id.clone());
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
+            let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, &ep.id).await?;
             let mut rows = Vec::new();
             for msg in &batch {
                 let channels: Vec<String> = msg

@@ -158,22 +158,11 @@ impl Store {
         updated
     }
 
-    /// Deletes an application with its endpoints, messages, deliveries and attempts.
+    /// Deletes an application with its endpoints, messages, deliveries and attempts. Its
+    /// endpoints stop receiving from the moment this commits, as if disabled (see `gate`).
     pub async fn delete_application(&self, tenant: TenantId, id_or_uid: &str) -> Result<()> {
         let app = self.get_application(tenant, id_or_uid).await?;
         let txn = self.write_txn().await?;
-        attempt::Entity::delete_many()
-            .filter(attempt::Column::AppId.eq(&app.id))
-            .exec(&*txn)
-            .await?;
-        delivery::Entity::delete_many()
-            .filter(delivery::Column::AppId.eq(&app.id))
-            .exec(&*txn)
-            .await?;
-        message::Entity::delete_many()
-            .filter(message::Column::AppId.eq(&app.id))
-            .exec(&*txn)
-            .await?;
         let endpoint_ids: Vec<String> = endpoint::Entity::find()
             .filter(endpoint::Column::AppId.eq(&app.id))
             .all(&*txn)
@@ -181,15 +170,30 @@ impl Store {
             .into_iter()
             .map(|e| e.id)
             .collect();
-        ordering_sequence::Entity::delete_many()
-            .filter(ordering_sequence::Column::EndpointId.is_in(endpoint_ids))
-            .exec(&*txn)
-            .await?;
-        // Endpoints and their secrets follow by ON DELETE CASCADE.
-        application::Entity::delete_by_id(app.id)
-            .exec(&*txn)
-            .await?;
-        txn.commit().await?;
+        self.stopping(&endpoint_ids, async {
+            attempt::Entity::delete_many()
+                .filter(attempt::Column::AppId.eq(&app.id))
+                .exec(&*txn)
+                .await?;
+            delivery::Entity::delete_many()
+                .filter(delivery::Column::AppId.eq(&app.id))
+                .exec(&*txn)
+                .await?;
+            message::Entity::delete_many()
+                .filter(message::Column::AppId.eq(&app.id))
+                .exec(&*txn)
+                .await?;
+            ordering_sequence::Entity::delete_many()
+                .filter(ordering_sequence::Column::EndpointId.is_in(endpoint_ids.clone()))
+                .exec(&*txn)
+                .await?;
+            // Endpoints and their secrets follow by ON DELETE CASCADE.
+            application::Entity::delete_by_id(app.id.clone())
+                .exec(&*txn)
+                .await?;
+            txn.commit().await
+        })
+        .await?;
         self.apps.clear();
         Ok(())
     }
@@ -381,7 +385,8 @@ impl Store {
             .await?)
     }
 
-    /// Replaces an endpoint's settings. Turning `disabled` off resets its health.
+    /// Replaces an endpoint's settings. Turning `disabled` on pauses its deliveries (see
+    /// `gate`); turning it off resets its health and resumes them.
     pub async fn update_endpoint(
         &self,
         tenant: TenantId,
@@ -389,31 +394,25 @@ impl Store {
         new: NewEndpoint,
     ) -> Result<endpoint::Model> {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
-        let now = Timestamp::now().as_millis();
-        let was_disabled = current.disabled;
-        let mut model = current.into_active_model();
-        model.uid = Set(new.uid);
-        model.url = Set(new.url);
-        model.description = Set(new.description);
-        model.version = Set(new.version);
-        model.filter_types = Set(new.filter_types.map(|v| to_json(&v)));
-        model.channels = Set(new.channels.map(|v| to_json(&v)));
-        model.headers = Set(to_json(&new.headers));
-        model.metadata = Set(to_json(&new.metadata));
-        model.throttle_rate = Set(new.throttle_rate);
-        model.max_concurrency = Set(new.max_concurrency);
-        model.timeout_ms = Set(new.timeout_ms);
-        model.retry_policy = Set(new.retry_policy);
-        model.status_overrides = Set(new.status_overrides);
-        apply_disabled(
-            &mut model,
-            was_disabled,
-            new.disabled,
-            "disabled by the tenant",
-            now,
-        );
-        model.updated_at = Set(now);
-        model.update(&self.db).await.map_err(conflict_as("uid"))
+        let disabled = new.disabled;
+        self.write_endpoint(current, move |model, was_disabled, now| {
+            model.uid = Set(new.uid);
+            model.url = Set(new.url);
+            model.description = Set(new.description);
+            model.version = Set(new.version);
+            model.filter_types = Set(new.filter_types.map(|v| to_json(&v)));
+            model.channels = Set(new.channels.map(|v| to_json(&v)));
+            model.headers = Set(to_json(&new.headers));
+            model.metadata = Set(to_json(&new.metadata));
+            model.throttle_rate = Set(new.throttle_rate);
+            model.max_concurrency = Set(new.max_concurrency);
+            model.timeout_ms = Set(new.timeout_ms);
+            model.retry_policy = Set(new.retry_policy);
+            model.status_overrides = Set(new.status_overrides);
+            apply_disabled(model, was_disabled, disabled, "disabled by the tenant", now);
+            disabled
+        })
+        .await
     }
 
     /// Disables (with a reason shown to the tenant) or re-enables an endpoint.
@@ -424,39 +423,82 @@ impl Store {
         change: EndpointChanges,
     ) -> Result<endpoint::Model> {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
-        let now = Timestamp::now().as_millis();
-        let was_disabled = current.disabled;
-        let mut model = current.into_active_model();
-        match change {
+        self.write_endpoint(current, move |model, was_disabled, now| match change {
             EndpointChanges::Disable { reason } => {
-                apply_disabled(&mut model, was_disabled, true, &reason, now)
+                apply_disabled(model, was_disabled, true, &reason, now);
+                true
             }
-            EndpointChanges::Enable => apply_disabled(&mut model, was_disabled, false, "", now),
-        }
-        model.updated_at = Set(now);
-        Ok(model.update(&self.db).await?)
+            EndpointChanges::Enable => {
+                apply_disabled(model, was_disabled, false, "", now);
+                false
+            }
+        })
+        .await
     }
 
+    /// Writes an endpoint changed by `change` (which returns whether it is now disabled) and,
+    /// in the same transaction, pauses or resumes its deliveries. Whether it *was* disabled is
+    /// read inside the transaction, not taken from the caller's copy.
+    async fn write_endpoint(
+        &self,
+        current: endpoint::Model,
+        change: impl FnOnce(&mut endpoint::ActiveModel, bool, i64) -> bool,
+    ) -> Result<endpoint::Model> {
+        let now = Timestamp::now().as_millis();
+        let id = current.id.clone();
+        let txn = self.write_txn().await?;
+        let stored = endpoint::Entity::find_by_id(id.clone())
+            .one(&*txn)
+            .await?
+            .ok_or(StoreError::not_found("endpoint"))?;
+        // Only the columns `change` sets are written: health columns the dispatcher keeps
+        // moving stay as stored.
+        let mut model = current.into_active_model();
+        let disabled = change(&mut model, stored.disabled, now);
+        model.updated_at = Set(now);
+        let ids = if disabled {
+            vec![id.clone()]
+        } else {
+            Vec::new()
+        };
+        let updated = self
+            .stopping(&ids, async {
+                let updated = model.update(&*txn).await.map_err(conflict_as("uid"))?;
+                crate::gate::pause_or_resume(&*txn, &id, disabled, now).await?;
+                txn.commit().await?;
+                Ok(updated)
+            })
+            .await?;
+        if !disabled {
+            self.stopped.unmark(&id);
+        }
+        Ok(updated)
+    }
+
+    /// Deletes an endpoint with its deliveries and attempts; nothing more is sent to it from
+    /// the moment this commits (see `gate`).
     pub async fn delete_endpoint(&self, tenant: TenantId, ep: &endpoint::Model) -> Result<()> {
         check_owner(tenant, &ep.tenant_id, "endpoint")?;
         let txn = self.write_txn().await?;
-        attempt::Entity::delete_many()
-            .filter(attempt::Column::EndpointId.eq(&ep.id))
-            .exec(&*txn)
-            .await?;
-        delivery::Entity::delete_many()
-            .filter(delivery::Column::EndpointId.eq(&ep.id))
-            .exec(&*txn)
-            .await?;
-        ordering_sequence::Entity::delete_many()
-            .filter(ordering_sequence::Column::EndpointId.eq(&ep.id))
-            .exec(&*txn)
-            .await?;
-        endpoint::Entity::delete_by_id(ep.id.clone())
-            .exec(&*txn)
-            .await?;
-        txn.commit().await?;
-        Ok(())
+        self.stopping(std::slice::from_ref(&ep.id), async {
+            attempt::Entity::delete_many()
+                .filter(attempt::Column::EndpointId.eq(&ep.id))
+                .exec(&*txn)
+                .await?;
+            delivery::Entity::delete_many()
+                .filter(delivery::Column::EndpointId.eq(&ep.id))
+                .exec(&*txn)
+                .await?;
+            ordering_sequence::Entity::delete_many()
+                .filter(ordering_sequence::Column::EndpointId.eq(&ep.id))
+                .exec(&*txn)
+                .await?;
+            endpoint::Entity::delete_by_id(ep.id.clone())
+                .exec(&*txn)
+                .await?;
+            txn.commit().await
+        })
+        .await
     }
 
     /// The secrets that sign right now: the current one first, then any previous one still

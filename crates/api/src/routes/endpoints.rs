@@ -509,7 +509,8 @@ pub async fn replay_missing(
 pub fn state_code(state: &str) -> (i32, &'static str) {
     match state.parse::<DeliveryState>() {
         Ok(DeliveryState::Succeeded) => (0, "success"),
-        Ok(DeliveryState::Pending) => (1, "pending"),
+        // Paused (endpoint disabled) waits to be sent: Svix's pending.
+        Ok(DeliveryState::Pending | DeliveryState::Paused) => (1, "pending"),
         Ok(DeliveryState::Failed) => (2, "fail"),
         Ok(DeliveryState::Sending) => (3, "sending"),
         Ok(DeliveryState::Skipped) | Err(_) => (4, "canceled"),

@@ -6,6 +6,7 @@ mod bench;
 mod cli;
 mod crash;
 mod delivery;
+mod disabled;
 mod flow;
 mod health;
 mod helpers;

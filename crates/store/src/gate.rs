@@ -1,0 +1,258 @@
+//! "A disabled endpoint receives nothing from the moment the disable commits" (DESIGN.md), in
+//! one place:
+//!
+//! - a disable (by the tenant, a 410, the auto-disable sweep) pauses the endpoint's pending
+//!   and in-flight deliveries in its own transaction and revokes their leases; an enable turns
+//!   them pending again, due at once. A paused delivery counts no attempt (decisions 31);
+//! - every manual action that creates or re-arms a delivery (resend, recover, replay) reads the
+//!   endpoint inside its write transaction through [`enabled_endpoint_in`], and is refused with
+//!   [`StoreError::EndpointDisabled`] when it is disabled;
+//! - the dispatcher asks [`Store::endpoint_stopped`] right before every request: a disable or
+//!   delete made by this process marks the endpoint before it commits, and marks from other
+//!   processes arrive through [`Store::refresh_stopped`] within its polling period.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use domain::delivery::DeliveryState;
+use domain::ids::TenantId;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
+
+use crate::entities::{delivery, endpoint};
+use crate::{Backend, Result, Store, StoreError};
+
+/// How long a mark outlives the disable or delete that made it. Work a dispatcher holds in
+/// memory is sent or given back within seconds (a line waits at most about a second, a
+/// hand-off is admitted at once), and past that every claim reads the endpoint afresh.
+const MARK_LIFETIME: Duration = Duration::from_secs(300);
+/// A mark younger than this is kept even if the database still shows the endpoint enabled:
+/// the disable that made it may not have committed yet.
+const MARK_SETTLE: Duration = Duration::from_secs(5);
+
+/// Endpoints this process must not send to, with when each was marked. Bounded: marks expire
+/// after `MARK_LIFETIME`, and an enable removes its mark.
+#[derive(Debug, Default)]
+pub(crate) struct StoppedEndpoints(Mutex<HashMap<String, Instant>>);
+
+impl StoppedEndpoints {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn mark<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
+        let now = Instant::now();
+        let mut all = self.lock();
+        all.retain(|_, at| now.duration_since(*at) < MARK_LIFETIME);
+        for id in ids {
+            all.insert(id.to_owned(), now);
+        }
+    }
+
+    pub(crate) fn unmark(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.lock()
+            .get(id)
+            .is_some_and(|at| at.elapsed() < MARK_LIFETIME)
+    }
+
+    /// Unmarks `id` when its mark is old enough that its disable has surely committed.
+    fn unmark_settled(&self, id: &str) {
+        let mut all = self.lock();
+        if all.get(id).is_some_and(|at| at.elapsed() >= MARK_SETTLE) {
+            all.remove(id);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Pauses (`disabled`) or resumes an endpoint's deliveries, in the caller's transaction.
+/// Pausing takes in-flight ones too and revokes their leases, so a result that arrives later
+/// is not written over the pause; resuming makes every paused one due now.
+pub(crate) async fn pause_or_resume<C: ConnectionTrait>(
+    txn: &C,
+    endpoint_id: &str,
+    disabled: bool,
+    now: i64,
+) -> Result<u64> {
+    use delivery::Column as C;
+    let update = delivery::Entity::update_many()
+        .col_expr(C::UpdatedAt, Expr::value(now))
+        .filter(C::EndpointId.eq(endpoint_id));
+    let update = if disabled {
+        update
+            .col_expr(C::State, Expr::value(DeliveryState::Paused.as_str()))
+            .col_expr(C::LeaseOwner, Expr::value(Option::<String>::None))
+            .col_expr(C::LeaseExpiresAt, Expr::value(Option::<i64>::None))
+            .filter(C::State.is_in([
+                DeliveryState::Pending.as_str(),
+                DeliveryState::Sending.as_str(),
+            ]))
+    } else {
+        update
+            .col_expr(C::State, Expr::value(DeliveryState::Pending.as_str()))
+            .col_expr(C::NextAttemptAt, Expr::value(now))
+            .filter(C::State.eq(DeliveryState::Paused.as_str()))
+    };
+    Ok(update.exec(txn).await?.rows_affected)
+}
+
+/// The endpoint, read in the caller's write transaction, if it may receive deliveries. Every
+/// manual action that creates or re-arms deliveries calls this first. On PostgreSQL the row is
+/// share-locked until the caller commits, so a concurrent disable waits for it and then pauses
+/// what it armed; on SQLite the write transaction already excludes every other writer.
+pub(crate) async fn enabled_endpoint_in<C: ConnectionTrait>(
+    txn: &C,
+    backend: Backend,
+    tenant: TenantId,
+    endpoint_id: &str,
+) -> Result<endpoint::Model> {
+    read_enabled(txn, backend == Backend::Postgres, tenant, endpoint_id).await
+}
+
+async fn read_enabled<C: ConnectionTrait>(
+    db: &C,
+    lock: bool,
+    tenant: TenantId,
+    endpoint_id: &str,
+) -> Result<endpoint::Model> {
+    let mut select = endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
+        .filter(endpoint::Column::Id.eq(endpoint_id));
+    if lock {
+        select = select.lock_shared();
+    }
+    let ep = select
+        .one(db)
+        .await?
+        .ok_or(StoreError::not_found("endpoint"))?;
+    if ep.disabled {
+        return Err(StoreError::EndpointDisabled { endpoint_id: ep.id });
+    }
+    Ok(ep)
+}
+
+impl Store {
+    /// The endpoint as stored now, if it may receive deliveries: for requests that queue work
+    /// to run later (recover, replay), so they answer 409 at once. The work itself checks again.
+    pub async fn enabled_endpoint(
+        &self,
+        tenant: TenantId,
+        endpoint_id: &str,
+    ) -> Result<endpoint::Model> {
+        read_enabled(&self.db, false, tenant, endpoint_id).await
+    }
+
+    /// Whether this process must not start a request to the endpoint: it was disabled or
+    /// deleted here, or another process's disable was seen by [`Store::refresh_stopped`].
+    /// Checked by the dispatcher right before every request.
+    pub fn endpoint_stopped(&self, endpoint_id: &str) -> bool {
+        self.stopped.contains(endpoint_id)
+    }
+
+    /// Reads whether the given endpoints (those a dispatcher holds work for) are still enabled,
+    /// and marks the disabled and deleted ones: how a disable committed by another process
+    /// reaches this one's in-memory work.
+    pub async fn refresh_stopped(&self, endpoint_ids: &[String]) -> Result<()> {
+        if endpoint_ids.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<(String, bool)> = endpoint::Entity::find()
+            .select_only()
+            .column(endpoint::Column::Id)
+            .column(endpoint::Column::Disabled)
+            .filter(endpoint::Column::Id.is_in(endpoint_ids.iter().map(String::as_str)))
+            .into_tuple()
+            .all(&self.db)
+            .await?;
+        let enabled: HashMap<&str, bool> = rows.iter().map(|(id, d)| (id.as_str(), !d)).collect();
+        let stop: Vec<&str> = endpoint_ids
+            .iter()
+            .map(String::as_str)
+            .filter(|id| !enabled.get(id).copied().unwrap_or(false))
+            .collect();
+        for id in endpoint_ids {
+            if enabled.get(id.as_str()).copied().unwrap_or(false) {
+                self.stopped.unmark_settled(id);
+            }
+        }
+        self.stopped.mark(stop);
+        Ok(())
+    }
+
+    /// Marks endpoints stopped in this process before the transaction that disables or
+    /// deletes them commits, runs `work`, and takes the marks back if it fails.
+    pub(crate) async fn stopping<T, F>(&self, ids: &[String], work: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        self.stopped.mark(ids.iter().map(String::as_str));
+        let out = work.await;
+        if out.is_err() {
+            for id in ids {
+                self.stopped.unmark(id);
+            }
+        }
+        out
+    }
+
+    /// Gives claims of a disabled endpoint back as paused (the dispatcher found the endpoint
+    /// disabled when it read it for a claimed batch).
+    pub async fn pause_claims(&self, owner: &str, ids: &[String]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let _turn = self.write_turn().await;
+        let res = delivery::Entity::update_many()
+            .col_expr(
+                delivery::Column::State,
+                Expr::value(DeliveryState::Paused.as_str()),
+            )
+            .col_expr(
+                delivery::Column::LeaseOwner,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                delivery::Column::LeaseExpiresAt,
+                Expr::value(Option::<i64>::None),
+            )
+            .filter(delivery::Column::Id.is_in(ids.iter().map(String::as_str)))
+            .filter(delivery::Column::LeaseOwner.eq(owner))
+            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_expire_and_an_enable_removes_one() {
+        let s = StoppedEndpoints::default();
+        s.mark(["ep_a", "ep_b"]);
+        assert!(s.contains("ep_a") && s.contains("ep_b"));
+        s.unmark("ep_a");
+        assert!(!s.contains("ep_a"));
+        // A fresh mark survives a read that still shows the endpoint enabled.
+        s.unmark_settled("ep_b");
+        assert!(s.contains("ep_b"));
+        // An expired mark is dropped at the next mark, so the set stays bounded.
+        if let Some(old) = Instant::now().checked_sub(MARK_LIFETIME + Duration::from_secs(1)) {
+            s.lock().insert("ep_old".into(), old);
+            assert!(!s.contains("ep_old"));
+        }
+        s.mark(["ep_c"]);
+        assert_eq!(s.len(), 2, "ep_b and ep_c; ep_old expired");
+    }
+}
