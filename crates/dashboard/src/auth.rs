@@ -1,5 +1,6 @@
 //! Sign-up, login and logout. Passwords are hashed with argon2 (default parameters) on the
-//! blocking pool; a failed-login limiter keyed by email and client address slows guessing.
+//! blocking pool, through the process-wide limits of `limiter` (a bounded number at once,
+//! per-client buckets, failed logins slowed down per email).
 
 use std::sync::LazyLock;
 use std::time::Instant;
@@ -7,15 +8,15 @@ use std::time::Instant;
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHasher, SaltString};
 use domain::Timestamp;
 use domain::ids::{TenantId, UserId};
-use rand::RngCore;
 use serde::Deserialize;
 use store::{NewTenant, Store, StoreError};
 
 use crate::error::PageError;
-use crate::limiter::{LOGIN_LIMITER, MAX_FAILURES};
+use crate::limiter::{AuthLimits, Busy};
+use crate::password;
 use crate::session::{self, FORM_COOKIE, SESSION_COOKIE, SESSION_TTL, Session};
 use crate::views::{self, LoginPage, SignupDone, SignupPage};
 
@@ -74,6 +75,10 @@ pub async fn signup(
     let form = form.into_inner();
     session::check_form_token(&req, &form.csrf)?;
     let store = session::store_of(&req)?;
+    let limits = limits_of(&req)?;
+    limits
+        .signup_attempt(limits.client_ip(&req))
+        .map_err(|b| too_busy(b, "Too many sign-ups from your network."))?;
     let name = form.name.trim().to_owned();
     let email = form.email.trim().to_lowercase();
     let problem = if name.is_empty() || name.chars().count() > 100 {
@@ -99,7 +104,7 @@ pub async fn signup(
         };
         return Ok(views::render(StatusCode::UNPROCESSABLE_ENTITY, &page)?);
     }
-    let hash = hash_password(form.password).await?;
+    let hash = hash_password(limits, form.password).await?;
     let tenant = store
         .create_tenant(NewTenant {
             name: name.clone(),
@@ -157,12 +162,7 @@ pub async fn login(
     session::check_form_token(&req, &form.csrf)?;
     let store = session::store_of(&req)?;
     let email = form.email.trim().to_lowercase();
-    // The socket's address, not X-Forwarded-For, which any client can write.
-    let ip = req
-        .peer_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_default();
-    let key = format!("{email}|{ip}");
+    let limits = limits_of(&req)?;
     let failed = |status: StatusCode, error: String| -> Result<HttpResponse, PageError> {
         let page = LoginPage {
             csrf: None,
@@ -172,17 +172,10 @@ pub async fn login(
         };
         Ok(views::render(status, &page)?)
     };
-    if let Err(wait) = LOGIN_LIMITER.check(&key, Instant::now()) {
-        let minutes = wait.as_secs().div_ceil(60).max(1);
-        return failed(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "Too many failed logins ({MAX_FAILURES}) for this email from your network. \
-                 Try again in {minutes} minute{}.",
-                if minutes == 1 { "" } else { "s" }
-            ),
-        );
-    }
+    // Per client address, whatever the email: varying it buys nothing.
+    limits
+        .login_attempt(limits.client_ip(&req))
+        .map_err(|b| too_busy(b, "Too many login attempts from your network."))?;
     let user = if email.is_empty() || form.password.len() > MAX_PASSWORD {
         None
     } else {
@@ -194,15 +187,19 @@ pub async fn login(
         .as_ref()
         .map(|u| u.password_hash.clone())
         .unwrap_or_else(|| DUMMY_HASH.clone());
-    let ok = verify_password(form.password.clone(), stored).await? && user.is_some();
+    let ok = verify_password(limits, form.password.clone(), stored).await? && user.is_some();
     let Some(user) = user.filter(|_| ok) else {
-        LOGIN_LIMITER.record_failure(&key, Instant::now());
+        // Slowed down, never refused: the right password still logs in at once.
+        let delay = limits.failed_login(&email, Instant::now());
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         return failed(
             StatusCode::UNAUTHORIZED,
             "That email and password do not match an account.".into(),
         );
     };
-    LOGIN_LIMITER.clear(&key);
+    limits.logged_in(&email);
     let tenant = parse_tenant(&user.tenant_id)?;
     let user_id = UserId::parse(&user.id)
         .map_err(|e| PageError::Internal(format!("user id {}: {e}", user.id)))?;
@@ -309,33 +306,45 @@ fn plausible_email(email: &str) -> bool {
         && !email.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
-async fn hash_password(password: String) -> Result<String, PageError> {
-    web::block(move || {
-        let mut salt = [0u8; 16];
-        rand::rng().fill_bytes(&mut salt);
-        let salt = SaltString::encode_b64(&salt)
-            .map_err(|e| PageError::Internal(format!("argon2 salt: {e}")))?;
-        Argon2::default()
-            .hash_password(password.as_bytes(), &salt)
-            .map(|h| h.to_string())
-            .map_err(|e| PageError::Internal(format!("argon2: {e}")))
-    })
-    .await
-    .map_err(|e| PageError::Internal(format!("password hashing stopped: {e}")))?
+fn limits_of(req: &HttpRequest) -> Result<&AuthLimits, PageError> {
+    req.app_data::<web::Data<AuthLimits>>()
+        .map(|d| d.get_ref())
+        .ok_or_else(|| PageError::Internal("AuthLimits missing from app data".into()))
 }
 
-async fn verify_password(password: String, stored: String) -> Result<bool, PageError> {
-    web::block(move || {
-        PasswordHash::new(&stored)
-            .map(|h| {
-                Argon2::default()
-                    .verify_password(password.as_bytes(), &h)
-                    .is_ok()
-            })
-            .unwrap_or(false)
-    })
-    .await
-    .map_err(|e| PageError::Internal(format!("password check stopped: {e}")))
+/// 429 with `Retry-After`, and a page that says when to try again.
+fn too_busy(busy: Busy, what: &str) -> PageError {
+    let secs = busy.retry_after_secs();
+    PageError::TooBusy {
+        retry_after: secs,
+        text: format!(
+            "{what} Try again in {secs} second{}.",
+            if secs == 1 { "" } else { "s" }
+        ),
+    }
+}
+
+const HASH_BUSY: &str = "The server is busy checking passwords.";
+
+async fn hash_password(limits: &AuthLimits, password: String) -> Result<String, PageError> {
+    limits
+        .hash(move |mem| password::hash(mem, password.as_bytes()))
+        .await
+        .map_err(|b| too_busy(b, HASH_BUSY))?
+        .ok_or_else(|| PageError::Internal("password hashing stopped".into()))?
+        .map_err(PageError::Internal)
+}
+
+async fn verify_password(
+    limits: &AuthLimits,
+    password: String,
+    stored: String,
+) -> Result<bool, PageError> {
+    limits
+        .hash(move |mem| password::verify(mem, password.as_bytes(), &stored))
+        .await
+        .map_err(|b| too_busy(b, HASH_BUSY))?
+        .ok_or_else(|| PageError::Internal("password check stopped".into()))
 }
 
 /// Verified when the email has no account, so both paths cost one argon2 run.
@@ -376,20 +385,23 @@ mod tests {
 
     #[actix_web::test]
     async fn passwords_verify_only_against_their_own_hash() {
-        let hash = hash_password("correct horse battery".into()).await.unwrap();
+        let l = &AuthLimits::new(Default::default());
+        let hash = hash_password(l, "correct horse battery".into())
+            .await
+            .unwrap();
         assert!(hash.starts_with("$argon2id$"));
         assert!(
-            verify_password("correct horse battery".into(), hash.clone())
+            verify_password(l, "correct horse battery".into(), hash.clone())
                 .await
                 .unwrap()
         );
         assert!(
-            !verify_password("wrong horse battery".into(), hash)
+            !verify_password(l, "wrong horse battery".into(), hash)
                 .await
                 .unwrap()
         );
         assert!(
-            !verify_password("x".into(), "not a hash".into())
+            !verify_password(l, "x".into(), "not a hash".into())
                 .await
                 .unwrap()
         );

@@ -20,6 +20,9 @@ pub enum PageError {
     /// Input the user can fix; the text is shown on the page.
     #[error("{1}")]
     BadInput(StatusCode, String),
+    /// Too many requests: 429 with `Retry-After`, the text shown on the page.
+    #[error("{text}")]
+    TooBusy { retry_after: u64, text: String },
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error("cannot render a page: {0}")]
@@ -54,6 +57,7 @@ impl ResponseError for PageError {
             }
             PageError::Csrf => StatusCode::FORBIDDEN,
             PageError::BadInput(status, _) => *status,
+            PageError::TooBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             PageError::Store(
                 store::StoreError::Conflict { .. } | store::StoreError::EndpointDisabled { .. },
             ) => StatusCode::CONFLICT,
@@ -78,6 +82,7 @@ impl ResponseError for PageError {
                     .to_owned(),
             ),
             PageError::BadInput(_, msg) => ("That did not work", msg.clone()),
+            PageError::TooBusy { text, .. } => ("Please wait", text.clone()),
             PageError::Store(store::StoreError::EndpointDisabled { .. }) => (
                 "That did not work",
                 "This endpoint is disabled, so nothing is sent to it. Enable it first; its \
@@ -107,12 +112,17 @@ impl ResponseError for PageError {
             title,
             text,
         };
-        views::render(status, &page).unwrap_or_else(|e| {
+        let mut resp = views::render(status, &page).unwrap_or_else(|e| {
             tracing::error!(error = %e, "cannot render the error page");
             HttpResponse::build(status)
                 .content_type("text/plain; charset=utf-8")
                 .body(title)
-        })
+        });
+        if let PageError::TooBusy { retry_after, .. } = self {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+        }
+        resp
     }
 }
 

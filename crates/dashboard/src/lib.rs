@@ -13,6 +13,7 @@ mod error;
 mod limiter;
 mod manage;
 mod messages;
+mod password;
 mod session;
 mod settings;
 mod views;
@@ -20,8 +21,10 @@ mod views;
 use actix_web::web;
 
 pub use error::PageError;
+pub use limiter::{AuthLimitConfig, AuthLimits};
 
-/// Registers the dashboard's pages. Needs `web::Data<store::Store>` in the app data.
+/// Registers the dashboard's pages. Needs `web::Data<store::Store>` and
+/// `web::Data<AuthLimits>` (one per server, shared by its workers) in the app data.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let form = || web::FormConfig::default().error_handler(error::form_error);
     cfg.service(web::resource("/static/{file}").route(web::get().to(assets::serve)))

@@ -147,6 +147,46 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "an OpenTelemetry collector's OTLP/HTTP base URL, e.g. http://127.0.0.1:4318: log records passing log_level are also exported as OTLP JSON to ENDPOINT/v1/logs; empty exports nothing",
     },
     SettingSpec {
+        name: "password_hash_concurrency",
+        default: "2",
+        help: "password checks (argon2, 19 MiB each) run at once in this process (1-64); beyond that and a short line, login and sign-up answer 429 with Retry-After",
+    },
+    SettingSpec {
+        name: "login_attempts_per_minute",
+        default: "20",
+        help: "login attempts one client address (an IPv6 /64) may make per minute, whatever the email (1-10000); over it, 429 with Retry-After",
+    },
+    SettingSpec {
+        name: "signups_per_hour",
+        default: "10",
+        help: "sign-ups one client address (an IPv6 /64) may make per hour (1-10000); over it, 429 with Retry-After",
+    },
+    SettingSpec {
+        name: "trusted_proxies",
+        default: "",
+        help: "comma-separated CIDR networks of reverse proxies whose X-Forwarded-For is believed for the client address; empty believes no one",
+    },
+    SettingSpec {
+        name: "http_body_timeout",
+        default: "10s",
+        help: "longest time a client may take to send a request body, from the end of its headers (100ms-10m); a slower request is answered 408 and its connection closed",
+    },
+    SettingSpec {
+        name: "http_max_connections",
+        default: "10000",
+        help: "most open HTTP connections the server keeps (16-1000000); further ones wait in the listen backlog",
+    },
+    SettingSpec {
+        name: "metrics_bind",
+        default: "",
+        help: "IP:PORT to serve /metrics on instead of the main address (e.g. a private interface); empty serves it on bind",
+    },
+    SettingSpec {
+        name: "metrics_token",
+        default: "",
+        help: "when set, /metrics answers only requests with Authorization: Bearer TOKEN (401 otherwise)",
+    },
+    SettingSpec {
         name: "log_level",
         default: "info",
         help: "a tracing filter: error, warn, info, debug, or e.g. info,store=debug",
@@ -188,6 +228,14 @@ pub struct Settings {
     pub metrics_tenant_label: bool,
     /// OTLP/HTTP base URL (no trailing slash), when log export is on.
     pub otlp_endpoint: Option<String>,
+    pub password_hash_concurrency: usize,
+    pub login_attempts_per_minute: u32,
+    pub signups_per_hour: u32,
+    pub trusted_proxies: AllowList,
+    pub http_body_timeout: Duration,
+    pub http_max_connections: usize,
+    pub metrics_bind: Option<SocketAddr>,
+    pub metrics_token: Option<SecretString>,
 }
 
 /// A setting that could not be used. The message names the setting and its source.
@@ -441,6 +489,47 @@ impl Settings {
                     _ => Err("expected http(s)://HOST:PORT, e.g. http://127.0.0.1:4318".to_owned()),
                 }
             })?,
+            password_hash_concurrency: field(
+                "password_hash_concurrency",
+                get("password_hash_concurrency"),
+                |v| number_between(v, 1, 64).map(|n| n as usize),
+            )?,
+            login_attempts_per_minute: field(
+                "login_attempts_per_minute",
+                get("login_attempts_per_minute"),
+                |v| number_between(v, 1, 10_000).map(|n| n as u32),
+            )?,
+            signups_per_hour: field("signups_per_hour", get("signups_per_hour"), |v| {
+                number_between(v, 1, 10_000).map(|n| n as u32)
+            })?,
+            trusted_proxies: field("trusted_proxies", get("trusted_proxies"), |v| {
+                AllowList::parse(v).map_err(|e| e.to_string())
+            })?,
+            http_body_timeout: field("http_body_timeout", get("http_body_timeout"), |v| {
+                duration_between(v, Duration::from_millis(100), Duration::from_secs(600))
+            })?,
+            http_max_connections: field(
+                "http_max_connections",
+                get("http_max_connections"),
+                |v| number_between(v, 16, 1_000_000).map(|n| n as usize),
+            )?,
+            metrics_bind: field("metrics_bind", get("metrics_bind"), |v| {
+                if v.is_empty() {
+                    return Ok(None);
+                }
+                v.parse::<SocketAddr>()
+                    .map(Some)
+                    .map_err(|_| "expected IP:PORT, e.g. 10.0.0.5:9100".to_owned())
+            })?,
+            metrics_token: field("metrics_token", get("metrics_token"), |v| {
+                if v.is_empty() {
+                    Ok(None)
+                } else if v.len() < 16 || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    Err("expected at least 16 characters without spaces".to_owned())
+                } else {
+                    Ok(Some(SecretString::from(v.to_owned())))
+                }
+            })?,
         })
     }
 
@@ -519,6 +608,34 @@ impl Settings {
             (
                 "otlp_endpoint",
                 self.otlp_endpoint.clone().unwrap_or_default(),
+            ),
+            (
+                "password_hash_concurrency",
+                self.password_hash_concurrency.to_string(),
+            ),
+            (
+                "login_attempts_per_minute",
+                self.login_attempts_per_minute.to_string(),
+            ),
+            ("signups_per_hour", self.signups_per_hour.to_string()),
+            ("trusted_proxies", self.trusted_proxies.to_string()),
+            ("http_body_timeout", format_duration(self.http_body_timeout)),
+            (
+                "http_max_connections",
+                self.http_max_connections.to_string(),
+            ),
+            (
+                "metrics_bind",
+                self.metrics_bind.map(|a| a.to_string()).unwrap_or_default(),
+            ),
+            (
+                "metrics_token",
+                if self.metrics_token.is_some() {
+                    "(set)"
+                } else {
+                    ""
+                }
+                .to_owned(),
             ),
         ]
         .iter()

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod http_limits;
 pub mod sink;
 pub mod startup;
 pub mod telemetry;

@@ -18,6 +18,8 @@ use crate::config::Settings;
 pub struct Application {
     port: Option<u16>,
     server: Option<Server>,
+    /// `/metrics` on its own address (`metrics_bind`), and that address's port.
+    metrics_server: Option<(u16, Server)>,
     stop_workers: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
     shutdown: Arc<Notify>,
@@ -120,6 +122,15 @@ impl Application {
             limits.clone(),
             stop_rx.clone(),
         )));
+        let metrics_server = match settings.metrics_bind {
+            Some(addr) => Some(metrics_server(
+                settings,
+                addr,
+                store.clone(),
+                metrics.clone(),
+            )?),
+            None => None,
+        };
         let (port, server) = if settings.roles.api {
             let (port, server) = http_server(settings, store, new_work, limits, metrics)?;
             (Some(port), Some(server))
@@ -129,6 +140,7 @@ impl Application {
         Ok(Application {
             port,
             server,
+            metrics_server,
             stop_workers,
             workers,
             shutdown: Arc::new(Notify::new()),
@@ -140,6 +152,11 @@ impl Application {
         self.port
     }
 
+    /// The port `/metrics` is served on when `metrics_bind` is set.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics_server.as_ref().map(|(p, _)| *p)
+    }
+
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle(self.shutdown.clone())
     }
@@ -149,6 +166,10 @@ impl Application {
     /// timeout), gives back unstarted claims, and returns.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let handle: Option<ServerHandle> = self.server.as_ref().map(|s| s.handle());
+        let metrics_handle = self.metrics_server.as_ref().map(|(_, s)| s.handle());
+        if let Some((_, s)) = self.metrics_server {
+            tokio::spawn(s);
+        }
         let mut server_task = self.server.map(tokio::spawn);
         let server_ended = async {
             match server_task.as_mut() {
@@ -165,6 +186,9 @@ impl Application {
         }
         let _ = self.stop_workers.send(true);
         if let Some(h) = handle {
+            h.stop(true).await;
+        }
+        if let Some(h) = metrics_handle {
             h.stop(true).await;
         }
         for w in self.workers {
@@ -209,6 +233,12 @@ async fn heartbeat(
     }
 }
 
+/// HTTP workers of a server: one per core, as actix-web's default, made explicit so the
+/// connection limit can be divided among them.
+fn http_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
 fn http_server(
     settings: &Settings,
     store: Store,
@@ -231,18 +261,41 @@ fn http_server(
         ingest_limits,
         ingest_counts: metrics.ingest.clone(),
     };
+    // `/metrics` is served here unless it has an address of its own.
+    let metrics_here = settings.metrics_bind.is_none();
     let metrics = web::Data::new(metrics);
+    let metrics_access = web::Data::new(MetricsAccess(settings.metrics_token.clone()));
     let api_data = web::Data::new(api_config.clone());
+    let auth_limits = web::Data::new(dashboard::AuthLimits::new(dashboard::AuthLimitConfig {
+        hash_concurrency: settings.password_hash_concurrency,
+        logins_per_minute: settings.login_attempts_per_minute,
+        signups_per_hour: settings.signups_per_hour,
+        trusted_proxies: settings.trusted_proxies.clone(),
+    }));
+    let body_timeout = web::Data::new(crate::http_limits::BodyTimeout(settings.http_body_timeout));
+    let workers = http_workers();
     let server = HttpServer::new(move || {
-        App::new()
+        let app = App::new()
+            .wrap(actix_web::middleware::from_fn(
+                crate::http_limits::body_deadline,
+            ))
+            .app_data(body_timeout.clone())
             .app_data(data.clone())
             .app_data(api_data.clone())
-            .configure(|c| api::configure(c, &api_config))
-            // Before the dashboard, whose default service answers every other path.
-            .app_data(metrics.clone())
-            .route("/metrics", web::get().to(serve_metrics))
-            .configure(dashboard::configure)
+            .app_data(auth_limits.clone())
+            .configure(|c| api::configure(c, &api_config));
+        // Before the dashboard, whose default service answers every other path.
+        let app = if metrics_here {
+            app.app_data(metrics.clone())
+                .app_data(metrics_access.clone())
+                .route("/metrics", web::get().to(serve_metrics))
+        } else {
+            app
+        };
+        app.configure(dashboard::configure)
     })
+    .workers(workers)
+    .max_connections(settings.http_max_connections.div_ceil(workers))
     // Signals are handled in run_until_stopped, so the workers stop together with the server.
     .disable_signals()
     .shutdown_timeout(settings.shutdown_timeout.as_secs())
@@ -250,6 +303,61 @@ fn http_server(
     .map_err(bind_err)?
     .run();
     Ok((port, server))
+}
+
+/// `/metrics` alone on `metrics_bind` (e.g. a private interface), in any role.
+fn metrics_server(
+    settings: &Settings,
+    addr: std::net::SocketAddr,
+    store: Store,
+    metrics: ProcessMetrics,
+) -> Result<(u16, Server), StartError> {
+    let bind_err = |source| StartError::Bind {
+        addr: addr.to_string(),
+        source,
+    };
+    let listener = TcpListener::bind(addr).map_err(bind_err)?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let store = web::Data::new(store);
+    let metrics = web::Data::new(metrics);
+    let access = web::Data::new(MetricsAccess(settings.metrics_token.clone()));
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(store.clone())
+            .app_data(metrics.clone())
+            .app_data(access.clone())
+            .route("/metrics", web::get().to(serve_metrics))
+    })
+    .workers(1)
+    .max_connections(64)
+    .disable_signals()
+    .shutdown_timeout(settings.shutdown_timeout.as_secs())
+    .listen(listener)
+    .map_err(bind_err)?
+    .run();
+    Ok((port, server))
+}
+
+/// The bearer token `/metrics` requires, if any (`metrics_token`).
+struct MetricsAccess(Option<secrecy::SecretString>);
+
+impl MetricsAccess {
+    fn allows(&self, req: &actix_web::HttpRequest) -> bool {
+        use subtle::ConstantTimeEq;
+        let Some(token) = &self.0 else {
+            return true;
+        };
+        let given = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        given
+            .as_bytes()
+            .ct_eq(token.expose_secret().as_bytes())
+            .into()
+    }
 }
 
 /// This process's counters, shared by the dispatcher, the API and `/metrics`.
@@ -262,10 +370,18 @@ struct ProcessMetrics {
 /// `GET /metrics`: Prometheus text format 0.0.4. Counters and histograms are this process's;
 /// gauges are read from the database at scrape time, so every node reports the same queue.
 async fn serve_metrics(
+    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     metrics: web::Data<ProcessMetrics>,
+    access: web::Data<MetricsAccess>,
 ) -> actix_web::HttpResponse {
     use dispatcher::metrics::{write_header, write_sample};
+    if !access.allows(&req) {
+        return actix_web::HttpResponse::Unauthorized()
+            .insert_header(("WWW-Authenticate", "Bearer"))
+            .content_type("text/plain; charset=utf-8")
+            .body("/metrics needs Authorization: Bearer <metrics_token>\n");
+    }
     // The gauges are read before the counters: an attempt is counted before its result is
     // committed, so a scrape whose queue shows a delivery finished has counted its attempt.
     let gauges = store.queue_gauges(domain::Timestamp::now()).await;

@@ -1,5 +1,6 @@
 //! End-to-end tests of the `hookd` binary as a user runs it.
 
+mod abuse;
 mod api;
 mod app;
 mod bench;

@@ -1,0 +1,374 @@
+//! The abuse suite: what an unauthenticated client (or a careless operator) can make a live
+//! `hookd serve` process do, measured on the process itself (RSS and open descriptors from
+//! /proc). Each test states the bound it holds the server to.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::helpers::{Server, hookd};
+
+/// `hookd serve` (API role, SQLite in a temporary directory) with `env`.
+fn serve(dir: &tempfile::TempDir, env: &[(&str, &str)]) -> Server {
+    let mut cmd = hookd(dir.path());
+    cmd.env("HOOKD_DATABASE_URL", "sqlite://hookd.db")
+        .env("HOOKD_ROLES", "api");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Server::start(cmd)
+}
+
+fn proc_status(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resident memory in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    proc_status(pid, "VmRSS:") as f64 / 1024.0
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A login or sign-up form's token and the cookie that goes with it.
+async fn form(c: &reqwest::Client, base: &str, page: &str) -> (String, String) {
+    let r = c.get(format!("{base}{page}")).send().await.unwrap();
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("hookd_form="))
+        .and_then(|c| c.split(';').next())
+        .expect("form cookie")
+        .to_owned();
+    let body = r.text().await.unwrap();
+    let marker = r#"name="csrf" value=""#;
+    let start = body.find(marker).expect("csrf field") + marker.len();
+    let len = body[start..].find('"').unwrap();
+    (body[start..start + len].to_owned(), cookie)
+}
+
+async fn post_form(
+    c: &reqwest::Client,
+    base: &str,
+    page: &str,
+    (token, cookie): &(String, String),
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut all = vec![("csrf", token.as_str())];
+    all.extend_from_slice(fields);
+    c.post(format!("{base}{page}"))
+        .header("cookie", cookie)
+        .form(&all)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn retry_after(r: &reqwest::Response) -> Option<u64> {
+    r.headers().get("retry-after")?.to_str().ok()?.parse().ok()
+}
+
+#[tokio::test]
+async fn concurrent_logins_with_varied_emails_keep_memory_bounded_and_answer_429() {
+    let dir = tempfile::tempdir().unwrap();
+    // The per-client bucket is opened wide here: this is about the global hashing bound.
+    let server = serve(&dir, &[("HOOKD_LOGIN_ATTEMPTS_PER_MINUTE", "10000")]);
+    let pid = server.child.id();
+    let c = client();
+    let f = form(&c, &server.base, "/login").await;
+    // One login first, so the baseline includes a hash's worth of allocator state.
+    post_form(
+        &c,
+        &server.base,
+        "/login",
+        &f,
+        &[("email", "w@x.com"), ("password", "p")],
+    )
+    .await;
+    let baseline = rss_mib(pid);
+
+    let peak = std::sync::Arc::new(std::sync::Mutex::new(baseline));
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                let now = rss_mib(pid);
+                let mut p = peak.lock().unwrap();
+                *p = p.max(now);
+                drop(p);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let mut statuses = Vec::new();
+    let mut after_round = Vec::new();
+    for round in 0..3 {
+        let mut burst = tokio::task::JoinSet::new();
+        for i in 0..64 {
+            let (c, base, f) = (c.clone(), server.base.clone(), f.clone());
+            burst.spawn(async move {
+                let email = format!("guess{round}-{i}@victim.example");
+                let r = post_form(
+                    &c,
+                    &base,
+                    "/login",
+                    &f,
+                    &[("email", &email), ("password", "hunter22")],
+                )
+                .await;
+                (r.status(), retry_after(&r))
+            });
+        }
+        while let Some(r) = burst.join_next().await {
+            statuses.push(r.unwrap());
+        }
+        after_round.push(rss_mib(pid));
+    }
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    sampler.join().unwrap();
+    let peak = *peak.lock().unwrap();
+    let refused = statuses
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    let checked = statuses
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::UNAUTHORIZED)
+        .count();
+    assert!(
+        statuses.iter().all(|(s, ra)| *s == StatusCode::UNAUTHORIZED
+            || (*s == StatusCode::TOO_MANY_REQUESTS && ra.is_some_and(|r| r >= 1))),
+        "every answer is 401 or 429 with Retry-After: {statuses:?}"
+    );
+    assert!(
+        refused > 0 && checked > 0,
+        "{refused} refused, {checked} checked"
+    );
+    // Two argon2 runs at once (19 MiB each) plus the requests in line: the stated bound is
+    // 64 MiB above the idle server, where the unbounded server grew by 800 MB.
+    assert!(
+        peak - baseline < 64.0,
+        "peak RSS {peak:.1} MiB, baseline {baseline:.1} MiB"
+    );
+    // Hashing memory is reused, not allocated per request: once the first burst has taken
+    // its share, further bursts add nothing, and nothing grows after the burst.
+    assert!(
+        after_round[2] - after_round[0] < 4.0,
+        "RSS after each burst: {after_round:?} MiB"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_mib(pid);
+    assert!(
+        after - baseline < 32.0,
+        "RSS {after:.1} MiB two seconds after the bursts, baseline {baseline:.1} MiB"
+    );
+    eprintln!(
+        "logins: {checked} checked, {refused} refused; RSS baseline {baseline:.1}, peak {peak:.1}, after {after:.1} MiB"
+    );
+}
+
+#[tokio::test]
+async fn login_and_signup_are_limited_per_client_whatever_the_email() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(
+        &dir,
+        &[
+            ("HOOKD_LOGIN_ATTEMPTS_PER_MINUTE", "5"),
+            ("HOOKD_SIGNUPS_PER_HOUR", "2"),
+        ],
+    );
+    let c = client();
+    let f = form(&c, &server.base, "/login").await;
+    let mut seen = Vec::new();
+    for i in 0..7 {
+        let email = format!("user{i}@example.com");
+        let r = post_form(
+            &c,
+            &server.base,
+            "/login",
+            &f,
+            &[("email", &email), ("password", "x")],
+        )
+        .await;
+        seen.push((r.status().as_u16(), retry_after(&r)));
+    }
+    assert_eq!(
+        seen.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        [401, 401, 401, 401, 401, 429, 429]
+    );
+    let wait = seen[5].1.expect("Retry-After on 429");
+    assert!((1..=60).contains(&wait), "Retry-After {wait}");
+
+    let f = form(&c, &server.base, "/signup").await;
+    let mut codes = Vec::new();
+    for i in 0..3 {
+        let email = format!("owner{i}@example.com");
+        let r = post_form(
+            &c,
+            &server.base,
+            "/signup",
+            &f,
+            &[
+                ("name", "Acme"),
+                ("email", &email),
+                ("password", "correct horse battery"),
+            ],
+        )
+        .await;
+        codes.push(r.status().as_u16());
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(retry_after(&r).is_some());
+            let body = r.text().await.unwrap();
+            assert!(body.contains("Too many sign-ups"), "{body}");
+        }
+    }
+    assert_eq!(codes, [200, 200, 429]);
+}
+
+#[tokio::test]
+async fn stalled_bodies_are_answered_408_and_closed_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir, &[("HOOKD_HTTP_BODY_TIMEOUT", "1s")]);
+    let pid = server.child.id();
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    // A few ordinary requests first, so pools and threads that open lazily are counted.
+    let c = client();
+    for _ in 0..4 {
+        form(&c, &server.base, "/login").await;
+    }
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle_fds = open_fds(pid);
+    let started = Instant::now();
+    let mut conns = tokio::task::JoinSet::new();
+    for _ in 0..300 {
+        let addr = addr.clone();
+        conns.spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            s.write_all(
+                b"POST /login HTTP/1.1\r\nHost: hookd\r\n\
+                  Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ncsrf=",
+            )
+            .await
+            .unwrap();
+            // Never send the rest: read until the server closes the connection.
+            let mut answer = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut answer)).await;
+            (read.is_ok(), String::from_utf8_lossy(&answer).into_owned())
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = open_fds(pid);
+    let mut closed = 0;
+    while let Some(r) = conns.join_next().await {
+        let (ok, answer) = r.unwrap();
+        assert!(ok, "a stalled connection was still open after 20 s");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        closed += 1;
+    }
+    let took = started.elapsed();
+    assert_eq!(closed, 300);
+    // 1 s of timeout; the rest is 300 connections' set-up on a loaded 2-core machine.
+    assert!(took < Duration::from_secs(6), "all closed after {took:?}");
+    assert!(held > idle_fds, "the connections were open meanwhile");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        open_fds(pid) <= idle_fds + 2,
+        "{} descriptors open after, {idle_fds} before",
+        open_fds(pid)
+    );
+    eprintln!(
+        "300 stalled bodies: all answered 408 and closed after {took:?}; descriptors {idle_fds} -> {held} -> {}",
+        open_fds(pid)
+    );
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_wait_outside_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir, &[("HOOKD_HTTP_MAX_CONNECTIONS", "16")]);
+    let pid = server.child.id();
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let idle_fds = open_fds(pid);
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fds = open_fds(pid);
+    // 16 connections, split among the workers; each worker may have accepted a few more
+    // before it paused accepting.
+    assert!(
+        fds <= idle_fds + 32,
+        "{fds} descriptors with 100 idle connections, {idle_fds} before"
+    );
+    drop(held);
+}
+
+#[tokio::test]
+async fn metrics_can_require_a_token_or_live_on_an_address_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "s3cret-metrics-token-0123";
+    let server = serve(&dir, &[("HOOKD_METRICS_TOKEN", token)]);
+    let c = client();
+    let url = format!("{}/metrics", server.base);
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = c
+        .get(&url)
+        .bearer_auth("wrong-token-wrong-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = c.get(&url).bearer_auth(token).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("hookd_database_up 1"));
+    drop(server);
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(
+        &dir,
+        &[("HOOKD_METRICS_BIND", &format!("127.0.0.1:{port}"))],
+    );
+    let r = c
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::NOT_FOUND,
+        "not on the public address"
+    );
+    let r = c
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("hookd_database_up 1"));
+}
