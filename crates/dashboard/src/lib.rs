@@ -110,6 +110,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/app/{app_id}/msg").route(web::get().to(messages::list)))
         .service(web::resource("/app/{app_id}/msg/{msg_id}").route(web::get().to(messages::detail)))
         .service(
+            web::resource("/app/{app_id}/msg/{msg_id}/payload")
+                .route(web::get().to(messages::payload)),
+        )
+        .service(
             web::resource("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/{action}")
                 .app_data(form())
                 .route(web::post().to(messages::act)),

@@ -256,12 +256,32 @@ pub async fn detail(
         event_type: msg.event_type,
         event_id: msg.event_id,
         when: views::show_time(msg.created_at),
-        payload: views::pretty_payload(&msg.payload),
+        payload: views::payload_view(&msg.payload),
         notice,
         deliveries: delivery_views,
         more_attempts: !attempts.done,
     };
     Ok(views::render(StatusCode::OK, &page)?)
+}
+
+/// GET `/app/{app}/msg/{msg}/payload`: the payload exactly as sent, as a download.
+pub async fn payload(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let app = store.get_application(session.tenant, &path.0).await?;
+    let msg = store.get_message(session.tenant, &app.id, &path.1).await?;
+    let mut resp = HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header((
+            actix_web::http::header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{}.json\"", msg.id),
+        ))
+        .body(msg.payload);
+    crate::error::harden(&mut resp);
+    Ok(resp)
 }
 
 #[derive(Deserialize)]

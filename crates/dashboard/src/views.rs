@@ -173,8 +173,8 @@ pub struct MessageDetail {
     pub event_type: String,
     pub event_id: Option<String>,
     pub when: String,
-    /// Pretty-printed JSON (or the raw text when it is not JSON); escaped by the template.
-    pub payload: String,
+    /// The payload as shown (see [`payload_view`]); escaped by the template.
+    pub payload: PayloadView,
     pub notice: Option<String>,
     pub deliveries: Vec<DeliveryView>,
     /// Some attempts were left out (more than one query's worth).
@@ -409,11 +409,51 @@ pub fn state_class(state: &str) -> &'static str {
     }
 }
 
+/// The most of a payload a page shows, and the most its re-indented form may take: a page
+/// stays small whatever was sent (a 1 MiB payload indented per level rendered a 128 MB page).
+pub const PAYLOAD_SHOWN_BYTES: usize = 64 * 1024;
+const PRETTY_MAX_BYTES: usize = 4 * PAYLOAD_SHOWN_BYTES;
+
+/// A payload as a page shows it: re-indented when it is small and shallow enough, otherwise
+/// the raw text, cut at [`PAYLOAD_SHOWN_BYTES`] (the whole is a download away).
+pub struct PayloadView {
+    pub text: String,
+    /// Set when `text` is only the start: the payload's full size in bytes.
+    pub cut_from: Option<usize>,
+}
+
+pub fn payload_view(bytes: &[u8]) -> PayloadView {
+    if bytes.len() <= PAYLOAD_SHOWN_BYTES
+        && domain::payload::json_depth(bytes) <= domain::payload::MAX_DEPTH
+        && let Some(text) = pretty_payload(bytes, PRETTY_MAX_BYTES)
+    {
+        return PayloadView {
+            text,
+            cut_from: None,
+        };
+    }
+    if bytes.len() <= PAYLOAD_SHOWN_BYTES {
+        return PayloadView {
+            text: String::from_utf8_lossy(bytes).into_owned(),
+            cut_from: None,
+        };
+    }
+    let mut end = PAYLOAD_SHOWN_BYTES;
+    // Cut on a character boundary (a UTF-8 continuation byte is 0b10xxxxxx).
+    while end > 0 && bytes[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    PayloadView {
+        text: String::from_utf8_lossy(&bytes[..end]).into_owned(),
+        cut_from: Some(bytes.len()),
+    }
+}
+
 /// The stored payload for reading: JSON re-indented (keys, their order and numbers exactly as
-/// sent), anything else as text.
-pub fn pretty_payload(bytes: &[u8]) -> String {
+/// sent), anything else as text. `None` when the result would pass `max` bytes.
+pub fn pretty_payload(bytes: &[u8], max: usize) -> Option<String> {
     if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() {
-        return String::from_utf8_lossy(bytes).into_owned();
+        return Some(String::from_utf8_lossy(bytes).into_owned());
     }
     let text = String::from_utf8_lossy(bytes);
     let mut out = String::with_capacity(text.len() * 2);
@@ -425,6 +465,9 @@ pub fn pretty_payload(bytes: &[u8]) -> String {
         out.extend(std::iter::repeat_n("  ", depth));
     };
     while let Some(c) = chars.next() {
+        if out.len() > max {
+            return None;
+        }
         if in_string {
             out.push(c);
             match (escaped, c) {
@@ -466,7 +509,7 @@ pub fn pretty_payload(bytes: &[u8]) -> String {
             c => out.push(c),
         }
     }
-    out
+    (out.len() <= max).then_some(out)
 }
 
 /// Percent-encodes a query-string value.
@@ -564,7 +607,7 @@ mod tests {
     #[test]
     fn payloads_are_indented_without_reordering_or_rounding() {
         let raw = br#"{"z":1,"a":{"b":[1, 2,{}],"e":[]},"s":"x, {y}: \"q\"","n":12345678901234567890123}"#;
-        let pretty = pretty_payload(raw);
+        let pretty = pretty_payload(raw, 10_000).unwrap();
         assert_eq!(
             pretty,
             "{\n  \"z\": 1,\n  \"a\": {\n    \"b\": [\n      1,\n      2,\n      {}\n    ],\n    \"e\": []\n  },\n  \"s\": \"x, {y}: \\\"q\\\"\",\n  \"n\": 12345678901234567890123\n}"
@@ -572,8 +615,36 @@ mod tests {
         let a: serde_json::Value = serde_json::from_slice(raw).unwrap();
         let b: serde_json::Value = serde_json::from_str(&pretty).unwrap();
         assert_eq!(a, b);
-        assert_eq!(pretty_payload(b"not json <b>"), "not json <b>");
-        assert_eq!(pretty_payload(b" 42 "), "42");
+        assert_eq!(
+            pretty_payload(b"not json <b>", 100).unwrap(),
+            "not json <b>"
+        );
+        assert_eq!(pretty_payload(b" 42 ", 100).unwrap(), "42");
+        assert_eq!(pretty_payload(raw, 20), None, "over the limit");
+    }
+
+    #[test]
+    fn a_page_shows_at_most_64_kib_of_a_payload() {
+        // 1 MiB, shallow: raw and cut, the full size named.
+        let big = format!("{{\"a\":\"{}\"}}", "é".repeat(512 * 1024));
+        let v = payload_view(big.as_bytes());
+        assert_eq!(v.cut_from, Some(big.len()));
+        assert!(v.text.len() <= PAYLOAD_SHOWN_BYTES && v.text.len() > PAYLOAD_SHOWN_BYTES - 4);
+        // Small but deeply nested (stored before the API limited depth): raw, not indented.
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(5000), "]".repeat(5000));
+        let v = payload_view(deep.as_bytes());
+        assert_eq!((v.text.len(), v.cut_from), (deep.len(), None));
+        // Small and wide at the depth limit: indentation would pass 256 KiB, so raw.
+        let wide = format!(
+            "{}{}{}",
+            "[".repeat(64),
+            vec!["1"; 30_000].join(","),
+            "]".repeat(64)
+        );
+        let v = payload_view(wide.as_bytes());
+        assert_eq!(v.text, wide);
+        // The ordinary case: re-indented.
+        assert_eq!(payload_view(br#"{"a":1}"#).text, "{\n  \"a\": 1\n}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod health;
 pub mod ids;
 pub mod notify;
 pub mod ordering;
+pub mod payload;
 pub mod per_tenant;
 pub mod retry;
 pub mod retry_after;

@@ -145,6 +145,16 @@ async fn accept(
     if !raw.starts_with('{') {
         return Err(ApiError::field("payload", "payload must be a JSON object"));
     }
+    let depth = domain::payload::json_depth(raw.as_bytes());
+    if depth > domain::payload::MAX_DEPTH {
+        return Err(ApiError::field(
+            "payload",
+            format!(
+                "payload nests {depth} levels deep; at most {} are accepted",
+                domain::payload::MAX_DEPTH
+            ),
+        ));
+    }
     let new = NewMessage {
         event_type: body.event_type,
         event_id: body.event_id,

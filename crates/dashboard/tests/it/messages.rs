@@ -334,3 +334,38 @@ async fn messages_filter_by_status_id_and_dates_and_charts_count_the_attempts() 
         .await;
     charts.assert(200, "0.0 % of attempts succeeded");
 }
+
+#[tokio::test]
+async fn a_large_payload_renders_a_small_page_with_a_download() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    // About 1 MiB, nested as deeply as the API allows, with many small values: indented per
+    // level it made a page of over 100 MB.
+    let items: Vec<serde_json::Value> = (0..70_000).map(|i| json!([[[i]]])).collect();
+    let mut payload = json!({"items": items});
+    for _ in 0..59 {
+        payload = json!({"d": payload});
+    }
+    let raw = payload.to_string();
+    assert!(raw.len() > 800_000, "{}", raw.len());
+    let msg_id = send_message(&app, &key, &app_id, "big.event", payload).await;
+    let page = b.get(&format!("/app/{app_id}/msg/{msg_id}")).await;
+    page.assert(200, "Download the whole payload");
+    assert!(
+        page.body.len() < 200_000,
+        "page of {} bytes",
+        page.body.len()
+    );
+    assert!(page.body.contains(&format!("of {} bytes", raw.len())));
+    let download = b.get(&format!("/app/{app_id}/msg/{msg_id}/payload")).await;
+    assert_eq!(download.status, 200);
+    assert_eq!(download.body, raw, "the payload exactly as sent");
+    assert!(
+        download.headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("attachment")
+    );
+}

@@ -956,3 +956,40 @@ async fn wait_for_task(app: &TestApp, path: &str) -> String {
     }
     "running".to_owned()
 }
+
+#[tokio::test]
+async fn payloads_nest_at_most_64_levels() {
+    for app in TestApp::all(&[]).await {
+        let (a, _) = app.app_with_endpoint("depth").await;
+        let nested = |levels: usize| {
+            // `{"a": [[…[1]…]]}`: the object is one level, the arrays the rest.
+            format!(
+                r#"{{"eventType":"a","payload":{{"a":{}1{}}}}}"#,
+                "[".repeat(levels - 1),
+                "]".repeat(levels - 1)
+            )
+        };
+        let send = |body: String| {
+            app.client
+                .post(format!("{}/api/v1/app/{a}/msg", app.base))
+                .bearer_auth(&app.key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+        };
+        assert_eq!(
+            send(nested(64)).await.unwrap().status(),
+            201,
+            "{}",
+            app.backend
+        );
+        for levels in [65, 100_000] {
+            let r = send(nested(levels)).await.unwrap();
+            assert_eq!(r.status(), 422, "{levels} levels on {}", app.backend);
+            let body: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(body["detail"][0]["loc"], json!(["body", "payload"]));
+            let msg = body["detail"][0]["msg"].as_str().unwrap();
+            assert!(msg.contains("at most 64"), "{msg}");
+        }
+    }
+}

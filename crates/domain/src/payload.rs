@@ -1,0 +1,51 @@
+//! Limits on a message payload's shape that protect every reader of it (the dispatcher, the
+//! dashboard, the tenant's receivers): how deeply it may nest.
+
+/// The deepest nesting of objects and arrays a payload may have. Real event payloads rarely
+/// pass 10; 100,000 levels were accepted before this limit and made every page that showed
+/// the payload indent each level.
+pub const MAX_DEPTH: usize = 64;
+
+/// The deepest nesting of `{` and `[` in JSON text, counted without recursion (so any input,
+/// however deep, costs one pass and no stack). Brackets inside strings do not count.
+pub fn json_depth(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_counts_brackets_outside_strings() {
+        assert_eq!(json_depth(b"42"), 0);
+        assert_eq!(json_depth(b"{}"), 1);
+        assert_eq!(json_depth(br#"{"a":[1,{"b":[]}]}"#), 4);
+        assert_eq!(json_depth(br#"{"a":"[[[{{{\"[["}"#), 1);
+        assert_eq!(json_depth(br#"[{}, {}, [[]]]"#), 3);
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(json_depth(deep.as_bytes()), 100_000);
+    }
+}
