@@ -7,6 +7,7 @@ mod error;
 mod extract;
 mod health;
 mod idempotency;
+pub use idempotency::UnwrittenReplies;
 pub mod limits;
 mod openapi;
 mod routes;
@@ -36,6 +37,8 @@ pub struct ApiConfig {
     pub ingest_limits: std::sync::Arc<limits::IngestLimits>,
     /// Message-create requests by result, for `/metrics`.
     pub ingest_counts: std::sync::Arc<IngestCounts>,
+    /// Idempotent answers whose record could not be written yet (see `idempotency`).
+    pub unwritten_replies: std::sync::Arc<UnwrittenReplies>,
 }
 
 /// What became of a message-create request (`POST /api/v1/app/{app_id}/msg`).

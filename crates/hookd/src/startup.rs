@@ -260,6 +260,7 @@ fn http_server(
         new_work,
         ingest_limits,
         ingest_counts: metrics.ingest.clone(),
+        unwritten_replies: Default::default(),
     };
     // `/metrics` is served here unless it has an address of its own.
     let metrics_here = settings.metrics_bind.is_none();

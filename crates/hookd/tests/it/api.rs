@@ -993,3 +993,114 @@ async fn payloads_nest_at_most_64_levels() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_429_is_not_replayed_to_a_client_that_retries_with_the_same_key() {
+    for app in TestApp::all(&[
+        ("HOOKD_TENANT_INGEST_RATE", "1"),
+        ("HOOKD_TENANT_INGEST_BURST", "1"),
+    ])
+    .await
+    {
+        let (a, _) = app.app_with_endpoint("limited").await;
+        let msg = json!({"eventType": "x", "payload": {"n": 1}});
+        let (app, path) = (&app, format!("/app/{a}/msg"));
+        let post = |key: &'static str| {
+            let (path, msg) = (path.clone(), msg.clone());
+            async move {
+                app.call_as(
+                    &app.key,
+                    Method::POST,
+                    &path,
+                    Some(msg),
+                    &[("idempotency-key", key)],
+                )
+                .await
+            }
+        };
+        assert_eq!(post("first").await.status.as_u16(), 201);
+        let refused = post("second").await;
+        assert_eq!(refused.status.as_u16(), 429, "{}", app.backend);
+        let wait: u64 = refused.headers["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        // Backing off and retrying with the same key, as a client should: accepted.
+        let retried = post("second").await;
+        assert_eq!(
+            retried.status.as_u16(),
+            201,
+            "on {}: {}",
+            app.backend,
+            retried.body
+        );
+        assert!(retried.headers.get("idempotent-replayed").is_none());
+        // From now on that answer is the one replayed.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let again = post("second").await;
+        assert_eq!(again.body["id"], retried.body["id"]);
+        assert_eq!(again.headers["idempotent-replayed"], "true");
+    }
+}
+
+#[tokio::test]
+async fn an_answer_whose_record_cannot_be_written_is_replayed_not_run_twice() {
+    for app in TestApp::all(&[]).await {
+        let (a, _) = app.app_with_endpoint("unwritten").await;
+        // Make completing an idempotency record fail, as a database hiccup would.
+        let (create, drop) = match app.store.backend() {
+            store::Backend::Sqlite => (
+                "CREATE TRIGGER refuse_idem BEFORE UPDATE ON idempotency_keys \
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+                "DROP TRIGGER refuse_idem",
+            ),
+            store::Backend::Postgres => (
+                "CREATE FUNCTION refuse_idem() RETURNS trigger AS $$ BEGIN \
+                 RAISE EXCEPTION 'injected failure'; END $$ LANGUAGE plpgsql; \
+                 CREATE TRIGGER refuse_idem BEFORE UPDATE ON idempotency_keys \
+                 FOR EACH ROW EXECUTE FUNCTION refuse_idem()",
+                "DROP TRIGGER refuse_idem ON idempotency_keys; DROP FUNCTION refuse_idem()",
+            ),
+        };
+        app.store.execute_sql(create).await.unwrap();
+        let (app, path) = (&app, format!("/app/{a}/msg"));
+        let post = || {
+            let path = path.clone();
+            async move {
+                app.call_as(
+                    &app.key,
+                    Method::POST,
+                    &path,
+                    Some(json!({"eventType": "x", "payload": {"n": 1}})),
+                    &[("idempotency-key", "k-unwritten")],
+                )
+                .await
+            }
+        };
+        let first = post().await;
+        assert_eq!(first.status.as_u16(), 201, "{}", app.backend);
+        // The answer got lost on its way; the client retries.
+        let retried = post().await;
+        assert_eq!(
+            (retried.status.as_u16(), &retried.body["id"]),
+            (201, &first.body["id"]),
+            "on {}: {}",
+            app.backend,
+            retried.body
+        );
+        app.store.execute_sql(drop).await.unwrap();
+        // The record gets written in the background; the answer stays the same.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let later = post().await;
+        assert_eq!(later.body["id"], first.body["id"]);
+        let listed = app.get(&format!("/app/{a}/msg")).await.body;
+        assert_eq!(
+            listed["data"].as_array().unwrap().len(),
+            1,
+            "{}",
+            app.backend
+        );
+    }
+}
