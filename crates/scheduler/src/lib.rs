@@ -28,6 +28,27 @@ pub struct SchedulerConfig {
 /// How long per-minute attempt statistics are kept.
 pub const STATS_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How often expired rows are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// Deletes expired statistics, idempotency records and sessions (in bounded batches).
+pub async fn prune(store: &Store) {
+    let now = Timestamp::now();
+    let ago = |d: Duration| Timestamp::from_millis(now.as_millis() - d.as_millis() as i64);
+    if let Err(e) = store.prune_attempt_stats(ago(STATS_RETENTION)).await {
+        tracing::warn!(error = %e, "pruning attempt statistics");
+    }
+    match store.sweep_expired(ago(store::IDEMPOTENCY_TTL), now).await {
+        Ok(s) if s != store::Swept::default() => tracing::info!(
+            idempotency_keys = s.idempotency_keys,
+            sessions = s.sessions,
+            "deleted expired rows"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "deleting expired idempotency records and sessions"),
+    }
+}
+
 pub async fn run(
     cfg: SchedulerConfig,
     store: Store,
@@ -63,16 +84,12 @@ pub async fn run(
                     tracing::warn!(error = %e, "lease reaper");
                 }
             }
-            // Chart statistics are kept for STATS_RETENTION (the charts show 24 hours); an
-            // hourly delete keeps the table near its retention size.
-            if last_prune.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
+            // Chart statistics are kept for STATS_RETENTION (the charts show 24 hours),
+            // idempotency records for their 24 h, sessions until they expire: a delete every
+            // ten minutes keeps each table near its retention size.
+            if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
                 last_prune = Some(Instant::now());
-                let horizon = Timestamp::from_millis(
-                    Timestamp::now().as_millis() - STATS_RETENTION.as_millis() as i64,
-                );
-                if let Err(e) = store.prune_attempt_stats(horizon).await {
-                    tracing::warn!(error = %e, "pruning attempt statistics");
-                }
+                prune(&store).await;
             }
             if let Err(e) = email::send_due(&store, cfg.mailer.as_ref(), Timestamp::now()).await {
                 tracing::warn!(error = %e, "email outbox");

@@ -20,6 +20,7 @@ mod queue;
 mod recovery;
 mod resources;
 mod stats;
+mod sweep;
 mod tenants;
 mod traffic;
 
@@ -32,12 +33,13 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 pub use connect::{Backend, ConnectOptions};
 pub use error::{StoreError, redact_url};
 pub use ingest::{GiveUpAt, HandedOff, Handoff};
-pub use ops::IdempotencyStart;
+pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart};
 pub use page::{ListParams, Page};
 pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
 pub use recovery::{AttemptFilter, DeliveryStats};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
 pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};
+pub use sweep::Swept;
 pub use tenants::{NewTenant, hash_token};
 pub use traffic::{CreatedMessage, MessageFilter, NewAttempt, NewMessage};
 

@@ -115,3 +115,58 @@ async fn heartbeats_upsert_and_expire() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn expired_idempotency_records_and_sessions_are_swept_in_batches() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let now = Timestamp::now();
+        let day = Duration::from_secs(24 * 3600);
+        let long_ago = Timestamp::from_millis(now.as_millis() - 2 * day.as_millis() as i64);
+        // More old records than one batch, and a few fresh ones.
+        let old = store::Swept::default();
+        let n_old = 1500;
+        for i in 0..n_old {
+            store
+                .idempotency_begin(t, &format!("old-{i}"), "h", long_ago)
+                .await
+                .unwrap();
+        }
+        for i in 0..3 {
+            store
+                .idempotency_begin(t, &format!("new-{i}"), "h", now)
+                .await
+                .unwrap();
+        }
+        let user = store
+            .create_user(t, "u@t.test", "$argon2id$x", "owner")
+            .await
+            .unwrap();
+        let user = domain::ids::UserId::parse(&user.id).unwrap();
+        store.create_session(t, user, "c", long_ago).await.unwrap();
+        let (_, live) = store
+            .create_session(t, user, "c", now.plus(day))
+            .await
+            .unwrap();
+
+        let horizon = Timestamp::from_millis(now.as_millis() - day.as_millis() as i64);
+        let swept = store.sweep_expired(horizon, now).await.unwrap();
+        assert_ne!(swept, old);
+        assert_eq!(
+            (swept.idempotency_keys, swept.sessions),
+            (n_old, 1),
+            "only what expired"
+        );
+        // The fresh records still replay, the live session still opens.
+        assert!(matches!(
+            store.idempotency_begin(t, "new-0", "h", now).await.unwrap(),
+            store::IdempotencyStart::InFlight
+        ));
+        assert!(store.find_session(&live, now).await.unwrap().is_some());
+        assert_eq!(
+            store.sweep_expired(horizon, now).await.unwrap(),
+            store::Swept::default()
+        );
+    })
+    .await;
+}
