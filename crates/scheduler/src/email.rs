@@ -154,7 +154,9 @@ impl Mailer {
     async fn try_send(&self, to: &str, subject: &str, body: &str) -> Result<(), SendError> {
         let refused = |reason| SendError {
             reason,
+            shown: "the email could not be built for this address",
             unreachable: false,
+            permanent: true,
         };
         let to: Mailbox = to
             .parse()
@@ -168,23 +170,39 @@ impl Mailer {
             .header(ContentType::TEXT_PLAIN)
             .body(body.to_owned())
             .map_err(|e| refused(format!("cannot build the email: {e}")))?;
-        self.transport
-            .send(message)
-            .await
-            .map(drop)
-            .map_err(|e| SendError {
+        self.transport.send(message).await.map(drop).map_err(|e| {
+            // No SMTP reply at all: connection, TLS or timeout trouble.
+            let unreachable = !(e.is_permanent() || e.is_transient());
+            SendError {
                 reason: format!("SMTP {}: {e}", self.target),
-                // No SMTP reply at all: connection, TLS or timeout trouble.
-                unreachable: !(e.is_permanent() || e.is_transient()),
-            })
+                shown: if e.is_permanent() {
+                    "the mail server refused this email"
+                } else if unreachable {
+                    "the mail server could not be reached; will retry"
+                } else {
+                    "the mail server asked to try again later; will retry"
+                },
+                unreachable,
+                permanent: e.is_permanent(),
+            }
+        })
     }
 }
 
 struct SendError {
+    /// The whole story, for the operator's log: names the SMTP server.
     reason: String,
+    /// What the tenant sees in the outbox's `lastError`: nothing about the operator's setup.
+    shown: &'static str,
     /// The server could not be reached, so the rest of the batch would fail the same way.
     unreachable: bool,
+    /// The message itself was refused (an SMTP 5xx, a bad address): trying again will not help.
+    permanent: bool,
 }
+
+/// Tries of an email the server refuses for good before it is given up on; mail to a server
+/// that is only unreachable or busy waits and is retried as long as it takes.
+pub const MAX_PERMANENT_FAILURES: i32 = 3;
 
 /// Shows where mail goes, never the credentials.
 impl fmt::Display for Mailer {
@@ -270,9 +288,23 @@ async fn sweep(
             }
             Err(SendError {
                 reason,
+                shown,
                 unreachable,
+                permanent,
             }) => {
                 let failed = mail.attempts.saturating_add(1);
+                if permanent && failed >= MAX_PERMANENT_FAILURES {
+                    tracing::warn!(
+                        email_id = %mail.id,
+                        attempt = failed,
+                        error = %reason,
+                        "email refused for good; giving up"
+                    );
+                    store
+                        .system_email_outcome(&mail.id, Err((shown.to_owned(), None)), now)
+                        .await?;
+                    continue;
+                }
                 let delay = retry_delay(failed);
                 tracing::warn!(
                     email_id = %mail.id,
@@ -282,7 +314,11 @@ async fn sweep(
                     "email not sent; will retry"
                 );
                 store
-                    .system_email_outcome(&mail.id, Err((reason, now.plus(delay))), now)
+                    .system_email_outcome(
+                        &mail.id,
+                        Err((shown.to_owned(), Some(now.plus(delay)))),
+                        now,
+                    )
                     .await?;
                 // Leave the rest untried (and uncounted) for the next sweep rather than wait
                 // out a timeout per email.

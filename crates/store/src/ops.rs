@@ -65,12 +65,12 @@ impl Store {
             .await?)
     }
 
-    /// Scheduler: records the outcome of one send. `Ok(())` = sent; `Err(reason)` = retry at
-    /// `retry_at`.
+    /// Scheduler: records the outcome of one send: `Ok` sent; `Err((reason, Some(at)))` retry then; `Err((reason, None))`
+    /// failed for good (state `failed`, never tried again).
     pub async fn system_email_outcome(
         &self,
         email_id: &str,
-        outcome: std::result::Result<(), (String, Timestamp)>,
+        outcome: std::result::Result<(), (String, Option<Timestamp>)>,
         now: Timestamp,
     ) -> Result<()> {
         let mut update = email::Entity::update_many()
@@ -83,12 +83,15 @@ impl Store {
             Ok(()) => update
                 .col_expr(email::Column::State, Expr::value("sent"))
                 .col_expr(email::Column::SentAt, Expr::value(now.as_millis())),
-            Err((reason, retry_at)) => update
+            Err((reason, Some(retry_at))) => update
                 .col_expr(email::Column::LastError, Expr::value(reason))
                 .col_expr(
                     email::Column::NextAttemptAt,
                     Expr::value(retry_at.as_millis()),
                 ),
+            Err((reason, None)) => update
+                .col_expr(email::Column::LastError, Expr::value(reason))
+                .col_expr(email::Column::State, Expr::value("failed")),
         };
         update.exec(&self.db).await?;
         Ok(())

@@ -611,7 +611,8 @@ pub struct EmailOut {
     pub id: String,
     pub to: String,
     pub subject: String,
-    /// `pending` (not yet sent: no SMTP configured, or the server is unreachable) or `sent`.
+    /// `pending` (not yet sent: no SMTP configured, or the server is unreachable), `sent`, or
+    /// `failed` (the mail server refused it for good).
     pub state: String,
     pub attempts: i32,
     pub last_error: Option<String>,

@@ -178,7 +178,7 @@ async fn an_unreachable_server_costs_one_attempt_per_sweep_not_one_per_email() {
 }
 
 #[tokio::test]
-async fn a_refused_recipient_is_retried_later_and_does_not_hold_up_other_mail() {
+async fn a_refused_recipient_is_given_up_after_three_tries_and_tenants_never_see_the_server() {
     each_backend(|store| async move {
         let server = TestSmtpServer::start().await;
         let mailer = Mailer::from_url(&server.url(), FROM).unwrap();
@@ -195,16 +195,37 @@ async fn a_refused_recipient_is_retried_later_and_does_not_hold_up_other_mail() 
         let rows = outbox(&store, t).await;
         let row = |id: &str| rows.iter().find(|m| m.id == id).unwrap().clone();
         assert_eq!(row(&good.id).state, "sent");
-        let bad = row(&bad.id);
-        assert_eq!((bad.state.as_str(), bad.attempts), ("pending", 1));
-        assert!(
-            bad.last_error.as_deref().is_some_and(|e| e.contains("550")),
-            "{:?}",
-            bad.last_error
-        );
+        let first = row(&bad.id);
+        assert_eq!((first.state.as_str(), first.attempts), ("pending", 1));
         assert_eq!(
-            bad.next_attempt_at,
+            first.next_attempt_at,
             now.plus(Duration::from_secs(30)).as_millis()
+        );
+        // The tenant reads a reason, not the operator's SMTP host, port or reply.
+        let shown = first.last_error.clone().unwrap_or_default();
+        assert_eq!(shown, "the mail server refused this email");
+        let port = server.url().rsplit(':').next().unwrap().to_owned();
+        assert!(!shown.contains("127.0.0.1") && !shown.contains(&port) && !shown.contains("550"));
+
+        // Refused again at each retry; the third refusal ends it.
+        let mut at = Timestamp::from_millis(first.next_attempt_at);
+        for tries in [2, 3] {
+            send_due(&store, Some(&mailer), at).await.unwrap();
+            let rows = outbox(&store, t).await;
+            let row = rows.iter().find(|m| m.id == bad.id).unwrap();
+            assert_eq!(row.attempts, tries);
+            at = Timestamp::from_millis(row.next_attempt_at);
+        }
+        let rows = outbox(&store, t).await;
+        let gone = rows.iter().find(|m| m.id == bad.id).unwrap();
+        assert_eq!(gone.state, "failed");
+        let much_later = now.plus(Duration::from_secs(30 * 86_400));
+        assert!(
+            store
+                .system_due_emails(much_later, 10)
+                .await
+                .unwrap()
+                .is_empty()
         );
     })
     .await;

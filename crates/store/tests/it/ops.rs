@@ -20,7 +20,11 @@ async fn the_outbox_keeps_mail_until_it_is_sent() {
 
         let retry_at = now.plus(Duration::from_secs(60));
         store
-            .system_email_outcome(&e.id, Err(("connection refused".into(), retry_at)), now)
+            .system_email_outcome(
+                &e.id,
+                Err(("connection refused".into(), Some(retry_at))),
+                now,
+            )
             .await
             .unwrap();
         assert!(store.system_due_emails(now, 10).await.unwrap().is_empty());
