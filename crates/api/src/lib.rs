@@ -121,6 +121,29 @@ macro_rules! at {
     };
 }
 
+/// Accepts every API path with a trailing slash as without it (`GET /api/v1/app/`), as Svix's
+/// server does, so scripts written against Svix's docs keep working. Cheaper than actix's
+/// `NormalizePath`, which runs a regex over every request's path.
+async fn trim_trailing_slash(
+    mut req: actix_web::dev::ServiceRequest,
+    next: middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let path = req.path();
+    if path.len() > 1 && path.ends_with('/') {
+        let trimmed = path.trim_end_matches('/');
+        let new = match req.query_string() {
+            "" => trimmed.to_owned(),
+            q => format!("{trimmed}?{q}"),
+        };
+        if let Ok(uri) = new.parse::<actix_web::http::Uri>() {
+            // Only the end of the path changes, so what the scope already matched stays valid.
+            req.match_info_mut().get_mut().update(&uri);
+            req.head_mut().uri = uri;
+        }
+    }
+    next.call(req).await
+}
+
 /// Registers every API route. The caller provides `web::Data<store::Store>` and
 /// `web::Data<ApiConfig>`.
 pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
@@ -158,6 +181,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .app_data(web::QueryConfig::default().error_handler(error::query_error))
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .wrap(middleware::from_fn(idempotency::middleware))
+            // Outermost: runs before the routes below are matched.
+            .wrap(middleware::from_fn(trim_trailing_slash))
             .service(at!("/health", get => health::health))
             .service(at!("/openapi.json", get => openapi::serve))
             .service(at!("/background-task", get => eps::list_tasks))

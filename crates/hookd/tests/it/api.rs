@@ -1104,3 +1104,34 @@ async fn an_answer_whose_record_cannot_be_written_is_replayed_not_run_twice() {
         );
     }
 }
+
+#[tokio::test]
+async fn every_api_path_works_with_a_trailing_slash_as_on_svix() {
+    for app in TestApp::all(&[]).await {
+        let created = app.post("/app/", json!({"name": "slash"})).await;
+        assert_eq!(created.status.as_u16(), 201, "{}", created.body);
+        let a = created.body["id"].as_str().unwrap().to_owned();
+        for path in [
+            "/app/".to_owned(),
+            "/app/?limit=1".to_owned(),
+            format!("/app/{a}/"),
+            format!("/app/{a}/endpoint/"),
+            "/health/".to_owned(),
+        ] {
+            let with = app.get(&path).await;
+            let without = app
+                .get(&path.replace("/?", "?").trim_end_matches('/').to_owned())
+                .await;
+            assert_eq!(
+                with.status.as_u16(),
+                200,
+                "{path} on {}: {}",
+                app.backend,
+                with.body
+            );
+            assert_eq!(with.body, without.body, "{path}");
+        }
+        let limited = app.get("/app/?limit=1").await.body;
+        assert_eq!(limited["data"].as_array().unwrap().len(), 1);
+    }
+}
