@@ -5,7 +5,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::Timestamp;
 use domain::ids::{ApiKeyId, SessionId, TenantId, UserId};
 use rand::RngCore;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, QueryFilter, Set,
+};
 use sha2::{Digest, Sha256};
 
 use crate::entities::{api_key, session, tenant, user};
@@ -129,9 +132,39 @@ impl Store {
                 .filter(api_key::Column::RevokedAt.is_null())
                 .one(&self.db)
                 .await?;
+            if let Some(k) = &found {
+                self.note_key_used(k);
+            }
             found.map(|k| parse_tenant(&k.tenant_id)).transpose()
         };
         self.keys.get_or_load(hash.clone(), load).await
+    }
+
+    /// Writes when a key was last used (shown to tenants, to spot unused or leaked keys), at
+    /// most once a minute per key, in the background so no request waits for it. Runs only
+    /// when the key is read from the database, which the one-second copies already limit.
+    fn note_key_used(&self, key: &api_key::Model) {
+        let now = Timestamp::now().as_millis();
+        let stale = now - KEY_USE_RESOLUTION.as_millis() as i64;
+        if key.last_used_at.is_some_and(|at| at >= stale) {
+            return;
+        }
+        let (db, id) = (self.db.clone(), key.id.clone());
+        tokio::spawn(async move {
+            let res = api_key::Entity::update_many()
+                .col_expr(api_key::Column::LastUsedAt, Expr::value(now))
+                .filter(api_key::Column::Id.eq(id))
+                .filter(
+                    Condition::any()
+                        .add(api_key::Column::LastUsedAt.is_null())
+                        .add(api_key::Column::LastUsedAt.lt(stale)),
+                )
+                .exec(&db)
+                .await;
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "could not note an API key's use");
+            }
+        });
     }
 
     pub async fn create_user(
@@ -208,3 +241,6 @@ impl Store {
 pub(crate) fn parse_tenant(s: &str) -> Result<TenantId> {
     TenantId::parse(s).map_err(|e| StoreError::Corrupt(format!("tenant id {s:?}: {e}")))
 }
+
+/// How precisely an API key's last use is kept.
+const KEY_USE_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(60);

@@ -1135,3 +1135,42 @@ async fn every_api_path_works_with_a_trailing_slash_as_on_svix() {
         assert_eq!(limited["data"].as_array().unwrap().len(), 1);
     }
 }
+
+#[tokio::test]
+async fn an_api_keys_last_use_is_recorded() {
+    for app in TestApp::all(&[]).await {
+        let (_, unused) = app
+            .store
+            .create_api_key(app.tenant, "unused")
+            .await
+            .unwrap();
+        let before = domain::Timestamp::now().as_millis();
+        assert_eq!(app.get("/app").await.status.as_u16(), 200);
+        let mut used_at = None;
+        for _ in 0..100 {
+            let keys = app
+                .store
+                .list_api_keys(app.tenant, &Default::default())
+                .await
+                .unwrap()
+                .data;
+            let default = keys.iter().find(|k| k.name == "default").unwrap();
+            assert!(
+                keys.iter()
+                    .find(|k| k.name == "unused")
+                    .unwrap()
+                    .last_used_at
+                    .is_none()
+            );
+            used_at = default.last_used_at;
+            if used_at.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let used_at =
+            used_at.unwrap_or_else(|| panic!("last use never written on {}", app.backend));
+        assert!(used_at >= before - 1000, "{used_at} vs {before}");
+        drop(unused);
+    }
+}
