@@ -18,6 +18,10 @@ type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
 
 /// How long a tenant's own rate and burst are trusted before being read again.
 const QUOTA_TTL: Duration = Duration::from_secs(30);
+/// Buckets are looked over for idle ones at most this often, once there are more than
+/// `EVICT_ABOVE` of them.
+const EVICT_EVERY: Duration = Duration::from_secs(60);
+const EVICT_ABOVE: usize = 256;
 
 struct Bucket {
     limiter: Limiter,
@@ -32,6 +36,29 @@ pub struct IngestLimits {
     live_nodes: AtomicU32,
     clock: DefaultClock,
     buckets: Mutex<HashMap<TenantId, Bucket>>,
+    last_eviction: Mutex<Instant>,
+}
+
+impl Bucket {
+    /// Whether forgetting the bucket changes nothing: its tenant has been idle long enough
+    /// for it to have refilled, so a new (full) one is the same. `read_at` is refreshed every
+    /// `QUOTA_TTL` while the tenant sends, so the tenant has been idle at least
+    /// `elapsed - QUOTA_TTL`.
+    fn is_idle_and_full(&self, now: Instant) -> bool {
+        let (rate, burst, nodes) = self.built_for;
+        let refill = Duration::from_secs_f64(
+            f64::from(per_node(burst, nodes)) / f64::from(per_node(rate, nodes)),
+        );
+        now.saturating_duration_since(self.read_at) > QUOTA_TTL + refill.max(QUOTA_TTL)
+    }
+}
+
+/// Drops buckets that a new one would equal, so memory follows active tenants, not every
+/// tenant ever seen.
+fn evict_idle(buckets: &mut HashMap<TenantId, Bucket>, now: Instant) -> usize {
+    let before = buckets.len();
+    buckets.retain(|_, b| !b.is_idle_and_full(now));
+    before - buckets.len()
 }
 
 impl std::fmt::Debug for IngestLimits {
@@ -57,6 +84,7 @@ impl IngestLimits {
             live_nodes: AtomicU32::new(1),
             clock: DefaultClock::default(),
             buckets: Mutex::new(HashMap::new()),
+            last_eviction: Mutex::new(Instant::now()),
         }
     }
 
@@ -101,6 +129,13 @@ impl IngestLimits {
         let wanted = (rate, burst, nodes);
         let rebuild = buckets.get(&tenant).is_none_or(|b| b.built_for != wanted);
         if rebuild {
+            if buckets.len() > EVICT_ABOVE {
+                let mut last = self.last_eviction.lock().unwrap_or_else(|p| p.into_inner());
+                if last.elapsed() > EVICT_EVERY {
+                    *last = Instant::now();
+                    evict_idle(&mut buckets, Instant::now());
+                }
+            }
             let r = NonZeroU32::new(per_node(rate, nodes)).unwrap_or(NonZeroU32::MIN);
             let b = NonZeroU32::new(per_node(burst, nodes)).unwrap_or(NonZeroU32::MIN);
             buckets.insert(
@@ -124,7 +159,30 @@ impl IngestLimits {
 
 #[cfg(test)]
 mod tests {
-    use super::per_node;
+    use super::*;
+
+    #[test]
+    fn only_buckets_idle_long_enough_to_have_refilled_are_evicted() {
+        let now = Instant::now();
+        let bucket = |rate, burst, idle_secs| Bucket {
+            limiter: RateLimiter::direct(Quota::per_second(NonZeroU32::MIN)),
+            built_for: (rate, burst, 1),
+            read_at: now
+                .checked_sub(Duration::from_secs(idle_secs))
+                .unwrap_or(now),
+        };
+        let mut map = HashMap::new();
+        let (busy, idle, slow) = (TenantId::new(), TenantId::new(), TenantId::new());
+        map.insert(busy, bucket(5000, 10_000, 10));
+        map.insert(idle, bucket(5000, 10_000, 120));
+        // 1 message/s with a burst of 600 takes 10 minutes to refill.
+        map.insert(slow, bucket(1, 600, 120));
+        if now.checked_sub(Duration::from_secs(120)).is_none() {
+            return; // the machine has been up less than two minutes
+        }
+        assert_eq!(evict_idle(&mut map, now), 1);
+        assert!(map.contains_key(&busy) && map.contains_key(&slow) && !map.contains_key(&idle));
+    }
 
     #[test]
     fn limits_split_across_nodes_without_reaching_zero() {
