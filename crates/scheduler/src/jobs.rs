@@ -32,13 +32,41 @@ pub async fn run_one(store: &Store, owner: &str) -> Result<bool, store::StoreErr
     else {
         return Ok(false);
     };
-    let outcome = execute(store, &job).await;
+    run_claimed(store, owner, &job).await?;
+    Ok(true)
+}
+
+/// Runs a claimed job to its end, renewing its lease meanwhile (a job may take longer than
+/// the lease: a recover over years of dead letters), and records the outcome.
+async fn run_claimed(
+    store: &Store,
+    owner: &str,
+    job: &job::Model,
+) -> Result<(), store::StoreError> {
+    let renew = async {
+        loop {
+            tokio::time::sleep(JOB_LEASE / 3).await;
+            let until = Timestamp::now().plus(JOB_LEASE);
+            match store.system_renew_job(&job.id, owner, until).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(job_id = %job.id, "job lease lost; another runner may take it over")
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %job.id, error = %e, "could not renew a job's lease")
+                }
+            }
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = execute(store, job) => outcome,
+        never = renew => never,
+    };
     match &outcome {
         Ok(n) => tracing::info!(job_id = %job.id, kind = %job.kind, touched = n, "job finished"),
         Err(e) => tracing::warn!(job_id = %job.id, kind = %job.kind, error = %e, "job failed"),
     }
-    store.system_finish_job(&job.id, outcome).await?;
-    Ok(true)
+    store.system_finish_job(&job.id, outcome).await
 }
 
 async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
@@ -64,8 +92,13 @@ async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
     result.map_err(|e| e.to_string())
 }
 
-/// Runs jobs until `stop` turns true, polling every `idle` when there is nothing to do, and
-/// waking `new_work` after each job (it may have made deliveries due).
+/// Jobs one runner runs at once.
+pub const JOB_SLOTS: usize = 4;
+
+/// Runs jobs until `stop` turns true, beside (not inside) the scheduler's other work: up to
+/// [`JOB_SLOTS`] at once and never two of one tenant, so one tenant's long job delays neither
+/// another tenant's jobs nor email or the auto-disable sweep. Polls every `idle` when there
+/// is nothing to claim, and wakes `new_work` after each job (it may have made deliveries due).
 pub async fn run(
     store: Store,
     owner: String,
@@ -73,26 +106,52 @@ pub async fn run(
     new_work: std::sync::Arc<tokio::sync::Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut running: tokio::task::JoinSet<String> = tokio::task::JoinSet::new();
+    let mut busy: Vec<String> = Vec::new();
     loop {
-        if *stop.borrow() {
-            return;
-        }
-        let found = match run_one(&store, &owner).await {
-            Ok(true) => {
+        while let Some(done) = running.try_join_next() {
+            if let Ok(tenant) = done {
+                busy.retain(|t| *t != tenant);
                 new_work.notify_one();
-                true
             }
-            Ok(false) => false,
-            Err(e) => {
-                tracing::warn!(error = %e, "job runner: database error");
-                false
-            }
+        }
+        if *stop.borrow() {
+            break;
+        }
+        let claimed = if running.len() < JOB_SLOTS {
+            store
+                .system_claim_job_except(&owner, Timestamp::now(), JOB_LEASE, &busy)
+                .await
+        } else {
+            Ok(None)
         };
-        if !found {
-            tokio::select! {
-                _ = tokio::time::sleep(idle) => {}
-                _ = stop.changed() => {}
+        match claimed {
+            Ok(Some(job)) => {
+                busy.push(job.tenant_id.clone());
+                let (store, owner) = (store.clone(), owner.clone());
+                running.spawn(async move {
+                    if let Err(e) = run_claimed(&store, &owner, &job).await {
+                        tracing::warn!(job_id = %job.id, error = %e, "job runner: database error");
+                    }
+                    job.tenant_id
+                });
+                continue;
             }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "job runner: database error"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(idle) => {}
+            Some(done) = running.join_next(), if !running.is_empty() => {
+                if let Ok(tenant) = done {
+                    busy.retain(|t| *t != tenant);
+                    new_work.notify_one();
+                }
+            }
+            _ = stop.changed() => {}
         }
     }
+    // Jobs are idempotent: one stopped mid-way is taken over once its lease runs out.
+    running.abort_all();
+    while running.join_next().await.is_some() {}
 }

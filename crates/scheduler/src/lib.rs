@@ -1,6 +1,7 @@
 //! Time-driven work that no request waits for: durable bulk jobs (recover, replay), the
 //! auto-disable sweep, the email outbox, and returning abandoned delivery leases. With
-//! PostgreSQL one process at a time does it (an advisory lock); the others stand by.
+//! PostgreSQL one process at a time does the sweeps and the outbox (an advisory lock); jobs
+//! are claimed under leases by every scheduler process.
 
 pub mod email;
 pub mod health;
@@ -55,22 +56,20 @@ pub async fn run(
     new_work: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
+    // Bulk jobs run beside the rest, in every scheduler process: each is claimed under a
+    // lease, so no leadership is needed, and none of them can hold up the sweeps or email.
+    let job_runner = tokio::spawn(jobs::run(
+        store.clone(),
+        cfg.node_id.clone(),
+        Duration::from_millis(500),
+        new_work.clone(),
+        stop.clone(),
+    ));
     let mut leadership = leader::Leadership::for_url(&cfg.database_url);
     let mut last_prune: Option<Instant> = None;
     let mut last_sweep: Option<Instant> = None;
     while !*stop.borrow() {
         if leadership.ensure().await {
-            // Jobs until none is waiting.
-            loop {
-                match jobs::run_one(&store, &cfg.node_id).await {
-                    Ok(true) => new_work.notify_one(),
-                    Ok(false) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "job runner: database error");
-                        break;
-                    }
-                }
-            }
             if last_sweep.is_none_or(|t| t.elapsed() >= cfg.sweep_every) {
                 last_sweep = Some(Instant::now());
                 match health::sweep(&store, Timestamp::now(), cfg.disable_after, &cfg.public_url)
@@ -101,4 +100,5 @@ pub async fn run(
         }
     }
     leadership.release().await;
+    let _ = job_runner.await;
 }

@@ -324,12 +324,29 @@ impl Store {
         now: Timestamp,
         lease: std::time::Duration,
     ) -> Result<Option<job::Model>> {
+        self.system_claim_job_except(owner, now, lease, &[]).await
+    }
+
+    /// [`Store::system_claim_job`], skipping the jobs of `busy_tenants` (those with a job
+    /// running in this runner already), so one tenant's long job never takes every slot.
+    pub async fn system_claim_job_except(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease: std::time::Duration,
+        busy_tenants: &[String],
+    ) -> Result<Option<job::Model>> {
         let free = Condition::any()
             .add(job::Column::LeaseOwner.is_null())
             .add(job::Column::LeaseExpiresAt.lt(now.as_millis()));
-        let candidates = job::Entity::find()
+        let mut candidates = job::Entity::find()
             .filter(job::Column::State.eq("running"))
-            .filter(free.clone())
+            .filter(free.clone());
+        if !busy_tenants.is_empty() {
+            candidates = candidates
+                .filter(job::Column::TenantId.is_not_in(busy_tenants.iter().map(String::as_str)));
+        }
+        let candidates = candidates
             .order_by_asc(job::Column::CreatedAt)
             .limit(5)
             .all(&self.db)
@@ -352,6 +369,18 @@ impl Store {
             }
         }
         Ok(None)
+    }
+
+    /// Extends a running job's lease while `owner` still holds it; false when it was lost.
+    pub async fn system_renew_job(&self, id: &str, owner: &str, until: Timestamp) -> Result<bool> {
+        let res = job::Entity::update_many()
+            .col_expr(job::Column::LeaseExpiresAt, Expr::value(until.as_millis()))
+            .filter(job::Column::Id.eq(id))
+            .filter(job::Column::LeaseOwner.eq(owner))
+            .filter(job::Column::State.eq("running"))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected == 1)
     }
 
     /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries.

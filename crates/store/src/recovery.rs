@@ -176,7 +176,9 @@ impl Store {
     }
 
     /// Re-arms every failed delivery of an endpoint whose message was created in
-    /// `[since, until)`; returns how many. Refused while the endpoint is disabled.
+    /// `[since, until)`; returns how many. Works in batches of 1,000, each its own
+    /// transaction, so a recover over years of dead letters never holds the writer long.
+    /// Refused while the endpoint is disabled (checked in every batch).
     pub async fn recover_failed(
         &self,
         tenant: TenantId,
@@ -185,20 +187,45 @@ impl Store {
         until: Option<Timestamp>,
         ttl: Duration,
     ) -> Result<u64> {
-        let now = Timestamp::now();
-        let txn = self.write_txn().await?;
-        enabled_endpoint_in(&*txn, self.backend, tenant, endpoint_id).await?;
-        let mut update = rearm(delivery::Entity::update_many(), now, ttl)
-            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
-            .filter(delivery::Column::EndpointId.eq(endpoint_id))
-            .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
-            .filter(delivery::Column::CreatedAt.gte(since.as_millis()));
-        if let Some(until) = until {
-            update = update.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
+        const BATCH: u64 = 1000;
+        let mut total = 0;
+        loop {
+            let now = Timestamp::now();
+            let txn = self.write_txn().await?;
+            enabled_endpoint_in(&*txn, self.backend, tenant, endpoint_id).await?;
+            let mut ids = delivery::Entity::find()
+                .select_only()
+                .column(delivery::Column::Id)
+                .filter(delivery::Column::EndpointId.eq(endpoint_id))
+                .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
+                .filter(delivery::Column::TenantId.eq(tenant.to_string()))
+                .filter(delivery::Column::CreatedAt.gte(since.as_millis()));
+            if let Some(until) = until {
+                ids = ids.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
+            }
+            let ids: Vec<String> = ids
+                .order_by_asc(delivery::Column::Id)
+                .limit(BATCH)
+                .into_tuple()
+                .all(&*txn)
+                .await?;
+            let n = if ids.is_empty() {
+                0
+            } else {
+                rearm(delivery::Entity::update_many(), now, ttl)
+                    .filter(delivery::Column::Id.is_in(ids.iter().map(String::as_str)))
+                    .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
+                    .exec(&*txn)
+                    .await?
+                    .rows_affected
+            };
+            txn.commit().await?;
+            total += n;
+            if (ids.len() as u64) < BATCH {
+                return Ok(total);
+            }
+            tokio::task::yield_now().await;
         }
-        let n = update.exec(&*txn).await?.rows_affected;
-        txn.commit().await?;
-        Ok(n)
     }
 
     /// Creates deliveries to `ep` for the application's messages in `[since, until)` that match

@@ -243,3 +243,69 @@ async fn a_job_for_a_deleted_endpoint_fails_with_a_reason() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases_renew() {
+    each_backend(|store| async move {
+        let (a, app_a) = setup(&store).await;
+        let (b, app_b) = setup(&store).await;
+        let ep_a = store
+            .create_endpoint(a, &app_a, endpoint("a"), SECRET)
+            .await
+            .unwrap();
+        let ep_b = store
+            .create_endpoint(b, &app_b, endpoint("b"), SECRET)
+            .await
+            .unwrap();
+        let job = |t, ep: &store::entities::endpoint::Model, app: &str| {
+            let params = serde_json::json!({"endpointId": ep.id, "appId": app, "since": 0});
+            let store = store.clone();
+            async move {
+                store
+                    .create_job(t, "endpoint.recover", &params)
+                    .await
+                    .unwrap()
+            }
+        };
+        // Tenant A queued a long recover and then another; tenant B's comes last.
+        let a1 = job(a, &ep_a, &app_a.id).await;
+        let _a2 = job(a, &ep_a, &app_a.id).await;
+        let b1 = job(b, &ep_b, &app_b.id).await;
+        let now = Timestamp::now();
+        let lease = Duration::from_secs(60);
+        let first = store
+            .system_claim_job_except("n", now, lease, &[])
+            .await
+            .unwrap();
+        assert_eq!(first.map(|j| j.id), Some(a1.id.clone()));
+        // With A busy, the next slot goes to B, not to A's second job.
+        let next = store
+            .system_claim_job_except("n", now, lease, &[a.to_string()])
+            .await
+            .unwrap();
+        assert_eq!(next.map(|j| j.id), Some(b1.id));
+
+        // A running job's lease is extended by its owner only.
+        let later = now.plus(Duration::from_secs(50));
+        assert!(
+            store
+                .system_renew_job(&a1.id, "n", later.plus(lease))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .system_renew_job(&a1.id, "intruder", later.plus(lease))
+                .await
+                .unwrap()
+        );
+        let after_first_lease = now.plus(Duration::from_secs(61));
+        let stolen = store
+            .system_claim_job_except("other", after_first_lease, lease, &[b.to_string()])
+            .await
+            .unwrap()
+            .map(|j| j.id);
+        assert_ne!(stolen, Some(a1.id), "a renewed job is not taken over");
+    })
+    .await;
+}
