@@ -133,7 +133,7 @@ async fn trim_trailing_slash(
         let trimmed = path.trim_end_matches('/');
         let new = match req.query_string() {
             "" => trimmed.to_owned(),
-            q => format!("{trimmed}?{q}"),
+            q => [trimmed, "?", q].concat(),
         };
         if let Ok(uri) = new.parse::<actix_web::http::Uri>() {
             // Only the end of the path changes, so what the scope already matched stays valid.

@@ -1,5 +1,7 @@
 //! The HTTP client: pooled, no redirects, and a resolver that applies the SSRF guard to every
-//! address a name resolves to, at connect time.
+//! address a name resolves to, at connect time. Proxies come only from `delivery_proxy`: the
+//! environment's `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` would take the guard out of the
+//! path (the proxy, not hookd, would resolve the endpoint's name).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,8 +30,12 @@ impl Resolve for GuardedResolver {
     }
 }
 
-pub fn build_client(allow: AllowList) -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
+pub fn build_client(allow: AllowList, proxy: Option<&str>) -> reqwest::Result<reqwest::Client> {
+    let builder = match proxy {
+        Some(url) => reqwest::Client::builder().proxy(reqwest::Proxy::all(url)?),
+        None => reqwest::Client::builder().no_proxy(),
+    };
+    builder
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
         .pool_max_idle_per_host(256)

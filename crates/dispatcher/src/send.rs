@@ -28,9 +28,11 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    pub(crate) fn new(ep: DispatchEndpoint, allow: &AllowList) -> Prepared {
+    /// `https_only` (the server's `endpoint_https_only`) holds at send time too: an `http://`
+    /// endpoint set before it was turned on gets an attempt error, not a plain-text request.
+    pub(crate) fn new(ep: DispatchEndpoint, allow: &AllowList, https_only: bool) -> Prepared {
         let e = &ep.endpoint;
-        let url = EndpointUrl::parse(&e.url, false)
+        let url = EndpointUrl::parse(&e.url, https_only)
             .map_err(|e| (ErrorKind::Http, e.to_string()))
             .and_then(|url| {
                 // Names are checked by the resolver at connect time; literals never reach it.
@@ -289,7 +291,7 @@ mod tests {
             endpoint,
             secrets: vec![SECRET.into(), "not a secret".into(), SECRET.into()],
         };
-        Prepared::new(ep, &AllowList::parse(allow).unwrap())
+        Prepared::new(ep, &AllowList::parse(allow).unwrap(), false)
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub struct DispatcherConfig {
     pub lease: Duration,
     /// Networks deliveries may reach despite the SSRF guard.
     pub allow_networks: AllowList,
+    /// Refuse to send to `http://` endpoints (an attempt error instead).
+    pub https_only: bool,
+    /// Send every request through this proxy (`http://`, `https://` or `socks5://`); `None`
+    /// connects directly. The environment's `HTTP_PROXY` and friends are never used.
+    pub proxy: Option<String>,
     /// When an endpoint's circuit breaker opens, and for how long.
     pub breaker: BreakerConfig,
     /// Where hookd is reached, for links in emails (an endpoint disabled on a 410).
@@ -48,6 +53,8 @@ impl DispatcherConfig {
             poll_interval: Duration::from_millis(200),
             lease: Duration::from_secs(30),
             allow_networks,
+            https_only: false,
+            proxy: None,
             breaker: BreakerConfig::default(),
             public_url: "http://127.0.0.1:8080".to_owned(),
         }
@@ -90,7 +97,7 @@ impl Held {
 
 impl Dispatcher {
     pub fn new(store: Store, cfg: DispatcherConfig, wake: Arc<Notify>) -> reqwest::Result<Self> {
-        let client = crate::http::build_client(cfg.allow_networks.clone())?;
+        let client = crate::http::build_client(cfg.allow_networks.clone(), cfg.proxy.as_deref())?;
         // One endpoint's line may hold at most half the process's in-flight permits.
         let flow = Arc::new(Flow::new(cfg.breaker, cfg.max_in_flight / 2));
         Ok(Dispatcher {
@@ -359,6 +366,7 @@ impl Dispatcher {
         // transaction read it, and is sent with exactly that (one batch here may hold several
         // such snapshots of one endpoint, before and after a rotation).
         let allow = &self.cfg.allow_networks;
+        let https_only = self.cfg.https_only;
         let mut endpoints: HashMap<String, Arc<Prepared>> = HashMap::new();
         // Keyed by the snapshot's address: one per ingest batch, alive while `items` is.
         let mut snapshots: HashMap<usize, Arc<Prepared>> = HashMap::new();
@@ -369,7 +377,11 @@ impl Dispatcher {
                     snapshots
                         .entry(Arc::as_ptr(ep) as usize)
                         .or_insert_with(|| {
-                            Arc::new(Prepared::new(DispatchEndpoint::clone(ep), allow))
+                            Arc::new(Prepared::new(
+                                DispatchEndpoint::clone(ep),
+                                allow,
+                                https_only,
+                            ))
                         });
                 }
                 None => {
@@ -385,7 +397,7 @@ impl Dispatcher {
                 .await?;
             endpoints.extend(
                 read.into_iter()
-                    .map(|(id, ep)| (id, Arc::new(Prepared::new(ep, allow)))),
+                    .map(|(id, ep)| (id, Arc::new(Prepared::new(ep, allow, https_only)))),
             );
         }
         let now = Timestamp::now();

@@ -187,6 +187,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "when set, /metrics answers only requests with Authorization: Bearer TOKEN (401 otherwise)",
     },
     SettingSpec {
+        name: "delivery_proxy",
+        default: "",
+        help: "send every delivery through this proxy: http://HOST:PORT, https://HOST:PORT or socks5://HOST:PORT (user:pass@ allowed); it must enforce egress rules itself, as it resolves endpoint names. HTTP_PROXY and the like are never used",
+    },
+    SettingSpec {
         name: "log_level",
         default: "info",
         help: "a tracing filter: error, warn, info, debug, or e.g. info,store=debug",
@@ -236,6 +241,7 @@ pub struct Settings {
     pub http_max_connections: usize,
     pub metrics_bind: Option<SocketAddr>,
     pub metrics_token: Option<SecretString>,
+    pub delivery_proxy: Option<SecretString>,
 }
 
 /// A setting that could not be used. The message names the setting and its source.
@@ -520,6 +526,18 @@ impl Settings {
                 v.parse::<SocketAddr>()
                     .map(Some)
                     .map_err(|_| "expected IP:PORT, e.g. 10.0.0.5:9100".to_owned())
+            })?,
+            delivery_proxy: field("delivery_proxy", get("delivery_proxy"), |v| {
+                if v.is_empty() {
+                    return Ok(None);
+                }
+                let scheme_ok = ["http://", "https://", "socks5://", "socks5h://"]
+                    .iter()
+                    .any(|s| v.starts_with(s));
+                if !scheme_ok || reqwest::Proxy::all(v).is_err() {
+                    return Err("expected http://, https:// or socks5://HOST:PORT".to_owned());
+                }
+                Ok(Some(SecretString::from(v.to_owned())))
             })?,
             metrics_token: field("metrics_token", get("metrics_token"), |v| {
                 if v.is_empty() {

@@ -107,6 +107,11 @@ impl Application {
             cfg.breaker.failure_ratio = settings.breaker_failure_ratio;
             cfg.breaker.open_for = settings.breaker_open_for;
             cfg.public_url = settings.public_url();
+            cfg.https_only = settings.endpoint_https_only;
+            cfg.proxy = settings
+                .delivery_proxy
+                .as_ref()
+                .map(|p| p.expose_secret().to_owned());
             let dispatcher = Dispatcher::new(store.clone(), cfg, new_work.clone())?
                 .with_metrics(metrics.delivery.clone());
             workers.push(tokio::spawn(dispatcher.run(stop_rx.clone())));

@@ -372,3 +372,134 @@ async fn metrics_can_require_a_token_or_live_on_an_address_of_their_own() {
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.text().await.unwrap().contains("hookd_database_up 1"));
 }
+
+/// A stand-in forward proxy that answers every request itself with 200, recording the
+/// request lines it saw (`POST http://host:port/path HTTP/1.1` for a proxied request).
+async fn fake_proxy() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&buf);
+                log.lock()
+                    .unwrap()
+                    .push(text.lines().next().unwrap_or("").to_owned());
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// `hookd serve` with every role on `db`, with `env`; returns the server and an API key.
+async fn serve_all(
+    dir: &tempfile::TempDir,
+    db: &store::testing::TestDb,
+    env: &[(&str, &str)],
+) -> (Server, String) {
+    let (_, key) = crate::app::new_tenant(&db.store, "abuse").await;
+    let mut cmd = hookd(dir.path());
+    cmd.env("HOOKD_DATABASE_URL", &db.url)
+        .env("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env("HOOKD_DELIVERY_POLL_INTERVAL", "50ms");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    (Server::start(cmd), key)
+}
+
+async fn app_and_endpoint(c: &reqwest::Client, base: &str, key: &str, url: &str) -> String {
+    let a: serde_json::Value = c
+        .post(format!("{base}/api/v1/app"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({"name": "a"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let a = a["id"].as_str().unwrap().to_owned();
+    let r = c
+        .post(format!("{base}/api/v1/app/{a}/endpoint"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({"url": url, "secret": crate::delivery::SECRET}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let r = c
+        .post(format!("{base}/api/v1/app/{a}/msg"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({"eventType": "e", "payload": {"x": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    a
+}
+
+#[tokio::test]
+async fn deliveries_ignore_proxy_variables_and_use_only_delivery_proxy() {
+    let (proxy, proxied) = fake_proxy().await;
+    let c = client();
+    // The environment's proxy variables would take the SSRF guard out of the path: ignored.
+    let sink = crate::delivery::sink(Default::default());
+    let dir = tempfile::tempdir().unwrap();
+    let db = store::testing::TestDb::sqlite().await;
+    let env = [
+        ("HTTP_PROXY", proxy.as_str()),
+        ("http_proxy", proxy.as_str()),
+        ("HTTPS_PROXY", proxy.as_str()),
+        ("ALL_PROXY", proxy.as_str()),
+    ];
+    let (server, key) = serve_all(&dir, &db, &env).await;
+    app_and_endpoint(&c, &server.base, &key, &sink.url("/hook")).await;
+    crate::delivery::eventually(Duration::from_secs(15), "delivered directly", || async {
+        sink.state.acked_ids().len() == 1
+    })
+    .await;
+    assert!(
+        proxied.lock().unwrap().is_empty(),
+        "{:?}",
+        proxied.lock().unwrap()
+    );
+    drop(server);
+
+    // An explicit delivery_proxy carries every delivery.
+    let dir = tempfile::tempdir().unwrap();
+    let db = store::testing::TestDb::sqlite().await;
+    let (server, key) = serve_all(&dir, &db, &[("HOOKD_DELIVERY_PROXY", proxy.as_str())]).await;
+    app_and_endpoint(&c, &server.base, &key, &sink.url("/via-proxy")).await;
+    crate::delivery::eventually(
+        Duration::from_secs(15),
+        "delivered through the proxy",
+        || async { !proxied.lock().unwrap().is_empty() },
+    )
+    .await;
+    let line = proxied.lock().unwrap()[0].clone();
+    assert!(
+        line.starts_with("POST http://127.0.0.1:") && line.contains("/via-proxy"),
+        "{line}"
+    );
+    assert_eq!(
+        sink.state.received().len(),
+        1,
+        "nothing more reached the sink directly"
+    );
+    sink.stop().await;
+}

@@ -1119,9 +1119,7 @@ async fn every_api_path_works_with_a_trailing_slash_as_on_svix() {
             "/health/".to_owned(),
         ] {
             let with = app.get(&path).await;
-            let without = app
-                .get(&path.replace("/?", "?").trim_end_matches('/').to_owned())
-                .await;
+            let without = app.get(path.replace("/?", "?").trim_end_matches('/')).await;
             assert_eq!(
                 with.status.as_u16(),
                 200,

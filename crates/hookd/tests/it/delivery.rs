@@ -722,3 +722,53 @@ fn python_verify(doc: &Value) -> std::process::Output {
     );
     out
 }
+
+#[tokio::test]
+async fn https_only_holds_at_send_time_for_endpoints_set_before_it() {
+    for app in apps_with(&[("HOOKD_ENDPOINT_HTTPS_ONLY", "true")]).await {
+        let s = sink(Behaviour::default());
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "old"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        // Set while http:// was allowed (written straight to the store, as it was then).
+        let app_row = app.store.get_application(app.tenant, &a).await.unwrap();
+        let ep = app
+            .store
+            .create_endpoint(
+                app.tenant,
+                &app_row,
+                store::NewEndpoint {
+                    url: s.url("/hook"),
+                    ..Default::default()
+                },
+                SECRET,
+            )
+            .await
+            .unwrap();
+        let id = send(&app, &a, json!({"n": 1})).await;
+        let path = format!("/app/{a}/attempt/endpoint/{}", ep.id);
+        eventually(Duration::from_secs(10), "an attempt", || async {
+            !app.get(&path).await.body["data"][0].is_null()
+        })
+        .await;
+        let attempt = app.get(&path).await.body["data"][0].clone();
+        assert_eq!(attempt["msgId"], id.as_str());
+        // The reason is kept with the attempt (the dashboard shows it).
+        let stored = app
+            .store
+            .list_attempts_by_message(
+                app.tenant,
+                &id,
+                &Default::default(),
+                &store::ListParams::first(10),
+            )
+            .await
+            .unwrap()
+            .data;
+        let detail = stored[0].error_detail.clone().unwrap_or_default();
+        assert!(detail.contains("https"), "{detail}");
+        assert!(s.state.received().is_empty(), "nothing sent in plain HTTP");
+        s.stop().await;
+    }
+}
