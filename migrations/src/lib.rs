@@ -8,6 +8,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m0001_initial;
 mod m0002_attempt_stats;
+mod m0003_pending_signups;
 
 pub struct Migrator;
 
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m0001_initial::Migration),
             Box::new(m0002_attempt_stats::Migration),
+            Box::new(m0003_pending_signups::Migration),
         ]
     }
 }

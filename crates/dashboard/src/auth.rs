@@ -18,7 +18,7 @@ use crate::error::PageError;
 use crate::limiter::{AuthLimits, Busy};
 use crate::password;
 use crate::session::{self, FORM_COOKIE, SESSION_COOKIE, SESSION_TTL, Session};
-use crate::views::{self, LoginPage, SignupDone, SignupPage};
+use crate::views::{self, LoginPage, MessagePage, SignupConfirmPage, SignupDone, SignupPage};
 
 const MIN_PASSWORD: usize = 10;
 const MAX_PASSWORD: usize = 1024;
@@ -89,7 +89,8 @@ pub async fn signup(
         Some(format!(
             "Choose a password of at least {MIN_PASSWORD} characters."
         ))
-    } else if store.find_user_for_login(&email).await?.is_some() {
+    } else if !confirms_by_email(&req) && store.find_user_for_login(&email).await?.is_some() {
+        // Without SMTP there is no way to answer uniformly: the account is created right here.
         Some("An account with this email already exists. Log in instead.".to_owned())
     } else {
         None
@@ -105,18 +106,141 @@ pub async fn signup(
         return Ok(views::render(StatusCode::UNPROCESSABLE_ENTITY, &page)?);
     }
     let hash = hash_password(limits, form.password).await?;
+    if let Some(mode) = req.app_data::<web::Data<SignupConfig>>()
+        && mode.confirm_by_email
+    {
+        return confirm_by_email(store, mode, &name, &email, &hash).await;
+    }
+    let (tenant_name, tenant_id, user_id) = create_account(store, &name, &email, &hash).await?;
+    welcome(&req, store, tenant_name, tenant_id, user_id).await
+}
+
+/// How sign-up proves the address (set when SMTP is configured, see `SignupConfig`).
+#[derive(Clone, Debug, Default)]
+pub struct SignupConfig {
+    /// Create the account only from a link mailed to the address; the form answers the same
+    /// whether or not the address has an account.
+    pub confirm_by_email: bool,
+    /// Where the link points.
+    pub public_url: String,
+}
+
+/// How long a sign-up link works.
+const SIGNUP_LINK_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Mails the link that finishes the sign-up, or, when the address already has an account, a
+/// note saying so; answers the same page either way (the password was hashed either way, so
+/// the time taken is the same too).
+async fn confirm_by_email(
+    store: &Store,
+    mode: &SignupConfig,
+    name: &str,
+    email: &str,
+    hash: &str,
+) -> Result<HttpResponse, PageError> {
+    let base = mode.public_url.trim_end_matches('/');
+    if store.find_user_for_login(email).await?.is_some() {
+        let body = format!(
+            "Someone, perhaps you, tried to create a hookd account with this address, which \
+             already has one.\n\nLog in at {base}/login\n\nIf it was not you, you can ignore \
+             this email."
+        );
+        store
+            .enqueue_email_to(email, "Your hookd account already exists", &body)
+            .await?;
+    } else {
+        let expires = Timestamp::now().plus(SIGNUP_LINK_TTL);
+        let token = store
+            .create_pending_signup(name, email, hash, expires)
+            .await?;
+        let body = format!(
+            "To finish creating the hookd account for {name}, open this link within an hour:\n\n\
+             {base}/signup/confirm?token={token}\n\nIf you did not sign up, ignore this email."
+        );
+        store
+            .enqueue_email_to(email, "Confirm your hookd account", &body)
+            .await?;
+    }
+    let page = MessagePage {
+        csrf: None,
+        title: "Check your email",
+        text: format!(
+            "We sent a message to {email}. Open the link in it within an hour to finish \
+             creating your account."
+        ),
+    };
+    finish(HttpResponse::Ok(), &page)
+}
+
+#[derive(Deserialize)]
+pub struct ConfirmQuery {
+    #[serde(default)]
+    token: String,
+}
+
+/// GET `/signup/confirm?token=…`: a button, so that mail scanners that open links do not use
+/// the link up.
+pub async fn confirm_page(
+    req: HttpRequest,
+    q: web::Query<ConfirmQuery>,
+) -> Result<HttpResponse, PageError> {
+    let (form_token, _) = session::form_token(&req);
+    let page = SignupConfirmPage {
+        csrf: None,
+        form_token: form_token.clone(),
+        token: q.token.clone(),
+    };
+    with_form_cookie(&req, form_token, StatusCode::OK, &page)
+}
+
+#[derive(Deserialize)]
+pub struct ConfirmForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// POST `/signup/confirm`: creates the account the link stands for, once.
+pub async fn confirm(
+    req: HttpRequest,
+    form: web::Form<ConfirmForm>,
+) -> Result<HttpResponse, PageError> {
+    session::check_form_token(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let Some(pending) = store
+        .take_pending_signup(&form.token, Timestamp::now())
+        .await?
+    else {
+        return Err(PageError::BadInput(
+            StatusCode::GONE,
+            "This link has expired or was already used. Sign up again.".into(),
+        ));
+    };
+    let (tenant_name, tenant_id, user_id) =
+        create_account(store, &pending.name, &pending.email, &pending.password_hash).await?;
+    welcome(&req, store, tenant_name, tenant_id, user_id).await
+}
+
+/// Creates the tenant, its owner and a first API key.
+async fn create_account(
+    store: &Store,
+    name: &str,
+    email: &str,
+    hash: &str,
+) -> Result<(String, TenantId, UserId), PageError> {
     let tenant = store
         .create_tenant(NewTenant {
-            name: name.clone(),
-            notification_email: email.clone(),
+            name: name.to_owned(),
+            notification_email: email.to_owned(),
             ingest_rate: None,
             ingest_burst: None,
         })
         .await?;
     let tenant_id = parse_tenant(&tenant.id)?;
-    // The email check above and this insert are not one transaction: a concurrent sign-up
+    // The email check before and this insert are not one transaction: a concurrent sign-up
     // with the same email leaves an empty tenant behind and this one gets the message.
-    let user = match store.create_user(tenant_id, &email, &hash, "owner").await {
+    let user = match store.create_user(tenant_id, email, hash, "owner").await {
         Err(StoreError::Conflict { .. }) => {
             return Err(PageError::BadInput(
                 StatusCode::CONFLICT,
@@ -125,18 +249,29 @@ pub async fn signup(
         }
         other => other?,
     };
-    let (_, api_key) = store.create_api_key(tenant_id, "default").await?;
     let user_id = UserId::parse(&user.id)
         .map_err(|e| PageError::Internal(format!("new user id {}: {e}", user.id)))?;
+    Ok((tenant.name, tenant_id, user_id))
+}
+
+/// The page after an account is created: its first API key, shown once, and a session.
+async fn welcome(
+    req: &HttpRequest,
+    store: &Store,
+    tenant_name: String,
+    tenant_id: TenantId,
+    user_id: UserId,
+) -> Result<HttpResponse, PageError> {
+    let (_, api_key) = store.create_api_key(tenant_id, "default").await?;
     let (cookie, csrf) = open_session(store, tenant_id, user_id).await?;
     let page = SignupDone {
         csrf: Some(csrf),
-        tenant_name: tenant.name,
+        tenant_name,
         api_key,
-        base_url: base_url(&req),
+        base_url: base_url(req),
     };
     let mut resp = HttpResponse::Ok();
-    session::set_cookie(&mut resp, &req, SESSION_COOKIE, &cookie, SESSION_TTL, "Lax");
+    session::set_cookie(&mut resp, req, SESSION_COOKIE, &cookie, SESSION_TTL, "Lax");
     finish(resp, &page)
 }
 
@@ -304,6 +439,11 @@ fn plausible_email(email: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+fn confirms_by_email(req: &HttpRequest) -> bool {
+    req.app_data::<web::Data<SignupConfig>>()
+        .is_some_and(|m| m.confirm_by_email)
 }
 
 fn limits_of(req: &HttpRequest) -> Result<&AuthLimits, PageError> {

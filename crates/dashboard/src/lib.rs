@@ -20,6 +20,7 @@ mod views;
 
 use actix_web::web;
 
+pub use auth::SignupConfig;
 pub use error::PageError;
 pub use limiter::{AuthLimitConfig, AuthLimits};
 
@@ -33,6 +34,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .app_data(form())
                 .route(web::get().to(auth::signup_page))
                 .route(web::post().to(auth::signup)),
+        )
+        .service(
+            web::resource("/signup/confirm")
+                .app_data(form())
+                .route(web::get().to(auth::confirm_page))
+                .route(web::post().to(auth::confirm)),
         )
         .service(
             web::resource("/login")

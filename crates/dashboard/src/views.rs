@@ -40,6 +40,15 @@ pub struct LoginPage {
 }
 
 #[derive(Template)]
+#[template(path = "signup_confirm.html")]
+pub struct SignupConfirmPage {
+    pub csrf: Option<String>,
+    pub form_token: String,
+    /// The link's token, posted back by the button.
+    pub token: String,
+}
+
+#[derive(Template)]
 #[template(path = "signup.html")]
 pub struct SignupPage {
     pub csrf: Option<String>,

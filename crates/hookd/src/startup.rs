@@ -278,6 +278,12 @@ fn http_server(
         signups_per_hour: settings.signups_per_hour,
         trusted_proxies: settings.trusted_proxies.clone(),
     }));
+    // With SMTP, sign-up proves the address by a mailed link, and so answers the same
+    // whether or not the address already has an account.
+    let signup = web::Data::new(dashboard::SignupConfig {
+        confirm_by_email: settings.smtp_url.is_some(),
+        public_url: settings.public_url(),
+    });
     let body_timeout = web::Data::new(crate::http_limits::BodyTimeout(settings.http_body_timeout));
     let workers = http_workers();
     let server = HttpServer::new(move || {
@@ -289,6 +295,7 @@ fn http_server(
             .app_data(data.clone())
             .app_data(api_data.clone())
             .app_data(auth_limits.clone())
+            .app_data(signup.clone())
             .configure(|c| api::configure(c, &api_config));
         // Before the dashboard, whose default service answers every other path.
         let app = if metrics_here {

@@ -43,6 +43,7 @@ pub async fn prune(store: &Store) {
         Ok(s) if s != store::Swept::default() => tracing::info!(
             idempotency_keys = s.idempotency_keys,
             sessions = s.sessions,
+            pending_signups = s.pending_signups,
             "deleted expired rows"
         ),
         Ok(_) => {}

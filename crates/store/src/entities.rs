@@ -309,6 +309,22 @@ pub mod job {
     entity_boilerplate!();
 }
 
+pub mod pending_signup {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "pending_signups")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub token_hash: String,
+        pub name: String,
+        pub email: String,
+        pub password_hash: String,
+        pub created_at: i64,
+        pub expires_at: i64,
+    }
+    entity_boilerplate!();
+}
+
 pub mod email {
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

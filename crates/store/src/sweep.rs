@@ -1,6 +1,7 @@
 //! Deleting what has outlived its use, in bounded batches through indexes, yielding between
 //! batches so nothing else waits long for the database: idempotency records past their 24 h
-//! (each holds a full copy of a response, i.e. of a payload) and expired dashboard sessions.
+//! (each holds a full copy of a response, i.e. of a payload), expired dashboard sessions and
+//! unconfirmed sign-ups.
 
 use domain::Timestamp;
 use sea_orm::sea_query::Value;
@@ -18,6 +19,7 @@ const MAX_BATCHES: u64 = 200;
 pub struct Swept {
     pub idempotency_keys: u64,
     pub sessions: u64,
+    pub pending_signups: u64,
 }
 
 impl Store {
@@ -40,11 +42,16 @@ impl Store {
             "DELETE FROM sessions WHERE id IN ( \
                SELECT id FROM sessions WHERE expires_at < {p} LIMIT {SWEEP_BATCH})"
         );
+        let signups = format!(
+            "DELETE FROM pending_signups WHERE token_hash IN ( \
+               SELECT token_hash FROM pending_signups WHERE expires_at < {p} LIMIT {SWEEP_BATCH})"
+        );
         Ok(Swept {
             idempotency_keys: self
                 .delete_in_batches(&idempotency, idempotency_before)
                 .await?,
             sessions: self.delete_in_batches(&sessions, now).await?,
+            pending_signups: self.delete_in_batches(&signups, now).await?,
         })
     }
 

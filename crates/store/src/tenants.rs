@@ -194,6 +194,70 @@ impl Store {
             .await?)
     }
 
+    /// Keeps a sign-up until its address is confirmed; returns the token for the link.
+    pub async fn create_pending_signup(
+        &self,
+        name: &str,
+        email: &str,
+        password_hash: &str,
+        expires_at: Timestamp,
+    ) -> Result<String> {
+        use crate::entities::pending_signup;
+        let token = random_token("");
+        pending_signup::ActiveModel {
+            token_hash: Set(hash_token(&token)),
+            name: Set(name.to_owned()),
+            email: Set(email.to_lowercase()),
+            password_hash: Set(password_hash.to_owned()),
+            created_at: Set(Timestamp::now().as_millis()),
+            expires_at: Set(expires_at.as_millis()),
+        }
+        .insert(&self.db)
+        .await?;
+        Ok(token)
+    }
+
+    /// The unexpired sign-up behind a link's token, removed so the link works once.
+    pub async fn take_pending_signup(
+        &self,
+        token: &str,
+        now: Timestamp,
+    ) -> Result<Option<crate::entities::pending_signup::Model>> {
+        use crate::entities::pending_signup;
+        let hash = hash_token(token);
+        let txn = self.write_txn().await?;
+        let found = pending_signup::Entity::find_by_id(hash.clone())
+            .one(&*txn)
+            .await?;
+        pending_signup::Entity::delete_by_id(hash)
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        Ok(found.filter(|p| p.expires_at > now.as_millis()))
+    }
+
+    /// Queues an email that belongs to no tenant yet (a sign-up's confirmation).
+    pub async fn enqueue_email_to(&self, to: &str, subject: &str, body: &str) -> Result<()> {
+        use crate::entities::email;
+        let now = Timestamp::now().as_millis();
+        email::ActiveModel {
+            id: Set(domain::ids::EmailId::new().to_string()),
+            tenant_id: Set(None),
+            to_addr: Set(to.to_owned()),
+            subject: Set(subject.to_owned()),
+            body_text: Set(body.to_owned()),
+            state: Set("pending".to_owned()),
+            attempts: Set(0),
+            next_attempt_at: Set(now),
+            last_error: Set(None),
+            created_at: Set(now),
+            sent_at: Set(None),
+        }
+        .insert(&self.db)
+        .await?;
+        Ok(())
+    }
+
     /// Opens a dashboard session; returns the plaintext token for the cookie.
     pub async fn create_session(
         &self,

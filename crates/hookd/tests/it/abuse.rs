@@ -503,3 +503,83 @@ async fn deliveries_ignore_proxy_variables_and_use_only_delivery_proxy() {
     );
     sink.stop().await;
 }
+
+#[tokio::test]
+async fn with_smtp_sign_up_answers_the_same_whether_or_not_the_email_has_an_account() {
+    let smtp = crate::smtp_server::TestSmtpServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = hookd(dir.path());
+    cmd.env("HOOKD_DATABASE_URL", "sqlite://hookd.db")
+        .env("HOOKD_SMTP_URL", smtp.url())
+        .env("HOOKD_PUBLIC_URL", "https://hookd.example.com");
+    let server = Server::start(cmd);
+    let c = client();
+    let sign_up = |email: &'static str| {
+        let (c, base) = (c.clone(), server.base.clone());
+        async move {
+            let f = form(&c, &base, "/signup").await;
+            let fields = [
+                ("name", "Acme"),
+                ("email", email),
+                ("password", "correct horse battery"),
+            ];
+            let r = post_form(&c, &base, "/signup", &f, &fields).await;
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let mail_to = |n: usize| {
+        let smtp = &smtp;
+        async move {
+            crate::delivery::eventually(Duration::from_secs(15), "the email", || async {
+                smtp.received().len() >= n
+            })
+            .await;
+            smtp.received()[n - 1].clone()
+        }
+    };
+    let first = sign_up("owner@acme.example").await;
+    assert_eq!(first.0, 200);
+    assert!(first.1.contains("Check your email"), "{}", first.1);
+    let mail = mail_to(1).await;
+    let body = mail.body_text();
+    let link = body
+        .lines()
+        .find(|l| l.starts_with("https://hookd.example.com/signup/confirm?token="))
+        .unwrap_or_else(|| panic!("{body}"));
+    let token = link.rsplit('=').next().unwrap().trim().to_owned();
+    // Following the link shows a button; pressing it creates the account and shows its key.
+    let f = form(&c, &server.base, &format!("/signup/confirm?token={token}")).await;
+    let done = post_form(
+        &c,
+        &server.base,
+        "/signup/confirm",
+        &f,
+        &[("token", &token)],
+    )
+    .await;
+    assert_eq!(done.status(), StatusCode::OK);
+    assert!(done.text().await.unwrap().contains("only this once"));
+    let again = post_form(
+        &c,
+        &server.base,
+        "/signup/confirm",
+        &f,
+        &[("token", &token)],
+    )
+    .await;
+    assert_eq!(again.status(), StatusCode::GONE, "a link works once");
+
+    // The same email again: the very same answer, and the owner is told by mail instead.
+    let second = sign_up("owner@acme.example").await;
+    assert_eq!(
+        second, first,
+        "the answer does not tell whether the account exists"
+    );
+    let note = mail_to(2).await;
+    assert!(
+        note.body_text().contains("already has one"),
+        "{}",
+        note.body_text()
+    );
+    assert!(!note.body_text().contains("token="));
+}

@@ -190,7 +190,9 @@ async fn migrate_on_an_empty_postgres_database_then_again_is_a_no_op() {
     let first = run(hookd(dir.path()).args(["migrate", "--database-url", &url]));
     assert!(first.status.success(), "{}", stderr(&first));
     assert!(
-        stdout(&first).contains("applied 2 migration(s): m0001_initial, m0002_attempt_stats"),
+        stdout(&first).contains(
+            "applied 3 migration(s): m0001_initial, m0002_attempt_stats, m0003_pending_signups"
+        ),
         "{}",
         stdout(&first)
     );

@@ -66,9 +66,24 @@ async fn manual_actions_refused(app: &TestApp, a: &str, e: &str, msg: &str) {
     }
 }
 
+/// How long a disabled endpoint's receiver is watched while everything that could reach it
+/// is tried (the 60 s).
+const WATCH: Duration = Duration::from_secs(60);
+
 #[tokio::test]
 async fn a_disabled_endpoint_gets_nothing_and_its_deliveries_wait_for_the_enable() {
+    // Both backends at once: the watch is a minute long.
+    let mut runs = tokio::task::JoinSet::new();
     for app in apps().await {
+        runs.spawn(disabled_endpoint_gets_nothing(app));
+    }
+    while let Some(r) = runs.join_next().await {
+        r.unwrap();
+    }
+}
+
+async fn disabled_endpoint_gets_nothing(app: TestApp) {
+    {
         // Fails everything, so retries keep coming every 200 ms until the disable.
         let s = sink(Behaviour {
             fail_rate: 1.0,
@@ -107,8 +122,12 @@ async fn a_disabled_endpoint_gets_nothing_and_its_deliveries_wait_for_the_enable
                 )
             })
             .collect();
-        manual_actions_refused(&app, &a, &e, &plain).await;
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Retries would come every 200 ms; resend, recover and replay are tried every 5 s.
+        let watch_until = tokio::time::Instant::now() + WATCH;
+        while tokio::time::Instant::now() < watch_until {
+            manual_actions_refused(&app, &a, &e, &plain).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
         assert_eq!(
             arrived_after(&s, disabled_at),
             0,
