@@ -433,7 +433,7 @@ pub struct PayloadView {
 
 pub fn payload_view(bytes: &[u8]) -> PayloadView {
     if bytes.len() <= PAYLOAD_SHOWN_BYTES
-        && domain::payload::json_depth(bytes) <= domain::payload::MAX_DEPTH
+        && domain::payload::depth_within(bytes, domain::payload::MAX_DEPTH)
         && let Some(text) = pretty_payload(bytes, PRETTY_MAX_BYTES)
     {
         return PayloadView {

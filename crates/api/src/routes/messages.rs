@@ -145,8 +145,8 @@ async fn accept(
     if !raw.starts_with('{') {
         return Err(ApiError::field("payload", "payload must be a JSON object"));
     }
-    let depth = domain::payload::json_depth(raw.as_bytes());
-    if depth > domain::payload::MAX_DEPTH {
+    if !domain::payload::depth_within(raw.as_bytes(), domain::payload::MAX_DEPTH) {
+        let depth = domain::payload::json_depth(raw.as_bytes());
         return Err(ApiError::field(
             "payload",
             format!(
