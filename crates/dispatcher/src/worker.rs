@@ -493,13 +493,7 @@ impl Slots {
     async fn run(&self, mut job: Job) {
         loop {
             if self.stopping.load(Ordering::SeqCst) {
-                let mut ids = vec![job.d.id.clone()];
-                ids.extend(
-                    self.flow
-                        .abandoned(&job.d.endpoint_id)
-                        .into_iter()
-                        .map(|j| j.d.id),
-                );
+                let ids = self.let_go(&job);
                 self.unstarted.lock().await.extend(ids);
                 return;
             }
@@ -508,13 +502,7 @@ impl Slots {
             // removed the delivery and revoked the lease, so the claim is simply let go, with
             // whatever waits behind it.
             if self.store.endpoint_stopped(&job.d.endpoint_id) {
-                let mut ids = vec![job.d.id.clone()];
-                ids.extend(
-                    self.flow
-                        .abandoned(&job.d.endpoint_id)
-                        .into_iter()
-                        .map(|j| j.d.id),
-                );
+                let ids = self.let_go(&job);
                 tracing::debug!(endpoint_id = %job.d.endpoint_id, count = ids.len(), "endpoint stopped; claims let go");
                 self.held.drop_ids(&ids);
                 return;
@@ -549,6 +537,18 @@ impl Slots {
                 }
             }
         }
+    }
+
+    /// Releases `job`'s slot unstarted, with whatever waits behind it; returns their ids.
+    fn let_go(&self, job: &Job) -> Vec<String> {
+        let mut ids = vec![job.d.id.clone()];
+        ids.extend(
+            self.flow
+                .abandoned(&job.d.endpoint_id)
+                .into_iter()
+                .map(|j| j.d.id),
+        );
+        ids
     }
 
     /// Puts claims back until their times; either way this process is done with them.

@@ -251,12 +251,7 @@ fn http_server(
     ingest_limits: Arc<api::limits::IngestLimits>,
     metrics: ProcessMetrics,
 ) -> Result<(u16, Server), StartError> {
-    let bind_err = |source| StartError::Bind {
-        addr: settings.bind.to_string(),
-        source,
-    };
-    let listener = TcpListener::bind(settings.bind).map_err(bind_err)?;
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let (listener, port, bind_err) = listen(settings.bind)?;
     let data = web::Data::new(store);
     let api_config = api::ApiConfig {
         max_payload_bytes: settings.max_payload_bytes,
@@ -318,6 +313,20 @@ fn http_server(
     Ok((port, server))
 }
 
+/// Binds `addr`; returns the listener, its port and how to report a failure to serve on it.
+#[allow(clippy::type_complexity)]
+fn listen(
+    addr: std::net::SocketAddr,
+) -> Result<(TcpListener, u16, impl Fn(std::io::Error) -> StartError), StartError> {
+    let bind_err = move |source| StartError::Bind {
+        addr: addr.to_string(),
+        source,
+    };
+    let listener = TcpListener::bind(addr).map_err(bind_err)?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    Ok((listener, port, bind_err))
+}
+
 /// `/metrics` alone on `metrics_bind` (e.g. a private interface), in any role.
 fn metrics_server(
     settings: &Settings,
@@ -325,12 +334,7 @@ fn metrics_server(
     store: Store,
     metrics: ProcessMetrics,
 ) -> Result<(u16, Server), StartError> {
-    let bind_err = |source| StartError::Bind {
-        addr: addr.to_string(),
-        source,
-    };
-    let listener = TcpListener::bind(addr).map_err(bind_err)?;
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let (listener, port, bind_err) = listen(addr)?;
     let store = web::Data::new(store);
     let metrics = web::Data::new(metrics);
     let access = web::Data::new(MetricsAccess(settings.metrics_token.clone()));

@@ -88,14 +88,10 @@ pub(crate) async fn pause_or_resume<C: ConnectionTrait>(
         .col_expr(C::UpdatedAt, Expr::value(now))
         .filter(C::EndpointId.eq(endpoint_id));
     let update = if disabled {
-        update
-            .col_expr(C::State, Expr::value(DeliveryState::Paused.as_str()))
-            .col_expr(C::LeaseOwner, Expr::value(Option::<String>::None))
-            .col_expr(C::LeaseExpiresAt, Expr::value(Option::<i64>::None))
-            .filter(C::State.is_in([
-                DeliveryState::Pending.as_str(),
-                DeliveryState::Sending.as_str(),
-            ]))
+        crate::queue::hand_back(update, DeliveryState::Paused).filter(C::State.is_in([
+            DeliveryState::Pending.as_str(),
+            DeliveryState::Sending.as_str(),
+        ]))
     } else {
         update
             .col_expr(C::State, Expr::value(DeliveryState::Pending.as_str()))
@@ -211,19 +207,7 @@ impl Store {
             return Ok(0);
         }
         let _turn = self.write_turn().await;
-        let res = delivery::Entity::update_many()
-            .col_expr(
-                delivery::Column::State,
-                Expr::value(DeliveryState::Paused.as_str()),
-            )
-            .col_expr(
-                delivery::Column::LeaseOwner,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                delivery::Column::LeaseExpiresAt,
-                Expr::value(Option::<i64>::None),
-            )
+        let res = crate::queue::hand_back(delivery::Entity::update_many(), DeliveryState::Paused)
             .filter(delivery::Column::Id.is_in(ids.iter().map(String::as_str)))
             .filter(delivery::Column::LeaseOwner.eq(owner))
             .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))

@@ -11,6 +11,29 @@ use sea_orm::{
 use crate::entities::{email, job, node_heartbeat, operational_event};
 use crate::{ListParams, Page, Result, Store, page::fetch_page};
 
+/// A new outbox row, due at once: the one shape of every email hookd queues.
+pub(crate) fn email_row(
+    tenant: Option<String>,
+    to: &str,
+    subject: &str,
+    body: &str,
+    now: i64,
+) -> email::ActiveModel {
+    email::ActiveModel {
+        id: Set(EmailId::new().to_string()),
+        tenant_id: Set(tenant),
+        to_addr: Set(to.to_owned()),
+        subject: Set(subject.to_owned()),
+        body_text: Set(body.to_owned()),
+        state: Set("pending".to_owned()),
+        attempts: Set(0),
+        next_attempt_at: Set(now),
+        last_error: Set(None),
+        created_at: Set(now),
+        sent_at: Set(None),
+    }
+}
+
 impl Store {
     /// Queues an email to a tenant; the scheduler's outbox worker sends it.
     pub async fn enqueue_email(
@@ -21,21 +44,9 @@ impl Store {
         body: &str,
     ) -> Result<email::Model> {
         let now = Timestamp::now().as_millis();
-        Ok(email::ActiveModel {
-            id: Set(EmailId::new().to_string()),
-            tenant_id: Set(Some(tenant.to_string())),
-            to_addr: Set(to.to_owned()),
-            subject: Set(subject.to_owned()),
-            body_text: Set(body.to_owned()),
-            state: Set("pending".to_owned()),
-            attempts: Set(0),
-            next_attempt_at: Set(now),
-            last_error: Set(None),
-            created_at: Set(now),
-            sent_at: Set(None),
-        }
-        .insert(&self.db)
-        .await?)
+        Ok(email_row(Some(tenant.to_string()), to, subject, body, now)
+            .insert(&self.db)
+            .await?)
     }
 
     pub async fn list_emails(

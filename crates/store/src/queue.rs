@@ -788,19 +788,13 @@ async fn disable_and_notify(
         let (subject, body) = domain::notify::render_endpoint_disabled(
             &ep.url, &ep.id, &ep.app_id, reason, public_url,
         );
-        email::Entity::insert(email::ActiveModel {
-            id: Set(domain::ids::EmailId::new().to_string()),
-            tenant_id: Set(Some(t.id)),
-            to_addr: Set(t.notification_email),
-            subject: Set(subject),
-            body_text: Set(body),
-            state: Set("pending".to_owned()),
-            attempts: Set(0),
-            next_attempt_at: Set(now),
-            last_error: Set(None),
-            created_at: Set(now),
-            sent_at: Set(None),
-        })
+        email::Entity::insert(crate::ops::email_row(
+            Some(t.id),
+            &t.notification_email,
+            &subject,
+            &body,
+            now,
+        ))
         .exec(txn)
         .await?;
     }
@@ -852,11 +846,16 @@ impl Store {
 fn back_to_pending(
     update: sea_orm::UpdateMany<delivery::Entity>,
 ) -> sea_orm::UpdateMany<delivery::Entity> {
+    hand_back(update, DeliveryState::Pending)
+}
+
+/// The columns that end a claim (or any lease) and leave the delivery in `state`.
+pub(crate) fn hand_back(
+    update: sea_orm::UpdateMany<delivery::Entity>,
+    state: DeliveryState,
+) -> sea_orm::UpdateMany<delivery::Entity> {
     update
-        .col_expr(
-            delivery::Column::State,
-            Expr::value(DeliveryState::Pending.as_str()),
-        )
+        .col_expr(delivery::Column::State, Expr::value(state.as_str()))
         .col_expr(
             delivery::Column::LeaseOwner,
             Expr::value(Option::<String>::None),

@@ -238,23 +238,10 @@ impl Store {
 
     /// Queues an email that belongs to no tenant yet (a sign-up's confirmation).
     pub async fn enqueue_email_to(&self, to: &str, subject: &str, body: &str) -> Result<()> {
-        use crate::entities::email;
         let now = Timestamp::now().as_millis();
-        email::ActiveModel {
-            id: Set(domain::ids::EmailId::new().to_string()),
-            tenant_id: Set(None),
-            to_addr: Set(to.to_owned()),
-            subject: Set(subject.to_owned()),
-            body_text: Set(body.to_owned()),
-            state: Set("pending".to_owned()),
-            attempts: Set(0),
-            next_attempt_at: Set(now),
-            last_error: Set(None),
-            created_at: Set(now),
-            sent_at: Set(None),
-        }
-        .insert(&self.db)
-        .await?;
+        crate::ops::email_row(None, to, subject, body, now)
+            .insert(&self.db)
+            .await?;
         Ok(())
     }
 
