@@ -79,6 +79,9 @@ pub async fn signup(
     limits
         .signup_attempt(limits.client_ip(&req))
         .map_err(|b| too_busy(b, "Too many sign-ups from your network."))?;
+    let by_email = req
+        .app_data::<web::Data<SignupConfig>>()
+        .filter(|m| m.confirm_by_email);
     let name = form.name.trim().to_owned();
     let email = form.email.trim().to_lowercase();
     let problem = if name.is_empty() || name.chars().count() > 100 {
@@ -89,7 +92,7 @@ pub async fn signup(
         Some(format!(
             "Choose a password of at least {MIN_PASSWORD} characters."
         ))
-    } else if !confirms_by_email(&req) && store.find_user_for_login(&email).await?.is_some() {
+    } else if by_email.is_none() && store.find_user_for_login(&email).await?.is_some() {
         // Without SMTP there is no way to answer uniformly: the account is created right here.
         Some("An account with this email already exists. Log in instead.".to_owned())
     } else {
@@ -106,9 +109,7 @@ pub async fn signup(
         return Ok(views::render(StatusCode::UNPROCESSABLE_ENTITY, &page)?);
     }
     let hash = hash_password(limits, form.password).await?;
-    if let Some(mode) = req.app_data::<web::Data<SignupConfig>>()
-        && mode.confirm_by_email
-    {
+    if let Some(mode) = by_email {
         return confirm_by_email(store, mode, &name, &email, &hash).await;
     }
     let (tenant_name, tenant_id, user_id) = create_account(store, &name, &email, &hash).await?;
@@ -439,11 +440,6 @@ fn plausible_email(email: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !email.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
-fn confirms_by_email(req: &HttpRequest) -> bool {
-    req.app_data::<web::Data<SignupConfig>>()
-        .is_some_and(|m| m.confirm_by_email)
 }
 
 fn limits_of(req: &HttpRequest) -> Result<&AuthLimits, PageError> {

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use domain::delivery::DeliveryState;
@@ -32,45 +33,72 @@ const MARK_LIFETIME: Duration = Duration::from_secs(300);
 const MARK_SETTLE: Duration = Duration::from_secs(5);
 
 /// Endpoints this process must not send to, with when each was marked. Bounded: marks expire
-/// after `MARK_LIFETIME`, and an enable removes its mark.
+/// after `MARK_LIFETIME`, and an enable removes its mark. Asked before every request, and
+/// empty nearly always: `any` answers that without taking the lock.
 #[derive(Debug, Default)]
-pub(crate) struct StoppedEndpoints(Mutex<HashMap<String, Instant>>);
+pub(crate) struct StoppedEndpoints {
+    marks: Mutex<HashMap<String, Instant>>,
+    any: AtomicBool,
+}
 
 impl StoppedEndpoints {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    /// The marks, for a change that keeps `any` in step when the guard is dropped.
+    fn edit(&self) -> Marks<'_> {
+        Marks {
+            map: self.marks.lock().unwrap_or_else(|p| p.into_inner()),
+            any: &self.any,
+        }
     }
 
     pub(crate) fn mark<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
         let now = Instant::now();
-        let mut all = self.lock();
-        all.retain(|_, at| now.duration_since(*at) < MARK_LIFETIME);
+        let mut all = self.edit();
+        all.map
+            .retain(|_, at| now.duration_since(*at) < MARK_LIFETIME);
         for id in ids {
-            all.insert(id.to_owned(), now);
+            all.map.insert(id.to_owned(), now);
         }
     }
 
     pub(crate) fn unmark(&self, id: &str) {
-        self.lock().remove(id);
+        self.edit().map.remove(id);
     }
 
     fn contains(&self, id: &str) -> bool {
-        self.lock()
-            .get(id)
-            .is_some_and(|at| at.elapsed() < MARK_LIFETIME)
+        self.any.load(Ordering::Acquire)
+            && self
+                .edit()
+                .map
+                .get(id)
+                .is_some_and(|at| at.elapsed() < MARK_LIFETIME)
     }
 
     /// Unmarks `id` when its mark is old enough that its disable has surely committed.
     fn unmark_settled(&self, id: &str) {
-        let mut all = self.lock();
-        if all.get(id).is_some_and(|at| at.elapsed() >= MARK_SETTLE) {
-            all.remove(id);
+        let mut all = self.edit();
+        if all
+            .map
+            .get(id)
+            .is_some_and(|at| at.elapsed() >= MARK_SETTLE)
+        {
+            all.map.remove(id);
         }
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().len()
+        self.edit().map.len()
+    }
+}
+
+struct Marks<'a> {
+    map: std::sync::MutexGuard<'a, HashMap<String, Instant>>,
+    any: &'a AtomicBool,
+}
+
+impl Drop for Marks<'_> {
+    fn drop(&mut self) {
+        self.any.store(!self.map.is_empty(), Ordering::Release);
     }
 }
 
@@ -158,29 +186,29 @@ impl Store {
     /// and marks the disabled and deleted ones: how a disable committed by another process
     /// reaches this one's in-memory work.
     pub async fn refresh_stopped(&self, endpoint_ids: &[String]) -> Result<()> {
-        if endpoint_ids.is_empty() {
-            return Ok(());
-        }
-        let rows: Vec<(String, bool)> = endpoint::Entity::find()
-            .select_only()
-            .column(endpoint::Column::Id)
-            .column(endpoint::Column::Disabled)
-            .filter(endpoint::Column::Id.is_in(endpoint_ids.iter().map(String::as_str)))
-            .into_tuple()
-            .all(&self.db)
-            .await?;
-        let enabled: HashMap<&str, bool> = rows.iter().map(|(id, d)| (id.as_str(), !d)).collect();
-        let stop: Vec<&str> = endpoint_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !enabled.get(id).copied().unwrap_or(false))
-            .collect();
-        for id in endpoint_ids {
-            if enabled.get(id.as_str()).copied().unwrap_or(false) {
+        // Bounded by the dispatcher's in-flight permits, which may be set up to 100,000: read
+        // in chunks under every database's limit on bound parameters.
+        for chunk in endpoint_ids.chunks(1000) {
+            let rows: Vec<(String, bool)> = endpoint::Entity::find()
+                .select_only()
+                .column(endpoint::Column::Id)
+                .column(endpoint::Column::Disabled)
+                .filter(endpoint::Column::Id.is_in(chunk.iter().map(String::as_str)))
+                .into_tuple()
+                .all(&self.db)
+                .await?;
+            let disabled: HashMap<&str, bool> =
+                rows.iter().map(|(id, d)| (id.as_str(), *d)).collect();
+            // Missing (deleted) counts as disabled.
+            let (stop, go): (Vec<&str>, Vec<&str>) = chunk
+                .iter()
+                .map(String::as_str)
+                .partition(|id| disabled.get(id).copied().unwrap_or(true));
+            for id in go {
                 self.stopped.unmark_settled(id);
             }
+            self.stopped.mark(stop);
         }
-        self.stopped.mark(stop);
         Ok(())
     }
 
@@ -233,7 +261,7 @@ mod tests {
         assert!(s.contains("ep_b"));
         // An expired mark is dropped at the next mark, so the set stays bounded.
         if let Some(old) = Instant::now().checked_sub(MARK_LIFETIME + Duration::from_secs(1)) {
-            s.lock().insert("ep_old".into(), old);
+            s.edit().map.insert("ep_old".into(), old);
             assert!(!s.contains("ep_old"));
         }
         s.mark(["ep_c"]);
