@@ -110,7 +110,12 @@ pub async fn signup(
     }
     let hash = hash_password(limits, form.password).await?;
     if let Some(mode) = by_email {
-        return confirm_by_email(store, mode, &name, &email, &hash).await;
+        // Past its hourly share of sign-up mail, an address gets none, and the page is the
+        // same (it must not tell anything about the address either).
+        if limits.mail_to(&email) {
+            confirm_by_email(store, mode, &name, &email, &hash).await?;
+        }
+        return sent_page(&email);
     }
     let (tenant_name, tenant_id, user_id) = create_account(store, &name, &email, &hash).await?;
     welcome(&req, store, tenant_name, tenant_id, user_id).await
@@ -130,15 +135,15 @@ pub struct SignupConfig {
 const SIGNUP_LINK_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Mails the link that finishes the sign-up, or, when the address already has an account, a
-/// note saying so; answers the same page either way (the password was hashed either way, so
-/// the time taken is the same too).
+/// note saying so. The caller answers the same page either way (the password was hashed
+/// either way, so the time taken is the same too).
 async fn confirm_by_email(
     store: &Store,
     mode: &SignupConfig,
     name: &str,
     email: &str,
     hash: &str,
-) -> Result<HttpResponse, PageError> {
+) -> Result<(), PageError> {
     let base = mode.public_url.trim_end_matches('/');
     if store.find_user_for_login(email).await?.is_some() {
         let body = format!(
@@ -162,6 +167,11 @@ async fn confirm_by_email(
             .enqueue_email_to(email, "Confirm your hookd account", &body)
             .await?;
     }
+    Ok(())
+}
+
+/// What every sign-up answers when the address is confirmed by email.
+fn sent_page(email: &str) -> Result<HttpResponse, PageError> {
     let page = MessagePage {
         csrf: None,
         title: "Check your email",

@@ -60,6 +60,12 @@ impl Default for AuthLimitConfig {
 }
 
 type Keyed = RateLimiter<IpAddr, DefaultKeyedStateStore<IpAddr>, DefaultClock>;
+type ByAddress = RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock>;
+
+/// Sign-up emails one address may receive per hour, whoever asks: without it, anyone could
+/// make hookd mail a stranger without end (each client address may only sign up
+/// `signups_per_hour` times, but there are many client addresses).
+pub const MAILS_PER_ADDRESS_PER_HOUR: u32 = 3;
 
 /// Process-wide limits of the login and sign-up forms (one per server, shared by its workers).
 pub struct AuthLimits {
@@ -71,6 +77,7 @@ pub struct AuthLimits {
     line: Semaphore,
     logins: Keyed,
     signups: Keyed,
+    mails: ByAddress,
     failures: Mutex<HashMap<String, Vec<Instant>>>,
 }
 
@@ -101,6 +108,7 @@ impl AuthLimits {
             line: Semaphore::new(slots * 8),
             logins: RateLimiter::keyed(per(config.logins_per_minute, Duration::from_secs(60))),
             signups: RateLimiter::keyed(per(config.signups_per_hour, Duration::from_secs(3600))),
+            mails: RateLimiter::keyed(per(MAILS_PER_ADDRESS_PER_HOUR, Duration::from_secs(3600))),
             failures: Mutex::new(HashMap::new()),
             config,
         }
@@ -133,6 +141,14 @@ impl AuthLimits {
     /// Takes a sign-up from the client's bucket.
     pub fn signup_attempt(&self, client: IpAddr) -> Result<(), Busy> {
         take(&self.signups, client)
+    }
+
+    /// Whether one more sign-up email may go to `email` now.
+    pub fn mail_to(&self, email: &str) -> bool {
+        if self.mails.len() > 100_000 {
+            self.mails.retain_recent();
+        }
+        self.mails.check_key(&email.to_owned()).is_ok()
     }
 
     /// Records a failed login for `email`; returns how long to hold the answer back.
@@ -174,8 +190,10 @@ impl AuthLimits {
     pub fn shrink(&self) {
         self.logins.retain_recent();
         self.signups.retain_recent();
+        self.mails.retain_recent();
         self.logins.shrink_to_fit();
         self.signups.shrink_to_fit();
+        self.mails.shrink_to_fit();
     }
 }
 

@@ -582,4 +582,25 @@ async fn with_smtp_sign_up_answers_the_same_whether_or_not_the_email_has_an_acco
         note.body_text()
     );
     assert!(!note.body_text().contains("token="));
+
+    // Nobody can make hookd mail an address without end: after 3 sign-up emails in an hour
+    // it gets no more, and the page still does not tell.
+    let mut same = first.clone();
+    same.1 = same
+        .1
+        .replace("owner@acme.example", "stranger@victim.example");
+    let to_stranger = || {
+        smtp.received()
+            .iter()
+            .filter(|m| m.recipients.iter().any(|r| r == "stranger@victim.example"))
+            .count()
+    };
+    for _ in 0..3 {
+        assert_eq!(sign_up("stranger@victim.example").await, same);
+    }
+    mail_to(5).await;
+    assert_eq!(to_stranger(), 3);
+    assert_eq!(sign_up("stranger@victim.example").await, same);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(to_stranger(), 3, "the fourth sign-up sent nothing");
 }
