@@ -123,6 +123,21 @@ pub fn ascending(order: Option<&str>) -> Result<bool, crate::ApiError> {
     }
 }
 
+/// The `before` and `after` query parameters of a listing.
+pub fn time_bounds(
+    before: Option<&str>,
+    after: Option<&str>,
+) -> Result<(Option<Timestamp>, Option<Timestamp>), crate::ApiError> {
+    let at = |name: &str, v: &str| {
+        service::rules::timestamp(name, v)
+            .map_err(|e| crate::ApiError::validation(["query", name], e.msg))
+    };
+    Ok((
+        before.map(|b| at("before", b)).transpose()?,
+        after.map(|a| at("after", a)).transpose()?,
+    ))
+}
+
 pub fn list_params(
     limit: Option<u64>,
     iterator: Option<String>,

@@ -128,6 +128,38 @@ impl ResponseError for ApiError {
     }
 }
 
+impl From<service::FieldError> for ApiError {
+    fn from(e: service::FieldError) -> Self {
+        ApiError::field(&e.field, e.msg)
+    }
+}
+
+/// The service's refusals in Svix's shapes. Of several field problems the first is answered,
+/// as Svix's server does.
+impl From<service::ServiceError> for ApiError {
+    fn from(e: service::ServiceError) -> Self {
+        use service::ServiceError as E;
+        match e {
+            E::Invalid(mut errors) if !errors.is_empty() => errors.swap_remove(0).into(),
+            E::Invalid(_) => ApiError::internal(),
+            E::PayloadTooLarge { limit } => crate::extract::payload_too_large(limit),
+            E::RateLimited { retry_after } => {
+                let secs = service::ServiceError::retry_after_secs(retry_after);
+                ApiError {
+                    retry_after: Some(secs),
+                    ..ApiError::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        format!("this tenant's message rate limit is reached; retry in {secs} s"),
+                    )
+                }
+            }
+            E::Conflict(detail) => ApiError::conflict(detail),
+            E::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<store::StoreError> for ApiError {
     fn from(e: store::StoreError) -> Self {
         use store::StoreError as E;

@@ -1,6 +1,6 @@
 //! hookd's REST API under `/api/v1`, on actix-web: the core of Svix's API shape, so Svix's
 //! SDKs work unmodified, plus hookd's extension fields. Handlers are thin: parse, call the
-//! store or [`service`], map to JSON. Errors are JSON `{code, detail}`.
+//! store or the `service` crate, map to JSON. Errors are JSON `{code, detail}`.
 
 mod dto;
 mod error;
@@ -8,15 +8,10 @@ mod extract;
 mod health;
 mod idempotency;
 pub use idempotency::UnwrittenReplies;
-pub mod limits;
 mod openapi;
 mod routes;
-pub mod service;
-pub mod ssrf;
-pub mod validate;
 
 use actix_web::{middleware, web};
-use domain::endpoint_url::AllowList;
 
 pub use error::ApiError;
 pub use openapi::openapi_json;
@@ -24,17 +19,8 @@ pub use openapi::openapi_json;
 /// Operator settings the API enforces.
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
-    /// Largest message payload accepted (bytes).
-    pub max_payload_bytes: usize,
-    /// Networks endpoint URLs may resolve into despite the SSRF guard.
-    pub allow_networks: AllowList,
-    /// Refuse `http://` endpoint URLs.
-    pub https_only: bool,
-    /// Woken after anything makes deliveries due (a message, a resend), so a dispatcher in
-    /// this process starts at once instead of at its next poll.
-    pub new_work: std::sync::Arc<tokio::sync::Notify>,
-    /// Per-tenant ingest token buckets.
-    pub ingest_limits: std::sync::Arc<limits::IngestLimits>,
+    /// The settings the operations enforce, shared with the dashboard.
+    pub service: service::Config,
     /// Message-create requests by result, for `/metrics`.
     pub ingest_counts: std::sync::Arc<IngestCounts>,
     /// Idempotent answers whose record could not be written yet (see `idempotency`).
@@ -106,7 +92,7 @@ impl IngestCounts {
 impl ApiConfig {
     /// The request-body limit: the payload limit plus room for the message envelope.
     pub fn max_body_bytes(&self) -> usize {
-        self.max_payload_bytes.saturating_add(64 * 1024)
+        self.service.max_payload_bytes.saturating_add(64 * 1024)
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
+use domain::jobs::JobKind;
 use serde::Deserialize;
 use store::entities::{application, endpoint};
 use store::{AttemptFilter, EndpointChanges, ListParams, Store};
@@ -311,7 +312,7 @@ pub async fn job_notice(
         Err(e) => return Err(e.into()),
     };
     let params: serde_json::Value = store::from_json("params", &job.params)?;
-    if job.kind != "endpoint.recover" || params["endpointId"] != ep.id.as_str() {
+    if job.kind != JobKind::EndpointRecover.as_str() || params["endpointId"] != ep.id.as_str() {
         return Ok(None);
     }
     let since = params["since"].as_i64();
@@ -335,12 +336,6 @@ pub async fn job_notice(
 }
 
 /// Wakes this process's dispatcher after something made deliveries due.
-pub fn notify_new_work(req: &HttpRequest) {
-    if let Some(cfg) = req.app_data::<web::Data<api::ApiConfig>>() {
-        cfg.new_work.notify_one();
-    }
-}
-
 #[derive(Deserialize)]
 pub struct PageQuery {
     #[serde(default)]
@@ -463,11 +458,11 @@ pub async fn act(
                     "The recovery start is in the future; choose a time in the past (UTC).",
                 ));
             }
-            let job = api::service::start_endpoint_job(
+            let job = service::endpoints::start_job(
                 store,
                 session.tenant,
                 &ep,
-                "endpoint.recover",
+                JobKind::EndpointRecover,
                 since,
                 None,
             )
@@ -483,11 +478,11 @@ pub async fn act(
             Ok(see_other(&format!("{page}?done=test&msg={msg}")))
         }
         "recover-all" => {
-            let job = api::service::start_endpoint_job(
+            let job = service::endpoints::start_job(
                 store,
                 session.tenant,
                 &ep,
-                "endpoint.recover",
+                JobKind::EndpointRecover,
                 Timestamp::from_millis(0),
                 None,
             )

@@ -37,13 +37,33 @@ impl PageError {
     }
 }
 
-/// The API's services report failures as `ApiError`; client errors keep their text.
-impl From<api::ApiError> for PageError {
-    fn from(e: api::ApiError) -> Self {
-        match e.status {
-            StatusCode::NOT_FOUND => PageError::NotFound,
-            s if s.is_client_error() => PageError::BadInput(s, e.detail),
-            _ => PageError::Internal(e.to_string()),
+/// The operations' refusals as pages: what the user can fix keeps its text.
+impl From<service::ServiceError> for PageError {
+    fn from(e: service::ServiceError) -> Self {
+        use service::ServiceError as E;
+        match e {
+            E::Invalid(errors) => PageError::bad_input(
+                errors
+                    .iter()
+                    .map(|e| e.msg.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            E::PayloadTooLarge { limit } => PageError::BadInput(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("The payload is larger than the limit of {limit} bytes."),
+            ),
+            E::RateLimited { retry_after } => {
+                let secs = service::ServiceError::retry_after_secs(retry_after);
+                PageError::TooBusy {
+                    retry_after: secs,
+                    text: format!(
+                        "Your account's message rate limit is reached; try again in {secs} s."
+                    ),
+                }
+            }
+            E::Conflict(text) => PageError::BadInput(StatusCode::CONFLICT, text),
+            E::Store(e) => PageError::Store(e),
         }
     }
 }

@@ -24,8 +24,16 @@ pub use auth::SignupConfig;
 pub use error::PageError;
 pub use limiter::{AuthLimitConfig, AuthLimits};
 
-/// Registers the dashboard's pages. Needs `web::Data<store::Store>` and
-/// `web::Data<AuthLimits>` (one per server, shared by its workers) in the app data.
+/// The operations' settings, shared with the API (`web::Data<service::Config>`).
+pub(crate) fn service_config(req: &actix_web::HttpRequest) -> Result<&service::Config, PageError> {
+    req.app_data::<web::Data<service::Config>>()
+        .map(|d| d.get_ref())
+        .ok_or_else(|| PageError::Internal("the dashboard needs web::Data<service::Config>".into()))
+}
+
+/// Registers the dashboard's pages. Needs `web::Data<store::Store>`,
+/// `web::Data<service::Config>` and `web::Data<AuthLimits>` (one per server, shared by its
+/// workers) in the app data.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let form = || web::FormConfig::default().error_handler(error::form_error);
     cfg.service(web::resource("/static/{file}").route(web::get().to(assets::serve)))

@@ -1,22 +1,21 @@
 //! Creating and changing things: applications (from the overview), endpoints (new and edit
-//! forms), an endpoint's signing secret (reveal, rotate) and test events. Every check the API
-//! makes is made here too, through `api::service` where the API exposes it; the form shows
-//! every problem at once instead of the first.
+//! forms), an endpoint's signing secret (reveal, rotate) and test events. The rules are the
+//! `service` crate's, the same the API applies; this module only turns form text into values
+//! and each field problem into a line under the form's label, all problems at once.
 
 use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use api::validate;
 use domain::Timestamp;
 use domain::duration::format_duration;
 use domain::signing::SigningSecret;
 use serde::Deserialize;
+use service::{FieldError, ServiceError, rules};
 use store::entities::{application, endpoint};
-use store::{NewApplication, NewEndpoint, NewMessage, Store, retry_policy_of};
+use store::{NewApplication, NewEndpoint, NewMessage, Store};
 
 use crate::auth::see_other;
-use crate::endpoints::notify_new_work;
 use crate::error::PageError;
 use crate::session::{self, Session};
 use crate::views::{self, EndpointFormPage, EndpointFormValues, MessagePage, SecretFragment};
@@ -26,11 +25,7 @@ pub const ROTATION_GRACE: Duration = Duration::from_secs(24 * 3600);
 /// The event type of test events.
 pub const TEST_EVENT_TYPE: &str = "hookd.test";
 
-fn api_config(req: &HttpRequest) -> Result<&api::ApiConfig, PageError> {
-    req.app_data::<web::Data<api::ApiConfig>>()
-        .map(|d| d.get_ref())
-        .ok_or_else(|| PageError::Internal("the dashboard needs web::Data<ApiConfig>".into()))
-}
+use crate::service_config;
 
 #[derive(Deserialize)]
 pub struct AppForm {
@@ -47,8 +42,7 @@ pub async fn create_app(
     form: web::Form<AppForm>,
 ) -> Result<HttpResponse, PageError> {
     session.check_csrf(&req, &form.csrf)?;
-    let name = form.name.trim();
-    if name.is_empty() || name.chars().count() > 256 || name.chars().any(char::is_control) {
+    let Ok(name) = rules::name("name", &form.name) else {
         let extra = crate::endpoints::OverviewExtra {
             error: Some("Give the application a name of 1 to 256 printable characters.".into()),
             app_name: form.name.clone(),
@@ -61,12 +55,12 @@ pub async fn create_app(
             extra,
         )
         .await;
-    }
+    };
     let app = session::store_of(&req)?
         .create_application(
             session.tenant,
             NewApplication {
-                name: name.to_owned(),
+                name,
                 ..NewApplication::default()
             },
         )
@@ -74,7 +68,31 @@ pub async fn create_app(
     Ok(see_other(&format!("/?created={}", app.id)))
 }
 
-/// The form's text turned into an endpoint, or every problem with it.
+/// The form's label of an endpoint field, by the field's API name.
+fn label(field: &str) -> &'static str {
+    match field {
+        "url" => "URL",
+        "uid" => "uid",
+        "description" => "Description",
+        "filterTypes" => "Event types",
+        "channels" => "Channels",
+        "timeout" => "Timeout",
+        "retryPolicy" => "Retry policy",
+        "maxConcurrency" => "Max concurrency",
+        "throttleRate" => "Throttle",
+        "headers" => "Custom headers",
+        "metadata" => "Metadata",
+        _ => "Endpoint",
+    }
+}
+
+/// A field problem as a line of the form's error list.
+fn problem(e: &FieldError) -> String {
+    format!("{}: {}.", label(&e.field), e.msg.trim_end_matches('.'))
+}
+
+/// The form's text turned into an endpoint, or every problem with it. The text is parsed
+/// here; the rules are the service's ([`service::endpoints::problems`]).
 fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, Vec<String>> {
     let mut errors = Vec::new();
     let mut new = base;
@@ -83,69 +101,57 @@ fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, 
         errors.push("URL: enter the address hookd should send webhooks to.".to_owned());
     }
     new.description = f.description.trim().to_owned();
-    if new.description.chars().count() > 4096 {
-        errors.push("Description: at most 4096 characters.".to_owned());
-    }
-    let list = |text: &str| -> Vec<String> {
-        text.split(',')
+    let list = |text: &str| -> Option<Vec<String>> {
+        let items: Vec<String> = text
+            .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
-            .collect()
+            .collect();
+        (!items.is_empty()).then_some(items)
     };
-    // The API's own rules, so a form and an API call accept exactly the same endpoints.
-    let mut check = |label: &str, result: Result<(), api::ApiError>| {
-        if let Err(e) = result {
-            errors.push(format!("{label}: {}.", e.detail.trim_end_matches('.')));
-        }
-    };
-    let types = list(&f.event_types);
-    if types.len() > 1000 {
-        check(
-            "Event types",
-            Err(api::ApiError::field("filterTypes", "at most 1000")),
-        );
-    }
-    // The API's rule for each name; the page names the one that is wrong.
-    for t in types
-        .iter()
-        .filter(|t| validate::ident("filterTypes", t).is_err())
-    {
-        let msg = format!("“{t}” is not valid; use 1 to 256 letters, digits, '-', '_' or '.'");
-        check("Event types", Err(api::ApiError::field("filterTypes", msg)));
-    }
-    new.filter_types = (!types.is_empty()).then_some(types);
-    let channels = list(&f.channels);
-    check("Channels", validate::labels("channels", &channels, 10));
-    new.channels = (!channels.is_empty()).then_some(channels);
+    new.filter_types = list(&f.event_types);
+    new.channels = list(&f.channels);
+    let mut parsed = |r: Result<i64, FieldError>| r.map_err(|e| errors.push(problem(&e))).ok();
     new.timeout_ms = match f.timeout.trim() {
         "" => None,
-        t => validate::timeout(t)
-            .map_err(|e| check("Timeout", Err(e)))
-            .ok(),
+        t => parsed(rules::timeout(t)),
     };
     new.retry_policy = match f.retry_policy.trim() {
         "" => None,
         text => serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| api::ApiError::field("retryPolicy", format!("not JSON: {e}")))
-            .and_then(validate::retry_policy)
-            .map_err(|e| check("Retry policy", Err(e)))
+            .map_err(|e| FieldError::new("retryPolicy", format!("not JSON: {e}")))
+            .and_then(rules::retry_policy)
+            .map_err(|e| errors.push(problem(&e)))
             .ok(),
     };
-    let mut number = |text: &str, field: &str, max: u32| -> Option<i32> {
-        match text.trim() {
+    // A number the rule refuses, or no number at all: the form says which numbers it takes.
+    let mut number =
+        |text: &str, field: &str, max: u32, rule: fn(u32) -> Option<i32>| match text.trim() {
             "" => None,
-            t => match t.parse::<u32>() {
-                Ok(n) if (1..=max).contains(&n) => Some(n as i32),
-                _ => {
-                    errors.push(format!("{field}: enter a whole number from 1 to {max}."));
-                    None
+            t => {
+                let n = t.parse::<u32>().ok().and_then(rule);
+                if n.is_none() {
+                    errors.push(format!(
+                        "{}: enter a whole number from 1 to {max}.",
+                        label(field)
+                    ));
                 }
-            },
-        }
-    };
-    new.max_concurrency = number(&f.max_concurrency, "Max concurrency", 1000);
-    new.throttle_rate = number(&f.throttle_rate, "Throttle", 65535);
+                n
+            }
+        };
+    new.max_concurrency = number(
+        &f.max_concurrency,
+        "maxConcurrency",
+        rules::MAX_CONCURRENCY,
+        |n| rules::max_concurrency(n).ok(),
+    );
+    new.throttle_rate = number(
+        &f.throttle_rate,
+        "throttleRate",
+        rules::MAX_THROTTLE_RATE,
+        |n| rules::throttle_rate(Some(n)).ok().flatten(),
+    );
     let mut headers = std::collections::BTreeMap::new();
     for (i, line) in f.headers.lines().enumerate() {
         let line = line.trim();
@@ -162,13 +168,8 @@ fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, 
             )),
         }
     }
-    if let Err(e) = validate::headers(&headers) {
-        errors.push(format!(
-            "Custom headers: {}.",
-            e.detail.trim_end_matches('.')
-        ));
-    }
     new.headers = headers;
+    errors.extend(service::endpoints::problems(&new).iter().map(problem));
     if errors.is_empty() {
         Ok(new)
     } else {
@@ -233,20 +234,15 @@ fn form_page(
     Ok(views::render(status, &page)?)
 }
 
-/// An API error as a line of the form's error list.
-fn api_problem(e: api::ApiError) -> Result<String, PageError> {
-    if e.status.is_client_error() && e.status != StatusCode::NOT_FOUND {
-        let field = match e.loc.as_deref() {
-            Some([_, field, ..]) => match field.as_str() {
-                "url" => "URL: ",
-                "uid" => "uid: ",
-                _ => "",
-            },
-            _ => "",
-        };
-        Ok(format!("{field}{}", e.detail))
-    } else {
-        Err(e.into())
+/// What the service refused, as lines of the form's error list; failures that are not about
+/// the input become an error page.
+fn form_problems(e: ServiceError) -> Result<Vec<String>, PageError> {
+    match e {
+        ServiceError::Invalid(errors) => Ok(errors.iter().map(problem).collect()),
+        ServiceError::Store(store::StoreError::Conflict { field }) => {
+            Ok(vec![format!("{field} already exists")])
+        }
+        other => Err(other.into()),
     }
 }
 
@@ -278,7 +274,7 @@ pub async fn create_endpoint(
 ) -> Result<HttpResponse, PageError> {
     session.check_csrf(&req, &form.csrf)?;
     let store = session::store_of(&req)?;
-    let cfg = api_config(&req)?;
+    let cfg = service_config(&req)?;
     let app = store.get_application(session.tenant, &path).await?;
     let form = form.into_inner();
     let new = match parse_form(&form, NewEndpoint::default()) {
@@ -286,22 +282,22 @@ pub async fn create_endpoint(
         Err(mut errors) => {
             // The URL's own checks too, so one round trip shows everything.
             if !form.url.trim().is_empty()
-                && let Err(e) = api::service::check_url(cfg, &form.url).await
+                && let Err(e) = service::endpoints::check_url(cfg, &form.url).await
             {
-                errors.insert(0, api_problem(e)?);
+                errors.insert(0, problem(&e));
             }
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             return form_page(session, status, app, None, form, errors);
         }
     };
     let secret = SigningSecret::generate(&mut rand::rng());
-    match api::service::create_endpoint(store, cfg, session.tenant, &app, new, secret).await {
+    match service::endpoints::create(store, cfg, session.tenant, &app, new, secret).await {
         Ok(ep) => Ok(see_other(&format!(
             "/app/{}/endpoint/{}?done=created",
             app.id, ep.id
         ))),
         Err(e) => {
-            let errors = vec![api_problem(e)?];
+            let errors = form_problems(e)?;
             form_page(
                 session,
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -353,10 +349,10 @@ pub async fn update_endpoint(
 ) -> Result<HttpResponse, PageError> {
     session.check_csrf(&req, &form.csrf)?;
     let store = session::store_of(&req)?;
-    let cfg = api_config(&req)?;
+    let cfg = service_config(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
     let form = form.into_inner();
-    let base = api::service::endpoint_as_new(&ep)?;
+    let base = service::endpoints::as_new(&ep)?;
     let ep_id = ep.id.clone();
     let new = match parse_form(&form, base) {
         Ok(new) => new,
@@ -364,21 +360,21 @@ pub async fn update_endpoint(
             let url = form.url.trim();
             if !url.is_empty()
                 && url != ep.url
-                && let Err(e) = api::service::check_url(cfg, url).await
+                && let Err(e) = service::endpoints::check_url(cfg, url).await
             {
-                errors.insert(0, api_problem(e)?);
+                errors.insert(0, problem(&e));
             }
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             return form_page(session, status, app, Some(ep_id), form, errors);
         }
     };
-    match api::service::update_endpoint(store, cfg, session.tenant, ep, new).await {
+    match service::endpoints::update(store, cfg, session.tenant, ep, new).await {
         Ok(ep) => Ok(see_other(&format!(
             "/app/{}/endpoint/{}?done=saved",
             app.id, ep.id
         ))),
         Err(e) => {
-            let errors = vec![api_problem(e)?];
+            let errors = form_problems(e)?;
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             form_page(session, status, app, Some(ep_id), form, errors)
         }
@@ -426,9 +422,10 @@ pub async fn rotate_secret(
     Ok(())
 }
 
-/// Sends a `hookd.test` message the way `POST /api/v1/app/{app}/msg` does (ingest limit,
-/// one delivery per matching endpoint, dispatcher woken), and makes sure this endpoint gets
-/// it even if its event-type or channel filter would skip it. Returns the message id.
+/// Sends a `hookd.test` message through the same service as `POST /api/v1/app/{app}/msg`
+/// (ingest limit, one delivery per matching endpoint, dispatcher woken), and makes sure this
+/// endpoint gets it even if its event-type or channel filter would skip it. Returns the
+/// message id.
 pub async fn send_test_event(
     req: &HttpRequest,
     store: &Store,
@@ -441,14 +438,8 @@ pub async fn send_test_event(
             "This endpoint is disabled; enable it before sending a test event.",
         ));
     }
-    let cfg = api_config(req)?;
-    if let Err(wait) = cfg.ingest_limits.check(store, session.tenant).await {
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        return Err(PageError::BadInput(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("Your account's message rate limit is reached; try again in {secs} s."),
-        ));
-    }
+    let cfg = service_config(req)?;
+    service::messages::admit(store, cfg, session.tenant).await?;
     let payload = serde_json::json!({
         "type": TEST_EVENT_TYPE,
         "endpointId": ep.id,
@@ -463,15 +454,10 @@ pub async fn send_test_event(
         tags: Vec::new(),
         ordering_key: None,
     };
-    let created = store
-        .create_message(session.tenant, app, new, |ep, now| {
-            retry_policy_of(ep).give_up_at(now)
-        })
-        .await?;
+    let created = service::messages::create(store, cfg, session.tenant, app, new).await?;
     if !created.deliveries.iter().any(|d| d.endpoint_id == ep.id) {
-        api::service::resend(store, session.tenant, &created.message, ep).await?;
+        service::endpoints::resend(store, cfg, session.tenant, &created.message, ep).await?;
     }
-    notify_new_work(req);
     Ok(created.message.id)
 }
 

@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
+use domain::jobs::JobKind;
 use serde::Deserialize;
 use store::entities::endpoint;
 use store::{AttemptFilter, ListParams, MessageFilter};
 
 use crate::auth::see_other;
-use crate::endpoints::{job_notice, notify_new_work};
+use crate::endpoints::job_notice;
 use crate::error::PageError;
 use crate::session::{self, Session};
 use crate::views::{self, AttemptRow, DeliveryView, MessageDetail, MessageRow, MessagesPage};
@@ -310,12 +311,11 @@ pub async fn act(
     let ep = store.get_endpoint(t, &app.id, &ep_id).await?;
     let page = format!("/app/{}/msg/{}", app.id, msg.id);
     if action == "resend" {
-        api::service::resend(store, t, &msg, &ep).await?;
-        notify_new_work(&req);
+        service::endpoints::resend(store, crate::service_config(&req)?, t, &msg, &ep).await?;
         return Ok(see_other(&format!("{page}?done=resent&ep={}", ep.id)));
     }
     let since = Timestamp::from_millis(msg.created_at);
     let job =
-        api::service::start_endpoint_job(store, t, &ep, "endpoint.recover", since, None).await?;
+        service::endpoints::start_job(store, t, &ep, JobKind::EndpointRecover, since, None).await?;
     Ok(see_other(&format!("{page}?job={}&ep={}", job.id, ep.id)))
 }

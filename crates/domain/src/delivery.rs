@@ -62,6 +62,8 @@ macro_rules! text_enum {
     };
 }
 
+pub(crate) use text_enum;
+
 text_enum!(DeliveryState { Pending => "pending", Sending => "sending", Succeeded => "succeeded", Failed => "failed", Skipped => "skipped", Paused => "paused" });
 text_enum!(AttemptTrigger { Scheduled => "scheduled", Manual => "manual" });
 text_enum!(ErrorKind { Timeout => "timeout", Connect => "connect", Dns => "dns", Tls => "tls", Http => "http" });

@@ -1,7 +1,7 @@
 //! Endpoint URLs and the pure half of the SSRF guard: which destinations are refused by default
 //! and which networks the operator exempts (`HOOKD_ENDPOINT_ALLOW_NETWORKS`).
 //!
-//! Resolving a host name is I/O and lives in `api::ssrf`; this module only judges addresses.
+//! Resolving a host name is I/O and lives in `service::ssrf`; this module only judges addresses.
 //!
 //! The URL parser is deliberately stricter than the WHATWG parser that the HTTP client uses:
 //! wherever the two could disagree about the host (backslashes, `127.1`-style IPv4 shorthand,

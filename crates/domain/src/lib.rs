@@ -11,6 +11,7 @@ pub mod email;
 pub mod endpoint_url;
 pub mod health;
 pub mod ids;
+pub mod jobs;
 pub mod notify;
 pub mod ordering;
 pub mod payload;

@@ -116,7 +116,7 @@ impl Application {
                 .with_metrics(metrics.delivery.clone());
             workers.push(tokio::spawn(dispatcher.run(stop_rx.clone())));
         }
-        let limits = Arc::new(api::limits::IngestLimits::new(
+        let limits = Arc::new(service::limits::IngestLimits::new(
             settings.tenant_ingest_rate,
             settings.tenant_ingest_burst,
         ));
@@ -209,7 +209,7 @@ async fn heartbeat(
     store: Store,
     node: String,
     roles: String,
-    limits: Arc<api::limits::IngestLimits>,
+    limits: Arc<service::limits::IngestLimits>,
     mut stop: watch::Receiver<bool>,
 ) {
     const EVERY: Duration = Duration::from_secs(5);
@@ -248,17 +248,21 @@ fn http_server(
     settings: &Settings,
     store: Store,
     new_work: Arc<Notify>,
-    ingest_limits: Arc<api::limits::IngestLimits>,
+    ingest_limits: Arc<service::limits::IngestLimits>,
     metrics: ProcessMetrics,
 ) -> Result<(u16, Server), StartError> {
     let (listener, port, bind_err) = listen(settings.bind)?;
     let data = web::Data::new(store);
-    let api_config = api::ApiConfig {
+    let service_config = service::Config {
         max_payload_bytes: settings.max_payload_bytes,
         allow_networks: settings.endpoint_allow_networks.clone(),
         https_only: settings.endpoint_https_only,
         new_work,
         ingest_limits,
+    };
+    let service_data = web::Data::new(service_config.clone());
+    let api_config = api::ApiConfig {
+        service: service_config,
         ingest_counts: metrics.ingest.clone(),
         unwritten_replies: Default::default(),
     };
@@ -289,6 +293,7 @@ fn http_server(
             .app_data(body_timeout.clone())
             .app_data(data.clone())
             .app_data(api_data.clone())
+            .app_data(service_data.clone())
             .app_data(auth_limits.clone())
             .app_data(signup.clone())
             .configure(|c| api::configure(c, &api_config));

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::ids::TenantId;
+use domain::jobs::JobKind;
 use serde::Deserialize;
 use store::entities::job;
 use store::{Store, retry_policy_of};
@@ -80,14 +81,14 @@ async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
     let ttl = retry_policy_of(&ep).ttl();
     let since = Timestamp::from_millis(params.since);
     let until = params.until.map(Timestamp::from_millis);
-    let result = match job.kind.as_str() {
-        "endpoint.recover" => {
+    let kind: JobKind = job.kind.parse().map_err(|e| format!("{e}"))?;
+    let result = match kind {
+        JobKind::EndpointRecover => {
             store
                 .recover_failed(tenant, &ep.id, since, until, ttl)
                 .await
         }
-        "endpoint.replay" => store.replay_missing(tenant, &ep, since, until, ttl).await,
-        other => return Err(format!("unknown job kind {other:?}")),
+        JobKind::EndpointReplay => store.replay_missing(tenant, &ep, since, until, ttl).await,
     };
     result.map_err(|e| e.to_string())
 }

@@ -38,8 +38,9 @@ pub struct NewEventType {
 }
 
 /// Everything about an endpoint a tenant sets. Create and full update take the same shape;
-/// partial updates merge into the stored endpoint before calling update.
-#[derive(Clone, Debug, Default)]
+/// partial updates merge into the stored endpoint before calling update. The default is
+/// version 1, as Svix's.
+#[derive(Clone, Debug)]
 pub struct NewEndpoint {
     pub url: String,
     pub uid: Option<String>,
@@ -57,6 +58,27 @@ pub struct NewEndpoint {
     pub retry_policy: Option<String>,
     /// JSON of the endpoint's status-code overrides; `None` = the default table.
     pub status_overrides: Option<String>,
+}
+
+impl Default for NewEndpoint {
+    fn default() -> Self {
+        NewEndpoint {
+            url: String::new(),
+            uid: None,
+            description: String::new(),
+            version: 1,
+            filter_types: None,
+            channels: None,
+            headers: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            disabled: false,
+            throttle_rate: None,
+            max_concurrency: None,
+            timeout_ms: None,
+            retry_policy: None,
+            status_overrides: None,
+        }
+    }
 }
 
 /// A change of the disabled flag, with the reason shown to the tenant.

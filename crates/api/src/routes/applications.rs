@@ -7,7 +7,9 @@ use crate::dto::{
     ApplicationIn, ApplicationOut, ApplicationPatch, GetIfExists, ListQuery, ListResponse, time,
 };
 use crate::extract::{JsonBody, Tenant};
-use crate::{ApiError, validate};
+use service::rules;
+
+use crate::ApiError;
 
 pub fn out(m: application::Model) -> Result<ApplicationOut, ApiError> {
     Ok(ApplicationOut {
@@ -23,14 +25,14 @@ pub fn out(m: application::Model) -> Result<ApplicationOut, ApiError> {
 
 fn new_app(body: ApplicationIn) -> Result<NewApplication, ApiError> {
     if let Some(uid) = &body.uid {
-        validate::uid("uid", uid, ApplicationId::PREFIX)?;
+        rules::uid("uid", uid, ApplicationId::PREFIX)?;
     }
     let metadata = body.metadata.unwrap_or_default();
-    validate::metadata(&metadata)?;
+    rules::metadata(&metadata)?;
     Ok(NewApplication {
-        name: validate::name("name", &body.name)?,
+        name: rules::name("name", &body.name)?,
         uid: body.uid,
-        rate_limit: validate::throttle_rate(body.throttle_rate)?,
+        rate_limit: rules::throttle_rate(body.throttle_rate)?,
         metadata,
     })
 }
@@ -103,7 +105,7 @@ pub async fn upsert(
             Ok(HttpResponse::Ok().json(out(app)?))
         }
         Err(StoreError::NotFound { .. }) if !path.starts_with(ApplicationId::PREFIX) => {
-            validate::uid("uid", &path, ApplicationId::PREFIX)
+            rules::uid("uid", &path, ApplicationId::PREFIX)
                 .map_err(|_| ApiError::not_found("application"))?;
             new.uid = Some(path.into_inner());
             let app = store.create_application(t, new).await?;

@@ -4,7 +4,9 @@ use store::{AttemptFilter, Store};
 
 use crate::dto::{AttemptListQuery, ListResponse, MessageAttemptOut, list_params, time};
 use crate::extract::Tenant;
-use crate::{ApiError, service, validate};
+use service::endpoints;
+
+use crate::ApiError;
 
 fn out(a: attempt::Model) -> MessageAttemptOut {
     let success = a.classification == "success";
@@ -51,7 +53,7 @@ fn filter(q: &AttemptListQuery) -> Result<Option<AttemptFilter>, ApiError> {
             ));
         }
     };
-    let (before, after) = validate::time_bounds(q.before.as_deref(), q.after.as_deref())?;
+    let (before, after) = crate::dto::time_bounds(q.before.as_deref(), q.after.as_deref())?;
     let filter = AttemptFilter {
         success,
         status_code_class,
@@ -146,8 +148,7 @@ pub async fn resend(
     let app = store.get_application(t, &path.0).await?;
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let ep = store.get_endpoint(t, &app.id, &path.2).await?;
-    service::resend(&store, t, &msg, &ep).await?;
-    cfg.new_work.notify_one();
+    endpoints::resend(&store, &cfg.service, t, &msg, &ep).await?;
     Ok(HttpResponse::Accepted().json(serde_json::json!({})))
 }
 
@@ -167,11 +168,6 @@ pub async fn skip(
     let app = store.get_application(t, &path.0).await?;
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let ep = store.get_endpoint(t, &app.id, &path.2).await?;
-    if !store.skip_delivery(t, &msg.id, &ep.id).await? {
-        return Err(ApiError::conflict(
-            "only a failed or pending delivery can be skipped; this one was delivered, is being sent, or does not exist",
-        ));
-    }
-    cfg.new_work.notify_one();
+    endpoints::skip(&store, &cfg.service, t, &msg, &ep).await?;
     Ok(HttpResponse::Accepted().json(serde_json::json!({})))
 }

@@ -15,13 +15,16 @@ use crate::dto::{
 };
 use crate::extract::{JsonBody, Tenant};
 use crate::routes::messages::raw_payload;
-use crate::{ApiConfig, ApiError, service, validate};
+use domain::jobs::JobKind;
+use service::{endpoints as eps, rules};
+
+use crate::{ApiConfig, ApiError};
 
 const DEFAULT_GRACE: Duration = Duration::from_secs(24 * 3600);
 const MAX_GRACE: u64 = 7 * 24 * 3600;
 
 pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
-    let overrides = validate::stored_status_overrides(m.status_overrides.as_deref());
+    let overrides = rules::stored_status_overrides(m.status_overrides.as_deref());
     let policy = store::retry_policy_of(&m);
     let filter_types: Option<Vec<String>> = m
         .filter_types
@@ -38,11 +41,11 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
         event_types: filter_types.clone(),
         filter_types,
         retry_policy: serde_json::to_value(&policy).map_err(|_| ApiError::internal())?,
-        timeout: validate::timeout_text(m.timeout_ms),
+        timeout: rules::timeout_text(m.timeout_ms),
         max_concurrency: m
             .max_concurrency
             .map(|c| c as u32)
-            .unwrap_or(validate::DEFAULT_MAX_CONCURRENCY),
+            .unwrap_or(rules::DEFAULT_MAX_CONCURRENCY),
         retry_on: overrides.retry_on().to_vec(),
         permanent_on: overrides.permanent_on().to_vec(),
         status_preset: serde_json::to_value(overrides.preset())
@@ -67,28 +70,6 @@ fn non_empty(v: Option<Vec<String>>) -> Option<Vec<String>> {
     v.filter(|v| !v.is_empty())
 }
 
-/// Validates every field of a full endpoint description.
-fn checked(new: NewEndpoint) -> Result<NewEndpoint, ApiError> {
-    if let Some(types) = &new.filter_types {
-        validate::event_type_list("filterTypes", types)?;
-    }
-    if let Some(chans) = &new.channels {
-        validate::labels("channels", chans, 10)?;
-    }
-    validate::headers(&new.headers)?;
-    validate::metadata(&new.metadata)?;
-    if new.description.chars().count() > 4096 {
-        return Err(ApiError::field(
-            "description",
-            "description must be at most 4096 characters",
-        ));
-    }
-    if new.version < 1 {
-        return Err(ApiError::field("version", "version must be at least 1"));
-    }
-    Ok(new)
-}
-
 fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
     let EndpointExtIn {
         retry_policy,
@@ -98,26 +79,26 @@ fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
         permanent_on,
         status_preset,
     } = body.ext;
-    checked(NewEndpoint {
+    Ok(eps::checked(NewEndpoint {
         url: body.url,
         uid: body.uid,
-        description: validate::description(body.description)?,
+        description: body.description.unwrap_or_default(),
         version: body.version.unwrap_or(1),
         filter_types: non_empty(body.filter_types.or(body.event_types)),
         channels: non_empty(body.channels),
         headers: body.headers.unwrap_or_default(),
         metadata: body.metadata.unwrap_or_default(),
         disabled: body.disabled.unwrap_or(false),
-        throttle_rate: validate::throttle_rate(body.throttle_rate)?,
-        max_concurrency: max_concurrency.map(validate::max_concurrency).transpose()?,
-        timeout_ms: timeout.as_deref().map(validate::timeout).transpose()?,
-        retry_policy: retry_policy.map(validate::retry_policy).transpose()?,
-        status_overrides: validate::status_overrides(
+        throttle_rate: rules::throttle_rate(body.throttle_rate)?,
+        max_concurrency: max_concurrency.map(rules::max_concurrency).transpose()?,
+        timeout_ms: timeout.as_deref().map(rules::timeout).transpose()?,
+        retry_policy: retry_policy.map(rules::retry_policy).transpose()?,
+        status_overrides: rules::status_overrides(
             status_preset.as_deref(),
             retry_on.unwrap_or_default(),
             permanent_on.unwrap_or_default(),
         )?,
-    })
+    })?)
 }
 
 async fn load(
@@ -159,9 +140,9 @@ pub async fn create(
     JsonBody(body): JsonBody<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let app = store.get_application(t, &path).await?;
-    let secret = service::secret_or_new(body.secret.as_deref(), "secret")?;
+    let secret = eps::secret_or_new(body.secret.as_deref(), "secret")?;
     let new = from_in(body)?;
-    let ep = service::create_endpoint(&store, &cfg, t, &app, new, secret).await?;
+    let ep = eps::create(&store, &cfg.service, t, &app, new, secret).await?;
     Ok(HttpResponse::Created().json(out(ep)?))
 }
 
@@ -203,15 +184,15 @@ pub async fn upsert(
                     "use POST …/secret/rotate to change the secret",
                 ));
             }
-            let ep = service::update_endpoint(&store, &cfg, t, current, new).await?;
+            let ep = eps::update(&store, &cfg.service, t, current, new).await?;
             Ok(HttpResponse::Ok().json(out(ep)?))
         }
         Err(StoreError::NotFound { .. }) if !ep_id.starts_with(EndpointId::PREFIX) => {
-            validate::uid("uid", &ep_id, EndpointId::PREFIX)
+            rules::uid("uid", &ep_id, EndpointId::PREFIX)
                 .map_err(|_| ApiError::not_found("endpoint"))?;
             new.uid = Some(ep_id);
-            let secret = service::secret_or_new(given_secret.as_deref(), "secret")?;
-            let ep = service::create_endpoint(&store, &cfg, t, &app, new, secret).await?;
+            let secret = eps::secret_or_new(given_secret.as_deref(), "secret")?;
+            let ep = eps::create(&store, &cfg.service, t, &app, new, secret).await?;
             Ok(HttpResponse::Created().json(out(ep)?))
         }
         Err(e) => Err(e.into()),
@@ -231,43 +212,43 @@ pub async fn patch(
     JsonBody(p): JsonBody<EndpointPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let (_, current) = load(&store, t, &path.0, &path.1).await?;
-    let cur = service::endpoint_as_new(&current)?;
-    let overrides = validate::stored_status_overrides(current.status_overrides.as_deref());
+    let cur = eps::as_new(&current)?;
+    let overrides = rules::stored_status_overrides(current.status_overrides.as_deref());
     let preset = serde_json::to_value(overrides.preset())
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned));
     let filter_types = match (p.filter_types, p.event_types) {
         (crate::dto::Patch::Absent, other) | (other, _) => other,
     };
-    let new = checked(NewEndpoint {
+    let new = eps::checked(NewEndpoint {
         url: p.url.apply_required(cur.url),
         uid: p.uid.apply(cur.uid),
-        description: validate::description(Some(p.description.apply_required(cur.description)))?,
+        description: p.description.apply_required(cur.description),
         version: p.version.apply_required(cur.version),
         filter_types: non_empty(filter_types.apply(cur.filter_types)),
         channels: non_empty(p.channels.apply(cur.channels)),
         headers: cur.headers,
         metadata: p.metadata.apply(Some(cur.metadata)).unwrap_or_default(),
         disabled: p.disabled.apply_required(cur.disabled),
-        throttle_rate: validate::throttle_rate(
+        throttle_rate: rules::throttle_rate(
             p.throttle_rate.apply(cur.throttle_rate.map(|r| r as u32)),
         )?,
         max_concurrency: p
             .max_concurrency
             .apply(cur.max_concurrency.map(|c| c as u32))
-            .map(validate::max_concurrency)
+            .map(rules::max_concurrency)
             .transpose()?,
         timeout_ms: match p.timeout {
             crate::dto::Patch::Absent => cur.timeout_ms,
             crate::dto::Patch::Null => None,
-            crate::dto::Patch::Value(v) => Some(validate::timeout(&v)?),
+            crate::dto::Patch::Value(v) => Some(rules::timeout(&v)?),
         },
         retry_policy: match p.retry_policy {
             crate::dto::Patch::Absent => cur.retry_policy,
             crate::dto::Patch::Null => None,
-            crate::dto::Patch::Value(v) => Some(validate::retry_policy(v)?),
+            crate::dto::Patch::Value(v) => Some(rules::retry_policy(v)?),
         },
-        status_overrides: validate::status_overrides(
+        status_overrides: rules::status_overrides(
             p.status_preset.apply(preset).as_deref(),
             p.retry_on
                 .apply(Some(overrides.retry_on().to_vec()))
@@ -277,7 +258,7 @@ pub async fn patch(
                 .unwrap_or_default(),
         )?,
     })?;
-    let ep = service::update_endpoint(&store, &cfg, t, current, new).await?;
+    let ep = eps::update(&store, &cfg.service, t, current, new).await?;
     Ok(HttpResponse::Ok().json(out(ep)?))
 }
 
@@ -331,7 +312,7 @@ pub async fn rotate_secret(
     JsonBody(body): JsonBody<EndpointSecretRotateIn>,
 ) -> Result<HttpResponse, ApiError> {
     let (_, ep) = load(&store, t, &path.0, &path.1).await?;
-    let secret = service::secret_or_new(body.key.as_deref(), "key")?;
+    let secret = eps::secret_or_new(body.key.as_deref(), "key")?;
     let grace = match body.grace_period_seconds {
         None => DEFAULT_GRACE,
         Some(s) if s <= MAX_GRACE => Duration::from_secs(s),
@@ -374,10 +355,10 @@ async fn save_headers(
     ep: endpoint::Model,
     headers: BTreeMap<String, String>,
 ) -> Result<HttpResponse, ApiError> {
-    validate::headers(&headers)?;
-    let mut new = service::endpoint_as_new(&ep)?;
+    rules::headers(&headers)?;
+    let mut new = eps::as_new(&ep)?;
     new.headers = headers;
-    service::update_endpoint(store, cfg, t, ep, new).await?;
+    eps::update(store, &cfg.service, t, ep, new).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -463,16 +444,16 @@ async fn start_job(
     t: domain::ids::TenantId,
     path: &(String, String),
     body: RecoverIn,
-    kind: &'static str,
+    kind: JobKind,
 ) -> Result<HttpResponse, ApiError> {
     let (_, ep) = load(store, t, &path.0, &path.1).await?;
-    let since = validate::timestamp(["body", "since"], &body.since)?;
+    let since = rules::timestamp("since", &body.since)?;
     let until = body
         .until
         .as_deref()
-        .map(|u| validate::timestamp(["body", "until"], u))
+        .map(|u| rules::timestamp("until", u))
         .transpose()?;
-    let job = service::start_endpoint_job(store, t, &ep, kind, since, until).await?;
+    let job = eps::start_job(store, t, &ep, kind, since, until).await?;
     Ok(HttpResponse::Accepted().json(task_out(job)))
 }
 
@@ -488,7 +469,7 @@ pub async fn recover(
     path: web::Path<(String, String)>,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, &path, body, "endpoint.recover").await
+    start_job(&store, t, &path, body, JobKind::EndpointRecover).await
 }
 
 /// Sends the messages since `since` that this endpoint never received (background job).
@@ -503,7 +484,7 @@ pub async fn replay_missing(
     path: web::Path<(String, String)>,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, &path, body, "endpoint.replay").await
+    start_job(&store, t, &path, body, JobKind::EndpointReplay).await
 }
 
 pub fn state_code(state: &str) -> (i32, &'static str) {
@@ -668,6 +649,6 @@ pub async fn replay_from_message(
     let (app, ep) = load(&store, t, &path.0, &path.1).await?;
     let msg = store.get_message(t, &app.id, &body.msg_id).await?;
     let since = domain::Timestamp::from_millis(msg.created_at);
-    let job = service::start_endpoint_job(&store, t, &ep, "endpoint.recover", since, None).await?;
+    let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None).await?;
     Ok(HttpResponse::Accepted().json(task_out(job)))
 }

@@ -7,7 +7,9 @@ use crate::dto::{
     list_params, time,
 };
 use crate::extract::{JsonBody, Tenant};
-use crate::{ApiError, validate};
+use service::rules;
+
+use crate::ApiError;
 
 fn out(m: event_type::Model) -> Result<EventTypeOut, ApiError> {
     Ok(EventTypeOut {
@@ -32,23 +34,18 @@ fn out(m: event_type::Model) -> Result<EventTypeOut, ApiError> {
 }
 
 fn checked(new: NewEventType) -> Result<NewEventType, ApiError> {
-    validate::ident("name", &new.name)?;
-    if new.description.chars().count() > 4096 {
-        return Err(ApiError::field(
-            "description",
-            "description must be at most 4096 characters",
-        ));
-    }
+    rules::ident("name", &new.name)?;
+    rules::description(&new.description)?;
     if let Some(s) = &new.schemas
         && !s.is_object()
     {
         return Err(ApiError::field("schemas", "schemas must be a JSON object"));
     }
     if let Some(flags) = &new.feature_flags {
-        validate::labels("featureFlags", flags, 10)?;
+        rules::labels("featureFlags", flags, rules::MAX_FEATURE_FLAGS)?;
     }
     if let Some(g) = &new.group_name {
-        validate::ident("groupName", g)?;
+        rules::ident("groupName", g)?;
     }
     Ok(new)
 }

@@ -1,14 +1,15 @@
 use actix_web::{HttpResponse, web};
 use domain::ids::TenantId;
 use serde_json::value::RawValue;
+use service::rules;
 use store::entities::message;
-use store::{MessageFilter, NewMessage, Store, retry_policy_of};
+use store::{MessageFilter, NewMessage, Store};
 
 use crate::dto::{
     ListResponse, MessageIn, MessageListQuery, MessageOut, WithContent, list_params, time,
 };
-use crate::extract::{JsonBody, Tenant, payload_too_large};
-use crate::{ApiConfig, ApiError, IngestResult, validate};
+use crate::extract::{JsonBody, Tenant};
+use crate::{ApiConfig, ApiError, IngestResult};
 
 /// The stored payload as raw JSON (or `{}` when content was not asked for).
 pub fn raw_payload(bytes: &[u8], with_content: bool) -> Result<Box<RawValue>, ApiError> {
@@ -57,7 +58,7 @@ pub fn event_types_param(value: Option<&str>) -> Result<Vec<String>, ApiError> {
         .map(str::to_owned)
         .collect();
     for t in &types {
-        validate::ident("event_types", t).map_err(|_| {
+        rules::ident("event_types", t).map_err(|_| {
             ApiError::validation(
                 ["query", "event_types"],
                 format!("{t:?} is not a valid event type name"),
@@ -110,16 +111,7 @@ async fn accept(
     q: &WithContent,
     body: MessageIn,
 ) -> Result<HttpResponse, ApiError> {
-    if let Err(wait) = cfg.ingest_limits.check(store, t).await {
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        let mut e = ApiError::new(
-            actix_web::http::StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("this tenant's message rate limit is reached; retry in {secs} s"),
-        );
-        e.retry_after = Some(secs);
-        return Err(e);
-    }
+    service::messages::admit(store, &cfg.service, t).await?;
     if body.deliver_at.as_ref().is_some_and(|v| !v.is_null()) {
         return Err(ApiError::field(
             "deliverAt",
@@ -127,50 +119,15 @@ async fn accept(
         ));
     }
     let app = store.get_application(t, path).await?;
-    validate::ident("eventType", &body.event_type)?;
-    if let Some(id) = &body.event_id {
-        validate::ident("eventId", id)?;
-    }
-    let channels = body.channels.unwrap_or_default();
-    validate::labels("channels", &channels, 10)?;
-    let tags = body.tags.unwrap_or_default();
-    validate::labels("tags", &tags, 5)?;
-    if let Some(key) = &body.ordering_key {
-        validate::ordering_key(key)?;
-    }
-    let raw = body.payload.get();
-    if raw.len() > cfg.max_payload_bytes {
-        return Err(payload_too_large(cfg.max_payload_bytes));
-    }
-    if !raw.starts_with('{') {
-        return Err(ApiError::field("payload", "payload must be a JSON object"));
-    }
-    if !domain::payload::depth_within(raw.as_bytes(), domain::payload::MAX_DEPTH) {
-        let depth = domain::payload::json_depth(raw.as_bytes());
-        return Err(ApiError::field(
-            "payload",
-            format!(
-                "payload nests {depth} levels deep; at most {} are accepted",
-                domain::payload::MAX_DEPTH
-            ),
-        ));
-    }
     let new = NewMessage {
         event_type: body.event_type,
         event_id: body.event_id,
-        payload: raw.as_bytes().to_vec(),
-        channels,
-        tags,
+        payload: body.payload.get().as_bytes().to_vec(),
+        channels: body.channels.unwrap_or_default(),
+        tags: body.tags.unwrap_or_default(),
         ordering_key: body.ordering_key,
     };
-    let created = store
-        .create_message(t, &app, new, |ep, now| retry_policy_of(ep).give_up_at(now))
-        .await?;
-    // Deliveries handed straight to this process's dispatcher need no wake-up.
-    let pending = domain::delivery::DeliveryState::Pending.as_str();
-    if created.deliveries.iter().any(|d| d.state == pending) {
-        cfg.new_work.notify_one();
-    }
+    let created = service::messages::create(store, &cfg.service, t, &app, new).await?;
     Ok(HttpResponse::Created().json(out(created.message, q.with_content.unwrap_or(true))?))
 }
 
@@ -186,7 +143,7 @@ pub async fn list(
     q: web::Query<MessageListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = store.get_application(t, &path).await?;
-    let (before, after) = validate::time_bounds(q.before.as_deref(), q.after.as_deref())?;
+    let (before, after) = crate::dto::time_bounds(q.before.as_deref(), q.after.as_deref())?;
     let filter = MessageFilter {
         event_types: event_types_param(q.event_types.as_deref())?,
         channel: q.channel.clone().filter(|c| !c.is_empty()),
@@ -197,8 +154,8 @@ pub async fn list(
     };
     for (name, v) in [("channel", &filter.channel), ("tag", &filter.tag)] {
         if let Some(v) = v {
-            validate::labels(name, std::slice::from_ref(v), 1)
-                .map_err(|e| ApiError::validation(["query", name], e.detail))?;
+            rules::labels(name, std::slice::from_ref(v), 1)
+                .map_err(|e| ApiError::validation(["query", name], e.msg))?;
         }
     }
     let with_content = q.with_content.unwrap_or(true);

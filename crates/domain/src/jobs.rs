@@ -1,0 +1,29 @@
+//! Durable background jobs a tenant starts on one endpoint.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::delivery::{UnknownVariant, text_enum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JobKind {
+    /// Send again every delivery to the endpoint that failed since a date.
+    EndpointRecover,
+    /// Send the endpoint every message since a date that it never got.
+    EndpointReplay,
+}
+
+text_enum!(JobKind { EndpointRecover => "endpoint.recover", EndpointReplay => "endpoint.replay" });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_read_back_from_their_text() {
+        for k in [JobKind::EndpointRecover, JobKind::EndpointReplay] {
+            assert_eq!(k.as_str().parse::<JobKind>(), Ok(k));
+        }
+        assert!("endpoint.other".parse::<JobKind>().is_err());
+    }
+}

@@ -1,0 +1,187 @@
+//! Endpoints: the rules a whole endpoint must meet, its URL check (syntax, scheme policy, SSRF
+//! guard), creating and changing one, and the work that starts on one (resend, recover,
+//! replay).
+
+use std::collections::BTreeMap;
+
+use domain::Timestamp;
+use domain::endpoint_url::EndpointUrl;
+use domain::ids::{EndpointId, TenantId};
+use domain::jobs::JobKind;
+use domain::signing::SigningSecret;
+use serde_json::json;
+use store::entities::{application, endpoint, job, message};
+use store::{NewEndpoint, Store, retry_policy_of};
+
+use crate::{Config, FieldError, Result, ServiceError, rules, ssrf};
+
+/// Every rule a whole endpoint description breaks, in the order of its fields (empty when it
+/// is valid). The URL is checked apart, by [`check_url`], because that takes a DNS lookup.
+pub fn problems(new: &NewEndpoint) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut check = |r: std::result::Result<(), FieldError>| errors.extend(r.err());
+    if let Some(uid) = &new.uid {
+        check(rules::uid("uid", uid, EndpointId::PREFIX));
+    }
+    check(rules::description(&new.description));
+    if let Some(types) = &new.filter_types {
+        check(rules::event_type_list("filterTypes", types));
+    }
+    if let Some(chans) = &new.channels {
+        check(rules::labels("channels", chans, rules::MAX_CHANNELS));
+    }
+    check(rules::headers(&new.headers));
+    check(rules::metadata(&new.metadata));
+    if new.version < 1 {
+        check(Err(FieldError::new(
+            "version",
+            "version must be at least 1",
+        )));
+    }
+    errors
+}
+
+/// `new`, or every rule it breaks.
+pub fn checked(new: NewEndpoint) -> Result<NewEndpoint> {
+    match problems(&new) {
+        errors if errors.is_empty() => Ok(new),
+        errors => Err(ServiceError::Invalid(errors)),
+    }
+}
+
+/// Checks an endpoint URL: syntax, scheme policy, and where it resolves (SSRF guard).
+/// Returns the URL in its normal form.
+pub async fn check_url(cfg: &Config, raw: &str) -> std::result::Result<String, FieldError> {
+    let url = EndpointUrl::parse(raw.trim(), cfg.https_only)
+        .map_err(|e| FieldError::new("url", e.to_string()))?;
+    ssrf::resolve_and_check(&url, &cfg.allow_networks)
+        .await
+        .map_err(|e| FieldError::new("url", e.to_string()))?;
+    Ok(url.as_str().to_owned())
+}
+
+/// A secret given by the tenant, or a new one.
+pub fn secret_or_new(
+    given: Option<&str>,
+    field: &str,
+) -> std::result::Result<SigningSecret, FieldError> {
+    match given {
+        Some(s) => SigningSecret::parse(s).map_err(|e| FieldError::new(field, e.to_string())),
+        None => Ok(SigningSecret::generate(&mut rand::rng())),
+    }
+}
+
+pub async fn create(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    app: &application::Model,
+    mut new: NewEndpoint,
+    secret: SigningSecret,
+) -> Result<endpoint::Model> {
+    new = checked(new)?;
+    new.url = check_url(cfg, &new.url).await?;
+    Ok(store
+        .create_endpoint(tenant, app, new, &secret.to_string())
+        .await?)
+}
+
+pub async fn update(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    current: endpoint::Model,
+    mut new: NewEndpoint,
+) -> Result<endpoint::Model> {
+    new = checked(new)?;
+    if new.url != current.url {
+        new.url = check_url(cfg, &new.url).await?;
+    }
+    Ok(store.update_endpoint(tenant, current, new).await?)
+}
+
+/// The endpoint as a `NewEndpoint`, for read-modify-write updates.
+pub fn as_new(ep: &endpoint::Model) -> Result<NewEndpoint> {
+    let list = |col: &str, t: &Option<String>| -> Result<Option<Vec<String>>> {
+        Ok(t.as_deref().map(|t| store::from_json(col, t)).transpose()?)
+    };
+    let map =
+        |col: &str, t: &str| -> Result<BTreeMap<String, String>> { Ok(store::from_json(col, t)?) };
+    Ok(NewEndpoint {
+        url: ep.url.clone(),
+        uid: ep.uid.clone(),
+        description: ep.description.clone(),
+        version: ep.version,
+        filter_types: list("filter_types", &ep.filter_types)?,
+        channels: list("channels", &ep.channels)?,
+        headers: map("headers", &ep.headers)?,
+        metadata: map("metadata", &ep.metadata)?,
+        disabled: ep.disabled,
+        throttle_rate: ep.throttle_rate,
+        max_concurrency: ep.max_concurrency,
+        timeout_ms: ep.timeout_ms,
+        retry_policy: ep.retry_policy.clone(),
+        status_overrides: ep.status_overrides.clone(),
+    })
+}
+
+/// Sends `msg` to `ep` again now, as a manual attempt, and wakes this process's dispatcher.
+pub async fn resend(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    msg: &message::Model,
+    ep: &endpoint::Model,
+) -> Result<()> {
+    store
+        .resend(tenant, msg, ep, retry_policy_of(ep).ttl())
+        .await?;
+    cfg.new_work.notify_one();
+    Ok(())
+}
+
+/// Gives up on `msg` for `ep` (state `skipped`), so that a dead head of an ordering key stops
+/// blocking the messages behind it; wakes the dispatcher for those.
+pub async fn skip(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    msg: &message::Model,
+    ep: &endpoint::Model,
+) -> Result<()> {
+    if !store.skip_delivery(tenant, &msg.id, &ep.id).await? {
+        return Err(ServiceError::Conflict(
+            "only a failed or pending delivery can be skipped; this one was delivered, is being sent, or does not exist".into(),
+        ));
+    }
+    cfg.new_work.notify_one();
+    Ok(())
+}
+
+/// Starts a durable background job over one endpoint: recover (failed deliveries since a
+/// date) or replay (messages it never got).
+pub async fn start_job(
+    store: &Store,
+    tenant: TenantId,
+    ep: &endpoint::Model,
+    kind: JobKind,
+    since: Timestamp,
+    until: Option<Timestamp>,
+) -> Result<job::Model> {
+    if let Some(until) = until
+        && until <= since
+    {
+        return Err(ServiceError::field(
+            "until",
+            "until must be later than since",
+        ));
+    }
+    store.enabled_endpoint(tenant, &ep.id).await?;
+    let params = json!({
+        "endpointId": ep.id,
+        "appId": ep.app_id,
+        "since": since.as_millis(),
+        "until": until.map(|u| u.as_millis()),
+    });
+    Ok(store.create_job(tenant, kind.as_str(), &params).await?)
+}

@@ -1,0 +1,35 @@
+//! hookd's operations, independent of how they are asked for: the input rules of everything a
+//! tenant creates, and the sequences with side effects (ingest: rate limit → create → wake the
+//! dispatcher; resend, recover, replay, skip; creating and changing endpoints). The REST API
+//! and the dashboard both call these, so a rule lives here once; neither depends on the other.
+//!
+//! Errors name fields and resources, not HTTP statuses ([`ServiceError`]).
+
+pub mod endpoints;
+mod error;
+pub mod limits;
+pub mod messages;
+pub mod rules;
+pub mod ssrf;
+
+use std::sync::Arc;
+
+use domain::endpoint_url::AllowList;
+
+pub use error::{FieldError, Result, ServiceError};
+
+/// Operator settings the operations enforce, and this process's shared state for them.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Largest message payload accepted (bytes).
+    pub max_payload_bytes: usize,
+    /// Networks endpoint URLs may resolve into despite the SSRF guard.
+    pub allow_networks: AllowList,
+    /// Refuse `http://` endpoint URLs.
+    pub https_only: bool,
+    /// Woken after anything makes deliveries due (a message, a resend), so a dispatcher in
+    /// this process starts at once instead of at its next poll.
+    pub new_work: Arc<tokio::sync::Notify>,
+    /// Per-tenant ingest token buckets.
+    pub ingest_limits: Arc<limits::IngestLimits>,
+}
