@@ -311,8 +311,8 @@ pub async fn job_notice(
         Err(store::StoreError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let params: serde_json::Value = store::from_json("params", &job.params)?;
-    if job.kind != JobKind::EndpointRecover.as_str() || params["endpointId"] != ep.id.as_str() {
+    let params: serde_json::Value = job.params()?;
+    if job.kind != JobKind::EndpointRecover || params["endpointId"] != ep.id.as_str() {
         return Ok(None);
     }
     let since = params["since"].as_i64();

@@ -178,19 +178,14 @@ fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, 
 }
 
 /// The form's values for a stored endpoint.
-fn values_of(ep: &endpoint::Model) -> EndpointFormValues {
-    let list = |t: &Option<String>| -> String {
-        t.as_deref()
-            .and_then(|t| serde_json::from_str::<Vec<String>>(t).ok())
-            .map(|v| v.join(", "))
-            .unwrap_or_default()
-    };
-    EndpointFormValues {
+fn values_of(ep: &endpoint::Model) -> Result<EndpointFormValues, store::StoreError> {
+    let list = |v: Option<Vec<String>>| v.map(|v| v.join(", ")).unwrap_or_default();
+    Ok(EndpointFormValues {
         csrf: String::new(),
         url: ep.url.clone(),
         description: ep.description.clone(),
-        event_types: list(&ep.filter_types),
-        channels: list(&ep.channels),
+        event_types: list(ep.filter_types()?),
+        channels: list(ep.channels()?),
         timeout: ep
             .timeout_ms
             .map(|ms| format_duration(Duration::from_millis(ms.max(0) as u64)))
@@ -201,15 +196,13 @@ fn values_of(ep: &endpoint::Model) -> EndpointFormValues {
             .unwrap_or_default(),
         throttle_rate: ep.throttle_rate.map(|n| n.to_string()).unwrap_or_default(),
         retry_policy: ep.retry_policy.clone().unwrap_or_default(),
-        headers: serde_json::from_str::<std::collections::BTreeMap<String, String>>(&ep.headers)
-            .map(|h| {
-                h.iter()
-                    .map(|(k, v)| format!("{k}: {v}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default(),
-    }
+        headers: ep
+            .headers()?
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    })
 }
 
 fn form_page(
@@ -328,7 +321,7 @@ pub async fn edit_form(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
     let (app, ep) = load(session::store_of(&req)?, &session, &path.0, &path.1).await?;
-    let values = values_of(&ep);
+    let values = values_of(&ep)?;
     form_page(
         session,
         StatusCode::OK,
@@ -523,13 +516,7 @@ mod tests {
         let new = parse_form(&filled, NewEndpoint::default()).expect("valid");
         assert_eq!(new.headers.get("X-Team").map(String::as_str), Some("a:b"));
         let ep = endpoint::Model {
-            id: "ep_1".into(),
-            tenant_id: "tnt_1".into(),
-            app_id: "app_1".into(),
-            uid: None,
-            url: new.url.clone(),
             description: new.description.clone(),
-            version: 1,
             filter_types: new
                 .filter_types
                 .as_ref()
@@ -539,23 +526,13 @@ mod tests {
                 .as_ref()
                 .map(|t| serde_json::to_string(t).unwrap()),
             headers: serde_json::to_string(&new.headers).unwrap(),
-            metadata: "{}".into(),
-            disabled: false,
-            disabled_reason: None,
-            disabled_at: None,
             throttle_rate: new.throttle_rate,
             max_concurrency: new.max_concurrency,
             timeout_ms: new.timeout_ms,
             retry_policy: new.retry_policy.clone(),
-            status_overrides: None,
-            failing_since: None,
-            last_success_at: None,
-            breaker_state: "closed".into(),
-            breaker_until: None,
-            created_at: 0,
-            updated_at: 0,
+            ..store::testing::endpoint_model("ep_1", &new.url)
         };
-        let shown = values_of(&ep);
+        let shown = values_of(&ep).expect("readable");
         assert_eq!(shown.event_types, "user.created, invoice.paid");
         assert_eq!(shown.timeout, "2500ms");
         let again = parse_form(&shown, NewEndpoint::default()).expect("valid");

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
+use domain::delivery::DeliveryState;
 use domain::jobs::JobKind;
 use serde::Deserialize;
 use store::entities::endpoint;
@@ -226,9 +227,10 @@ pub async fn detail(
         .map(|d| DeliveryView {
             endpoint_id: d.endpoint_id.clone(),
             url: endpoints.get(&d.endpoint_id).map(|e| e.url.clone()),
-            state: d.state.clone(),
-            class: views::state_class(&d.state),
-            next_attempt: (d.state == "pending").then(|| views::show_time(d.next_attempt_at)),
+            state: d.state.to_string(),
+            class: views::state_class(d.state),
+            next_attempt: (d.state == DeliveryState::Pending)
+                .then(|| views::show_time(d.next_attempt_at)),
             attempts: by_delivery.remove(d.id.as_str()).unwrap_or_default(),
         })
         .collect();

@@ -4,6 +4,8 @@ use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use askama::Template;
 use domain::Timestamp;
+use domain::breaker::BreakerPhase;
+use domain::delivery::DeliveryState;
 use domain::time::rfc3339;
 use store::entities::{attempt, endpoint};
 
@@ -338,7 +340,8 @@ impl Status {
     pub fn of(ep: &endpoint::Model, now: Timestamp) -> Status {
         let (class, label) = if ep.disabled {
             ("disabled", "Disabled")
-        } else if ep.breaker_state == "open" && ep.breaker_until.is_none_or(|u| u > now.as_millis())
+        } else if ep.breaker_state == BreakerPhase::Open
+            && ep.breaker_until.is_none_or(|u| u > now.as_millis())
         {
             ("open", "Breaker open")
         } else if ep.failing_since.is_some() {
@@ -389,10 +392,10 @@ impl AttemptRow {
             when: show_time(a.started_at),
             msg_id: a.msg_id.clone(),
             number: a.attempt_number,
-            trigger: a.trigger.clone(),
-            outcome: match (a.status_code, &a.error_kind) {
+            trigger: a.trigger.to_string(),
+            outcome: match (a.status_code, a.error_kind) {
                 (Some(code), _) => code.to_string(),
-                (None, Some(kind)) => kind.clone(),
+                (None, Some(kind)) => kind.to_string(),
                 (None, None) => "—".to_owned(),
             },
             ok: a.classification == "success",
@@ -409,12 +412,12 @@ impl AttemptRow {
 }
 
 /// A delivery state's badge class.
-pub fn state_class(state: &str) -> &'static str {
+pub fn state_class(state: DeliveryState) -> &'static str {
     match state {
-        "succeeded" => "healthy",
-        "failed" => "failing",
-        "pending" | "sending" => "open",
-        _ => "disabled",
+        DeliveryState::Succeeded => "healthy",
+        DeliveryState::Failed => "failing",
+        DeliveryState::Pending | DeliveryState::Sending => "open",
+        DeliveryState::Skipped | DeliveryState::Paused => "disabled",
     }
 }
 
@@ -584,7 +587,7 @@ mod tests {
         assert_eq!(Status::of(&ep, now).label, "Healthy");
         ep.failing_since = Some(1);
         assert_eq!(Status::of(&ep, now).label, "Failing");
-        ep.breaker_state = "open".into();
+        ep.breaker_state = BreakerPhase::Open;
         ep.breaker_until = Some(now.as_millis() + 1);
         assert_eq!(Status::of(&ep, now).label, "Breaker open");
         // An open breaker whose time is up is only failing until the next try says more.

@@ -30,30 +30,35 @@ pub(crate) struct Prepared {
 impl Prepared {
     /// `https_only` (the server's `endpoint_https_only`) holds at send time too: an `http://`
     /// endpoint set before it was turned on gets an attempt error, not a plain-text request.
+    /// An endpoint whose stored headers or status overrides cannot be read is not sent to
+    /// (without them): each attempt fails with the reason.
     pub(crate) fn new(ep: DispatchEndpoint, allow: &AllowList, https_only: bool) -> Prepared {
         let e = &ep.endpoint;
-        let url = EndpointUrl::parse(&e.url, https_only)
-            .map_err(|e| (ErrorKind::Http, e.to_string()))
-            .and_then(|url| {
-                // Names are checked by the resolver at connect time; literals never reach it.
-                if let Some(ip) = url.host_ip() {
-                    check_destination(ip, allow)
-                        .map_err(|e| (ErrorKind::Connect, e.to_string()))?;
-                }
-                reqwest::Url::parse(url.as_str()).map_err(|e| (ErrorKind::Http, e.to_string()))
-            });
+        let stored = e
+            .headers()
+            .and_then(|h| Ok((h, e.status_overrides()?)))
+            .map_err(|err| (ErrorKind::Http, err.to_string()));
+        let (headers, overrides, url) = match stored {
+            Ok((h, o)) => (
+                h,
+                o,
+                EndpointUrl::parse(&e.url, https_only)
+                    .map_err(|e| (ErrorKind::Http, e.to_string())),
+            ),
+            Err(err) => (Default::default(), Default::default(), Err(err)),
+        };
+        let url = url.and_then(|url| {
+            // Names are checked by the resolver at connect time; literals never reach it.
+            if let Some(ip) = url.host_ip() {
+                check_destination(ip, allow).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+            }
+            reqwest::Url::parse(url.as_str()).map_err(|e| (ErrorKind::Http, e.to_string()))
+        });
         let secrets = ep
             .secrets
             .iter()
             .filter_map(|s| SigningSecret::parse(s).ok())
             .collect();
-        let headers: std::collections::BTreeMap<String, String> =
-            serde_json::from_str(&e.headers).unwrap_or_default();
-        let overrides = e
-            .status_overrides
-            .as_deref()
-            .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or_default();
         Prepared {
             url,
             secrets,
@@ -137,7 +142,7 @@ pub(crate) async fn attempt(
         }
     };
     let (error_kind, error_detail) = match response.error {
-        Some((k, detail)) => (Some(k.to_string()), Some(detail)),
+        Some((k, detail)) => (Some(k), Some(detail)),
         None => (None, None),
     };
     let attempt = attempt_row(
@@ -292,6 +297,20 @@ mod tests {
             secrets: vec![SECRET.into(), "not a secret".into(), SECRET.into()],
         };
         Prepared::new(ep, &AllowList::parse(allow).unwrap(), false)
+    }
+
+    #[test]
+    fn unreadable_stored_headers_or_overrides_fail_the_attempt_instead_of_being_dropped() {
+        let headers = target("https://example.com/hook", "{not json", None, "");
+        let (kind, why) = headers.url.as_ref().unwrap_err();
+        assert_eq!(*kind, ErrorKind::Http);
+        assert!(why.contains("ep_1") && why.contains("headers"), "{why}");
+        let overrides = target("https://example.com/hook", "{}", Some("[1,"), "");
+        let (_, why) = overrides.url.as_ref().unwrap_err();
+        assert!(why.contains("status_overrides"), "{why}");
+        let fine = target("https://example.com/hook", r#"{"X-Team": "a"}"#, None, "");
+        assert!(fine.url.is_ok());
+        assert_eq!(fine.headers, vec![("X-Team".to_owned(), "a".to_owned())]);
     }
 
     #[test]

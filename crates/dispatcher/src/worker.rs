@@ -577,7 +577,7 @@ fn log_attempt(r: &AttemptResult) {
                 delivery_id = %a.delivery_id,
                 attempt = a.attempt_number,
                 status = a.status_code,
-                error = a.error_kind.as_deref(),
+                error = a.error_kind.map(|k| k.as_str()),
                 duration_ms = a.duration_ms,
                 outcome = $outcome,
                 "delivery attempt"
@@ -612,7 +612,7 @@ fn record_metrics(
 /// Success is terminal, so a delivery armed by the schedule has never succeeded. A manual
 /// re-arm (resend, recover, replay) may follow an earlier success: its last status says so.
 fn is_first_success(d: &delivery::Model) -> bool {
-    d.next_trigger != domain::delivery::AttemptTrigger::Manual.as_str()
+    d.next_trigger != domain::delivery::AttemptTrigger::Manual
         || !d.last_status.is_some_and(|s| (200..300).contains(&s))
 }
 
@@ -624,7 +624,7 @@ async fn persist_breaker(store: &Store, change: BreakerChange) {
         _ => None,
     };
     if let Err(e) = store
-        .set_breaker_state(&change.endpoint_id, change.state.as_str(), until)
+        .set_breaker_state(&change.endpoint_id, change.state.phase(), until)
         .await
     {
         tracing::warn!(error = %e, endpoint_id = %change.endpoint_id, "could not record breaker state");

@@ -5,10 +5,13 @@
 //! dispatcher node sees the same state. Failure counting uses a fixed (tumbling) window: two
 //! counters and a start time persist easily, where a sliding window would need a log.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::delivery::UnknownVariant;
 use crate::time::Timestamp;
 
 /// When to trip and how long to stay open; operator settings, shared by all endpoints.
@@ -90,13 +93,34 @@ pub enum BreakerState {
 impl BreakerState {
     /// The stored/displayed name (`closed`, `open`, `half_open`).
     pub const fn as_str(self) -> &'static str {
+        self.phase().as_str()
+    }
+
+    /// The state without its data: what the `breaker_state` column holds.
+    pub const fn phase(self) -> BreakerPhase {
         match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open { .. } => "open",
-            BreakerState::HalfOpen => "half_open",
+            BreakerState::Closed => BreakerPhase::Closed,
+            BreakerState::Open { .. } => BreakerPhase::Open,
+            BreakerState::HalfOpen => BreakerPhase::HalfOpen,
         }
     }
 }
+
+/// A breaker's state without its data, as stored (the reopening time is a column apart).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
+pub enum BreakerPhase {
+    #[default]
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+crate::delivery::text_enum!(BreakerPhase { Closed => "closed", Open => "open", HalfOpen => "half_open" });
 
 /// How soon a delivery held back by a half-open breaker's probe is looked at again.
 pub const PROBE_RECHECK: Duration = Duration::from_secs(1);

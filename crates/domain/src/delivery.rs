@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 /// the tenant chose to skip so that its key can flow again. `Paused`: its endpoint is disabled;
 /// it waits, without counting an attempt, and turns pending again when the endpoint is enabled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryState {
     Pending,
@@ -21,6 +26,11 @@ pub enum DeliveryState {
 
 /// What set an attempt off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptTrigger {
     Scheduled,
@@ -29,6 +39,11 @@ pub enum AttemptTrigger {
 
 /// Why an attempt produced no HTTP status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     Timeout,

@@ -6,6 +6,11 @@ use std::str::FromStr;
 use crate::delivery::{UnknownVariant, text_enum};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
 pub enum JobKind {
     /// Send again every delivery to the endpoint that failed since a date.
     EndpointRecover,

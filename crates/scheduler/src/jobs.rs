@@ -72,8 +72,7 @@ async fn run_claimed(
 
 async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
     let tenant = TenantId::parse(&job.tenant_id).map_err(|e| e.to_string())?;
-    let params: EndpointJobParams =
-        serde_json::from_str(&job.params).map_err(|e| format!("bad job parameters: {e}"))?;
+    let params: EndpointJobParams = job.params().map_err(|e| e.to_string())?;
     let ep = store
         .get_endpoint(tenant, &params.app_id, &params.endpoint_id)
         .await
@@ -81,8 +80,7 @@ async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
     let ttl = retry_policy_of(&ep).ttl();
     let since = Timestamp::from_millis(params.since);
     let until = params.until.map(Timestamp::from_millis);
-    let kind: JobKind = job.kind.parse().map_err(|e| format!("{e}"))?;
-    let result = match kind {
+    let result = match job.kind {
         JobKind::EndpointRecover => {
             store
                 .recover_failed(tenant, &ep.id, since, until, ttl)

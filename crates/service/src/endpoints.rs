@@ -2,8 +2,6 @@
 //! guard), creating and changing one, and the work that starts on one (resend, recover,
 //! replay).
 
-use std::collections::BTreeMap;
-
 use domain::Timestamp;
 use domain::endpoint_url::EndpointUrl;
 use domain::ids::{EndpointId, TenantId};
@@ -102,20 +100,15 @@ pub async fn update(
 
 /// The endpoint as a `NewEndpoint`, for read-modify-write updates.
 pub fn as_new(ep: &endpoint::Model) -> Result<NewEndpoint> {
-    let list = |col: &str, t: &Option<String>| -> Result<Option<Vec<String>>> {
-        Ok(t.as_deref().map(|t| store::from_json(col, t)).transpose()?)
-    };
-    let map =
-        |col: &str, t: &str| -> Result<BTreeMap<String, String>> { Ok(store::from_json(col, t)?) };
     Ok(NewEndpoint {
         url: ep.url.clone(),
         uid: ep.uid.clone(),
         description: ep.description.clone(),
         version: ep.version,
-        filter_types: list("filter_types", &ep.filter_types)?,
-        channels: list("channels", &ep.channels)?,
-        headers: map("headers", &ep.headers)?,
-        metadata: map("metadata", &ep.metadata)?,
+        filter_types: ep.filter_types()?,
+        channels: ep.channels()?,
+        headers: ep.headers()?,
+        metadata: ep.metadata()?,
         disabled: ep.disabled,
         throttle_rate: ep.throttle_rate,
         max_concurrency: ep.max_concurrency,
@@ -183,5 +176,5 @@ pub async fn start_job(
         "since": since.as_millis(),
         "until": until.map(|u| u.as_millis()),
     });
-    Ok(store.create_job(tenant, kind.as_str(), &params).await?)
+    Ok(store.create_job(tenant, kind, &params).await?)
 }

@@ -86,8 +86,11 @@ pub async fn create(
 /// Wakes this process's dispatcher when a new message left deliveries in the table; those
 /// handed straight to the dispatcher (state `sending`) need no wake-up.
 fn wake_for(cfg: &Config, created: &CreatedMessage) {
-    let pending = DeliveryState::Pending.as_str();
-    if created.deliveries.iter().any(|d| d.state == pending) {
+    if created
+        .deliveries
+        .iter()
+        .any(|d| d.state == DeliveryState::Pending)
+    {
         cfg.new_work.notify_one();
     }
 }

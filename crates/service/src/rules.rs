@@ -281,8 +281,3 @@ pub fn status_overrides(
     }
     Ok(serde_json::to_string(&overrides).ok())
 }
-
-pub fn stored_status_overrides(text: Option<&str>) -> StatusOverrides {
-    text.and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default()
-}

@@ -121,6 +121,7 @@ pub mod event_type {
 }
 
 pub mod endpoint {
+    use domain::breaker::BreakerPhase;
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "endpoints")]
@@ -150,7 +151,7 @@ pub mod endpoint {
         pub status_overrides: Option<String>,
         pub failing_since: Option<i64>,
         pub last_success_at: Option<i64>,
-        pub breaker_state: String,
+        pub breaker_state: BreakerPhase,
         pub breaker_until: Option<i64>,
         pub created_at: i64,
         pub updated_at: i64,
@@ -198,6 +199,7 @@ pub mod message {
 }
 
 pub mod delivery {
+    use domain::delivery::{AttemptTrigger, DeliveryState};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "deliveries")]
@@ -208,12 +210,12 @@ pub mod delivery {
         pub app_id: String,
         pub endpoint_id: String,
         pub msg_id: String,
-        pub state: String,
+        pub state: DeliveryState,
         pub attempt_count: i32,
         /// `attempt_count` when the delivery was last (re-)armed: the retry budget counts from here.
         pub attempts_at_arm: i32,
         /// `scheduled`, or `manual` after a resend or recovery.
-        pub next_trigger: String,
+        pub next_trigger: AttemptTrigger,
         pub next_attempt_at: i64,
         pub lease_owner: Option<String>,
         pub lease_expires_at: Option<i64>,
@@ -245,6 +247,7 @@ pub mod ordering_sequence {
 }
 
 pub mod attempt {
+    use domain::delivery::{AttemptTrigger, ErrorKind};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "attempts")]
@@ -257,13 +260,13 @@ pub mod attempt {
         pub msg_id: String,
         pub delivery_id: String,
         pub attempt_number: i32,
-        pub trigger: String,
+        pub trigger: AttemptTrigger,
         pub url: String,
         pub started_at: i64,
         pub duration_ms: i32,
         pub status_code: Option<i32>,
         pub response_excerpt: Option<String>,
-        pub error_kind: Option<String>,
+        pub error_kind: Option<ErrorKind>,
         pub error_detail: Option<String>,
         pub classification: String,
         pub retry_after_ms: Option<i64>,
@@ -289,6 +292,7 @@ pub mod idempotency_key {
 }
 
 pub mod job {
+    use domain::jobs::JobKind;
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "jobs")]
@@ -296,7 +300,7 @@ pub mod job {
         #[sea_orm(primary_key, auto_increment = false)]
         pub id: String,
         pub tenant_id: String,
-        pub kind: String,
+        pub kind: JobKind,
         pub params: String,
         pub state: String,
         pub progress: i64,

@@ -619,7 +619,7 @@ fn assemble(
                 && h.permits.available_permits() > h.keep_free
                 && let Ok(permit) = h.permits.clone().try_acquire_owned()
             {
-                d.state = domain::delivery::DeliveryState::Sending.as_str().to_owned();
+                d.state = domain::delivery::DeliveryState::Sending;
                 d.lease_owner = Some(h.owner.clone());
                 d.lease_expires_at = Some(now.plus(h.lease).as_millis());
                 // `out.len()`: where this message's result is about to go.

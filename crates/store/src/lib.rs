@@ -7,6 +7,7 @@
 
 mod cache;
 mod checkpoint;
+mod columns;
 mod connect;
 pub mod entities;
 mod error;

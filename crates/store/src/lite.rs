@@ -120,6 +120,19 @@ pub(crate) fn query_i64(conn: &Connection, stmt: &Statement) -> Result<i64> {
     }
 }
 
+/// A text column holding one of the domain's enums; unknown text is an error naming the
+/// column, as sea-orm's decoding of the same column reports it.
+fn text_enum<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: &str) -> rusqlite::Result<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    let text: String = r.get(column)?;
+    text.parse().map_err(|e| {
+        let idx = r.as_ref().column_index(column).unwrap_or(0);
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
 /// Runs a `SELECT` of endpoint rows (built by sea-orm, so every column by name).
 pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec<endpoint::Model>> {
     let mut prepared = prepare(conn, stmt)?;
@@ -148,7 +161,7 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             status_overrides: r.get("status_overrides")?,
             failing_since: r.get("failing_since")?,
             last_success_at: r.get("last_success_at")?,
-            breaker_state: r.get("breaker_state")?,
+            breaker_state: text_enum(r, "breaker_state")?,
             breaker_until: r.get("breaker_until")?,
             created_at: r.get("created_at")?,
             updated_at: r.get("updated_at")?,

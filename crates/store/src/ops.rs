@@ -288,14 +288,14 @@ impl Store {
     pub async fn create_job(
         &self,
         tenant: TenantId,
-        kind: &str,
+        kind: domain::jobs::JobKind,
         params: &serde_json::Value,
     ) -> Result<job::Model> {
         let now = Timestamp::now().as_millis();
         Ok(job::ActiveModel {
             id: Set(JobId::new().to_string()),
             tenant_id: Set(tenant.to_string()),
-            kind: Set(kind.to_owned()),
+            kind: Set(kind),
             params: Set(params.to_string()),
             state: Set("running".to_owned()),
             progress: Set(0),

@@ -248,7 +248,7 @@ impl Store {
                         (
                             r.delivery.id.clone(),
                             row,
-                            a.error_kind.clone(),
+                            a.error_kind.map(|k| k.as_str()),
                             a.started_at,
                         )
                     })
@@ -439,7 +439,7 @@ fn finish_deliveries_sqlite(owner: &str, results: &[AttemptResult], now: i64) ->
             r.attempt.attempt_number.into(),
             next_at.into(),
             r.attempt.status_code.into(),
-            r.attempt.error_kind.clone().into(),
+            r.attempt.error_kind.into(),
             r.attempt.started_at.into(),
         ]);
     }
@@ -596,7 +596,7 @@ pub fn attempt_row(
     duration_ms: i32,
     status: Option<u16>,
     response_excerpt: Option<String>,
-    error_kind: Option<String>,
+    error_kind: Option<domain::delivery::ErrorKind>,
     error_detail: Option<String>,
     classification: &str,
     retry_after_ms: Option<i64>,
@@ -609,7 +609,7 @@ pub fn attempt_row(
         msg_id: d.msg_id.clone(),
         delivery_id: d.id.clone(),
         attempt_number: d.attempt_count + 1,
-        trigger: d.next_trigger.clone(),
+        trigger: d.next_trigger,
         url: url.to_owned(),
         started_at: started_at.as_millis(),
         duration_ms,
@@ -696,7 +696,7 @@ impl Store {
     pub async fn set_breaker_state(
         &self,
         endpoint_id: &str,
-        state: &str,
+        state: domain::breaker::BreakerPhase,
         until: Option<Timestamp>,
     ) -> Result<()> {
         endpoint::Entity::update_many()

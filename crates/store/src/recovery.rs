@@ -136,7 +136,7 @@ impl Store {
             .one(&*txn)
             .await?;
         let id = match existing {
-            Some(d) if d.state == DeliveryState::Sending.as_str() => d.id,
+            Some(d) if d.state == DeliveryState::Sending => d.id,
             Some(d) => {
                 rearm(delivery::Entity::update_many(), now, ttl)
                     .filter(delivery::Column::Id.eq(&d.id))

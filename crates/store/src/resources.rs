@@ -338,7 +338,7 @@ impl Store {
             status_overrides: Set(new.status_overrides),
             failing_since: Set(None),
             last_success_at: Set(None),
-            breaker_state: Set("closed".to_owned()),
+            breaker_state: Set(domain::breaker::BreakerPhase::Closed),
             breaker_until: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
@@ -586,7 +586,7 @@ fn apply_disabled(
         model.disabled_reason = Set(None);
         model.disabled_at = Set(None);
         model.failing_since = Set(None);
-        model.breaker_state = Set("closed".to_owned());
+        model.breaker_state = Set(domain::breaker::BreakerPhase::Closed);
         model.breaker_until = Set(None);
     }
 }
@@ -620,10 +620,13 @@ pub(crate) fn check_owner(tenant: TenantId, owner: &str, entity: &'static str) -
     }
 }
 
-/// The endpoint's retry policy; the default when none (or an unreadable one) is stored.
+/// The endpoint's retry policy, where a policy must be had (a message's give-up time, the
+/// next retry): the default when none is stored, and when the stored one is unreadable,
+/// which is logged as an error naming the endpoint (policies are checked when written, so
+/// only a hand-edited row gets here).
 pub fn retry_policy_of(ep: &endpoint::Model) -> domain::retry::RetryPolicy {
-    ep.retry_policy
-        .as_deref()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default()
+    ep.retry_policy().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "unreadable retry policy; using the default");
+        Default::default()
+    })
 }

@@ -162,7 +162,7 @@ pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
         status_overrides: None,
         failing_since: None,
         last_success_at: None,
-        breaker_state: "closed".into(),
+        breaker_state: domain::breaker::BreakerPhase::Closed,
         breaker_until: None,
         created_at: 0,
         updated_at: 0,

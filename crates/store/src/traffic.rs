@@ -13,7 +13,7 @@ use sea_orm::{
 use crate::entities::{attempt, delivery, endpoint, message, ordering_sequence};
 use crate::page::{fetch_page, page_query};
 use crate::resources::check_owner;
-use crate::{ListParams, Page, Result, Store, StoreError, from_json};
+use crate::{ListParams, Page, Result, Store, StoreError};
 
 #[derive(Clone, Debug, Default)]
 pub struct NewMessage {
@@ -169,13 +169,13 @@ impl Store {
             msg_id: Set(dlv.msg_id.clone()),
             delivery_id: Set(dlv.id.clone()),
             attempt_number: Set(new.attempt_number),
-            trigger: Set(new.trigger.to_string()),
+            trigger: Set(new.trigger),
             url: Set(new.url),
             started_at: Set(new.started_at.as_millis()),
             duration_ms: Set(new.duration_ms),
             status_code: Set(new.status_code.map(i32::from)),
             response_excerpt: Set(new.response_excerpt),
-            error_kind: Set(new.error_kind.map(|k| k.to_string())),
+            error_kind: Set(new.error_kind),
             error_detail: Set(new.error_detail.clone()),
             classification: Set(new.classification),
             retry_after_ms: Set(new.retry_after_ms),
@@ -188,10 +188,7 @@ impl Store {
                 Expr::value(new.attempt_number),
             )
             .col_expr(delivery::Column::LastStatus, Expr::value(model.status_code))
-            .col_expr(
-                delivery::Column::LastError,
-                Expr::value(model.error_kind.clone()),
-            )
+            .col_expr(delivery::Column::LastError, Expr::value(model.error_kind))
             .col_expr(
                 delivery::Column::LastAttemptAt,
                 Expr::value(model.started_at),
@@ -257,16 +254,8 @@ pub(crate) fn endpoint_accepts(
     event_type: &str,
     channels: &[String],
 ) -> Result<bool> {
-    let filter_types: Option<Vec<String>> = ep
-        .filter_types
-        .as_deref()
-        .map(|t| from_json("endpoints.filter_types", t))
-        .transpose()?;
-    let ep_channels: Option<Vec<String>> = ep
-        .channels
-        .as_deref()
-        .map(|t| from_json("endpoints.channels", t))
-        .transpose()?;
+    let filter_types = ep.filter_types()?;
+    let ep_channels = ep.channels()?;
     Ok(endpoint_matches(
         filter_types.as_deref(),
         ep_channels.as_deref(),
@@ -291,10 +280,10 @@ pub(crate) fn new_delivery(
         app_id: msg.app_id.clone(),
         endpoint_id: ep.id.clone(),
         msg_id: msg.id.clone(),
-        state: DeliveryState::Pending.to_string(),
+        state: DeliveryState::Pending,
         attempt_count: 0,
         attempts_at_arm: 0,
-        next_trigger: trigger.to_string(),
+        next_trigger: trigger,
         next_attempt_at: now.as_millis(),
         lease_owner: None,
         lease_expires_at: None,

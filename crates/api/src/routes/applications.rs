@@ -13,7 +13,7 @@ use crate::ApiError;
 
 pub fn out(m: application::Model) -> Result<ApplicationOut, ApiError> {
     Ok(ApplicationOut {
-        metadata: store::from_json("applications.metadata", &m.metadata)?,
+        metadata: m.metadata()?,
         id: m.id,
         uid: m.uid,
         name: m.name,
@@ -126,7 +126,7 @@ pub async fn patch(
     JsonBody(body): JsonBody<ApplicationPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let current = store.get_application(t, &path).await?;
-    let metadata = store::from_json("applications.metadata", &current.metadata)?;
+    let metadata = current.metadata()?;
     let merged = ApplicationIn {
         name: body.name.apply_required(current.name),
         throttle_rate: body

@@ -1,4 +1,5 @@
 use actix_web::{HttpResponse, web};
+use domain::delivery::AttemptTrigger;
 use store::entities::attempt;
 use store::{AttemptFilter, Store};
 
@@ -20,10 +21,13 @@ fn out(a: attempt::Model) -> MessageAttemptOut {
         response_duration_ms: i64::from(a.duration_ms),
         status: if success { 0 } else { 2 },
         status_text: if success { "success" } else { "fail" }.to_owned(),
-        trigger_type: if a.trigger == "manual" { 1 } else { 0 },
+        trigger_type: match a.trigger {
+            AttemptTrigger::Manual => 1,
+            AttemptTrigger::Scheduled => 0,
+        },
         timestamp: time(a.started_at),
         attempt_number: a.attempt_number,
-        error_kind: a.error_kind,
+        error_kind: a.error_kind.map(|k| k.to_string()),
     }
 }
 

@@ -24,20 +24,12 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(24 * 3600);
 const MAX_GRACE: u64 = 7 * 24 * 3600;
 
 pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
-    let overrides = rules::stored_status_overrides(m.status_overrides.as_deref());
-    let policy = store::retry_policy_of(&m);
-    let filter_types: Option<Vec<String>> = m
-        .filter_types
-        .as_deref()
-        .map(|t| store::from_json("endpoints.filter_types", t))
-        .transpose()?;
+    let overrides = m.status_overrides()?;
+    let policy = m.retry_policy()?;
+    let filter_types = m.filter_types()?;
     Ok(EndpointOut {
-        channels: m
-            .channels
-            .as_deref()
-            .map(|t| store::from_json("endpoints.channels", t))
-            .transpose()?,
-        metadata: store::from_json("endpoints.metadata", &m.metadata)?,
+        channels: m.channels()?,
+        metadata: m.metadata()?,
         event_types: filter_types.clone(),
         filter_types,
         retry_policy: serde_json::to_value(&policy).map_err(|_| ApiError::internal())?,
@@ -62,7 +54,7 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
         disabled_reason: m.disabled_reason,
         created_at: time(m.created_at),
         updated_at: time(m.updated_at),
-        breaker_state: m.breaker_state,
+        breaker_state: m.breaker_state.to_string(),
     })
 }
 
@@ -213,7 +205,7 @@ pub async fn patch(
 ) -> Result<HttpResponse, ApiError> {
     let (_, current) = load(&store, t, &path.0, &path.1).await?;
     let cur = eps::as_new(&current)?;
-    let overrides = rules::stored_status_overrides(current.status_overrides.as_deref());
+    let overrides = current.status_overrides()?;
     let preset = serde_json::to_value(overrides.preset())
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned));
@@ -329,7 +321,7 @@ pub async fn rotate_secret(
 }
 
 fn headers_of(ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError> {
-    Ok(store::from_json("endpoints.headers", &ep.headers)?)
+    Ok(ep.headers()?)
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint",
@@ -433,7 +425,7 @@ pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
     BackgroundTaskOut {
         id: job.id,
         status: job.state,
-        task: job.kind,
+        task: job.kind.to_string(),
         data,
         updated_at: time(job.updated_at),
     }
@@ -487,14 +479,14 @@ pub async fn replay_missing(
     start_job(&store, t, &path, body, JobKind::EndpointReplay).await
 }
 
-pub fn state_code(state: &str) -> (i32, &'static str) {
-    match state.parse::<DeliveryState>() {
-        Ok(DeliveryState::Succeeded) => (0, "success"),
+pub fn state_code(state: DeliveryState) -> (i32, &'static str) {
+    match state {
+        DeliveryState::Succeeded => (0, "success"),
         // Paused (endpoint disabled) waits to be sent: Svix's pending.
-        Ok(DeliveryState::Pending | DeliveryState::Paused) => (1, "pending"),
-        Ok(DeliveryState::Failed) => (2, "fail"),
-        Ok(DeliveryState::Sending) => (3, "sending"),
-        Ok(DeliveryState::Skipped) | Err(_) => (4, "canceled"),
+        DeliveryState::Pending | DeliveryState::Paused => (1, "pending"),
+        DeliveryState::Failed => (2, "fail"),
+        DeliveryState::Sending => (3, "sending"),
+        DeliveryState::Skipped => (4, "canceled"),
     }
 }
 
@@ -530,7 +522,7 @@ pub async fn list_messages(
         .await?;
     let mut data = Vec::with_capacity(page.data.len());
     for (d, m) in page.data {
-        let (status, status_text) = state_code(&d.state);
+        let (status, status_text) = state_code(d.state);
         let (channels, tags) = crate::routes::messages::labels(&m)?;
         data.push(EndpointMessageOut {
             payload: raw_payload(&m.payload, with_content)?,
@@ -542,8 +534,7 @@ pub async fn list_messages(
             timestamp: time(m.created_at),
             status,
             status_text: status_text.to_owned(),
-            next_attempt: (d.state == DeliveryState::Pending.as_str())
-                .then(|| time(d.next_attempt_at)),
+            next_attempt: (d.state == DeliveryState::Pending).then(|| time(d.next_attempt_at)),
             attempt_count: d.attempt_count,
             last_status_code: d.last_status,
             last_error: d.last_error,

@@ -13,16 +13,8 @@ use crate::ApiError;
 
 fn out(m: event_type::Model) -> Result<EventTypeOut, ApiError> {
     Ok(EventTypeOut {
-        schemas: m
-            .schemas
-            .as_deref()
-            .map(|s| store::from_json("event_types.schemas", s))
-            .transpose()?,
-        feature_flags: m
-            .feature_flags
-            .as_deref()
-            .map(|s| store::from_json("event_types.feature_flags", s))
-            .transpose()?,
+        schemas: m.schemas()?,
+        feature_flags: m.feature_flags()?,
         name: m.name,
         description: m.description,
         archived: m.archived,

@@ -25,13 +25,7 @@ pub fn raw_payload(bytes: &[u8], with_content: bool) -> Result<Box<RawValue>, Ap
 pub type Labels = (Option<Vec<String>>, Option<Vec<String>>);
 
 pub fn labels(m: &message::Model) -> Result<Labels, ApiError> {
-    let decode = |col: &str, t: &Option<String>| -> Result<Option<Vec<String>>, ApiError> {
-        Ok(t.as_deref().map(|t| store::from_json(col, t)).transpose()?)
-    };
-    Ok((
-        decode("messages.channels", &m.channels)?,
-        decode("messages.tags", &m.tags)?,
-    ))
+    Ok((m.channels()?, m.tags()?))
 }
 
 pub fn out(m: message::Model, with_content: bool) -> Result<MessageOut, ApiError> {

@@ -283,7 +283,7 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
         .await
         .unwrap()
     {
-        *states.entry(d.state).or_default() += 1;
+        *states.entry(d.state.to_string()).or_default() += 1;
     }
     assert_eq!(report.unique, TOTAL, "deliveries by state: {states:?}");
     assert_eq!(

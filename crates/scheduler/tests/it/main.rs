@@ -69,7 +69,7 @@ async fn states(store: &Store, endpoint_id: &str) -> Vec<(String, String, String
         .await
         .unwrap()
         .into_iter()
-        .map(|d| (d.msg_id, d.state, d.next_trigger))
+        .map(|d| (d.msg_id, d.state.to_string(), d.next_trigger.to_string()))
         .collect()
 }
 
@@ -101,7 +101,7 @@ async fn a_recover_job_rearms_failed_deliveries_since_the_date_as_manual() {
         let job = store
             .create_job(
                 t,
-                "endpoint.recover",
+                domain::jobs::JobKind::EndpointRecover,
                 &serde_json::json!({
                     "endpointId": ep.id, "appId": app.id, "since": since.as_millis(), "until": null
                 }),
@@ -143,7 +143,7 @@ async fn a_replay_job_creates_only_the_missing_deliveries() {
         store
             .create_job(
                 t,
-                "endpoint.replay",
+                domain::jobs::JobKind::EndpointReplay,
                 &serde_json::json!({
                     "endpointId": ep.id, "appId": app.id, "since": since.as_millis()
                 }),
@@ -164,7 +164,7 @@ async fn a_replay_job_creates_only_the_missing_deliveries() {
         store
             .create_job(
                 t,
-                "endpoint.replay",
+                domain::jobs::JobKind::EndpointReplay,
                 &serde_json::json!({
                     "endpointId": ep.id, "appId": app.id, "since": since.as_millis()
                 }),
@@ -188,7 +188,7 @@ async fn a_job_whose_runner_died_is_taken_over_after_its_lease() {
         let job = store
             .create_job(
                 t,
-                "endpoint.recover",
+                domain::jobs::JobKind::EndpointRecover,
                 &serde_json::json!({
                     "endpointId": ep.id, "appId": app.id, "since": 0
                 }),
@@ -228,7 +228,7 @@ async fn a_job_for_a_deleted_endpoint_fails_with_a_reason() {
         let job = store
             .create_job(
                 t,
-                "endpoint.recover",
+                domain::jobs::JobKind::EndpointRecover,
                 &serde_json::json!({
                     "endpointId": ep.id, "appId": app.id, "since": 0
                 }),
@@ -262,7 +262,7 @@ async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases
             let store = store.clone();
             async move {
                 store
-                    .create_job(t, "endpoint.recover", &params)
+                    .create_job(t, domain::jobs::JobKind::EndpointRecover, &params)
                     .await
                     .unwrap()
             }

@@ -234,7 +234,7 @@ async fn disabling_records_a_reason_and_enabling_resets_health() {
         assert!(!ep.disabled);
         assert_eq!(ep.disabled_reason, None);
         assert_eq!(ep.failing_since, None);
-        assert_eq!(ep.breaker_state, "closed");
+        assert_eq!(ep.breaker_state, domain::breaker::BreakerPhase::Closed);
         let stored = store.get_endpoint(t, &a.id, &ep.id).await.unwrap();
         assert_eq!(stored, ep);
     })

@@ -87,7 +87,7 @@ async fn a_message_fans_out_to_matching_enabled_endpoints_only() {
         want.sort();
         assert_eq!(got, want);
         for d in &created.deliveries {
-            assert_eq!(d.state, "pending");
+            assert_eq!(d.state, DeliveryState::Pending);
             assert_eq!(d.attempt_count, 0);
             assert_eq!(d.give_up_at - d.created_at, 3 * 86_400_000);
         }
@@ -289,7 +289,7 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
             .unwrap()[0];
         assert_eq!(d.attempt_count, 3);
         assert_eq!(d.last_status, Some(503));
-        assert_eq!(d.state, DeliveryState::Pending.to_string());
+        assert_eq!(d.state, DeliveryState::Pending);
 
         let other = tenant(&store, "other").await;
         assert!(
@@ -556,7 +556,7 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             .unwrap();
         assert_eq!(stored.len(), 2);
         for d in &stored {
-            assert_eq!(d.state, DeliveryState::Sending.as_str());
+            assert_eq!(d.state, DeliveryState::Sending);
             assert_eq!(d.lease_owner.as_deref(), Some("node-1"));
             assert!(d.lease_expires_at.unwrap() > Timestamp::now().as_millis());
         }
@@ -593,7 +593,7 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             .await
             .unwrap()
             .into_iter()
-            .map(|d| d.state)
+            .map(|d| d.state.to_string())
             .collect();
         assert_eq!(
             states.iter().filter(|s| *s == "sending").count(),
@@ -633,12 +633,17 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             .await
             .unwrap()
         {
-            assert_eq!(d.state, DeliveryState::Pending.as_str());
+            assert_eq!(d.state, DeliveryState::Pending);
         }
         // Unregistered: everything is queued again.
         store.set_handoff(None);
         let fourth = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
-        assert!(fourth.deliveries.iter().all(|d| d.state == "pending"));
+        assert!(
+            fourth
+                .deliveries
+                .iter()
+                .all(|d| d.state == DeliveryState::Pending)
+        );
     })
     .await;
 }
@@ -786,7 +791,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
             .deliveries_of_message(t, &kept.message.id)
             .await
             .unwrap()[0];
-        assert_eq!(done.state, DeliveryState::Succeeded.as_str());
+        assert_eq!(done.state, DeliveryState::Succeeded);
         assert_eq!((done.attempt_count, done.last_status), (1, Some(200)));
         assert_eq!(done.lease_owner, None);
         // The other is left to its new holder, untouched.
@@ -794,7 +799,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
             .deliveries_of_message(t, &lost.message.id)
             .await
             .unwrap()[0];
-        assert_eq!(other.state, DeliveryState::Sending.as_str());
+        assert_eq!(other.state, DeliveryState::Sending);
         assert_eq!(other.lease_owner.as_deref(), Some("b"));
         assert_eq!(other.attempt_count, 0);
         // Both attempts happened and are shown; the endpoint's health saw the success.

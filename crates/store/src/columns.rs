@@ -1,0 +1,122 @@
+//! The JSON text columns, each decoded here and only here, with one policy for unreadable
+//! data: an error ([`StoreError::Corrupt`]) naming the table, the row and the column. Never a
+//! silent default: an endpoint whose stored headers cannot be read is not sent to without
+//! them.
+
+use std::collections::BTreeMap;
+
+use domain::classify::StatusOverrides;
+use domain::retry::RetryPolicy;
+use serde::de::DeserializeOwned;
+
+use crate::entities::{application, endpoint, event_type, job, message};
+use crate::{Result, StoreError};
+
+fn decode<T: DeserializeOwned>(table: &str, id: &str, column: &str, text: &str) -> Result<T> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Corrupt(format!("{table} {id}: column {column}: {e}")))
+}
+
+fn decode_opt<T: DeserializeOwned>(
+    table: &str,
+    id: &str,
+    column: &str,
+    text: &Option<String>,
+) -> Result<Option<T>> {
+    text.as_deref()
+        .map(|t| decode(table, id, column, t))
+        .transpose()
+}
+
+impl endpoint::Model {
+    /// The event types it accepts; `None` = every type.
+    pub fn filter_types(&self) -> Result<Option<Vec<String>>> {
+        decode_opt("endpoint", &self.id, "filter_types", &self.filter_types)
+    }
+
+    /// The channels it accepts; `None` = every message.
+    pub fn channels(&self) -> Result<Option<Vec<String>>> {
+        decode_opt("endpoint", &self.id, "channels", &self.channels)
+    }
+
+    /// Its custom headers, sent with every delivery.
+    pub fn headers(&self) -> Result<BTreeMap<String, String>> {
+        decode("endpoint", &self.id, "headers", &self.headers)
+    }
+
+    pub fn metadata(&self) -> Result<BTreeMap<String, String>> {
+        decode("endpoint", &self.id, "metadata", &self.metadata)
+    }
+
+    /// Its retry policy; the default when none is stored.
+    pub fn retry_policy(&self) -> Result<RetryPolicy> {
+        Ok(
+            decode_opt("endpoint", &self.id, "retry_policy", &self.retry_policy)?
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Its status-code overrides; the default table when none are stored.
+    pub fn status_overrides(&self) -> Result<StatusOverrides> {
+        Ok(decode_opt(
+            "endpoint",
+            &self.id,
+            "status_overrides",
+            &self.status_overrides,
+        )?
+        .unwrap_or_default())
+    }
+}
+
+impl application::Model {
+    pub fn metadata(&self) -> Result<BTreeMap<String, String>> {
+        decode("application", &self.id, "metadata", &self.metadata)
+    }
+}
+
+impl message::Model {
+    pub fn channels(&self) -> Result<Option<Vec<String>>> {
+        decode_opt("message", &self.id, "channels", &self.channels)
+    }
+
+    pub fn tags(&self) -> Result<Option<Vec<String>>> {
+        decode_opt("message", &self.id, "tags", &self.tags)
+    }
+}
+
+impl event_type::Model {
+    pub fn schemas(&self) -> Result<Option<serde_json::Value>> {
+        decode_opt("event type", &self.name, "schemas", &self.schemas)
+    }
+
+    pub fn feature_flags(&self) -> Result<Option<Vec<String>>> {
+        decode_opt(
+            "event type",
+            &self.name,
+            "feature_flags",
+            &self.feature_flags,
+        )
+    }
+}
+
+impl job::Model {
+    /// Its parameters, in the shape its kind takes.
+    pub fn params<T: DeserializeOwned>(&self) -> Result<T> {
+        decode("job", &self.id, "params", &self.params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreadable_headers_are_an_error_naming_the_row_not_an_empty_map() {
+        let ep = endpoint::Model {
+            headers: "{not json".into(),
+            ..crate::testing::endpoint_model("ep_1", "https://example.com/hook")
+        };
+        let err = ep.headers().unwrap_err().to_string();
+        assert!(err.contains(&ep.id) && err.contains("headers"), "{err}");
+    }
+}
