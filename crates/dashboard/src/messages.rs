@@ -76,7 +76,7 @@ pub async fn list(
     let delivery_state = if status.is_empty() {
         None
     } else {
-        match status.parse::<domain::delivery::DeliveryState>() {
+        match status.parse::<DeliveryState>() {
             Ok(s) => Some(s),
             Err(_) => {
                 problems.push(format!("Unknown status “{status}”."));

@@ -370,7 +370,7 @@ impl Dispatcher {
         let mut endpoints: HashMap<String, Arc<Prepared>> = HashMap::new();
         // Keyed by the snapshot's address: one per ingest batch, alive while `items` is.
         let mut snapshots: HashMap<usize, Arc<Prepared>> = HashMap::new();
-        let mut missing = std::collections::HashSet::new();
+        let mut missing = HashSet::new();
         for (d, _, ep, _) in &items {
             match ep {
                 Some(ep) => {

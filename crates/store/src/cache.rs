@@ -71,7 +71,7 @@ impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
     pub(crate) async fn get_or_load<E>(
         &self,
         key: K,
-        load: impl std::future::Future<Output = Result<Option<V>, E>>,
+        load: impl Future<Output = Result<Option<V>, E>>,
     ) -> Result<Option<V>, E> {
         let generation = match self.get(&key) {
             Ok(v) => return Ok(Some(v)),

@@ -216,7 +216,7 @@ impl Store {
     /// deletes them commits, runs `work`, and takes the marks back if it fails.
     pub(crate) async fn stopping<T, F>(&self, ids: &[String], work: F) -> Result<T>
     where
-        F: std::future::Future<Output = Result<T>>,
+        F: Future<Output = Result<T>>,
     {
         self.stopped.mark(ids.iter().map(String::as_str));
         let out = work.await;

@@ -107,7 +107,7 @@ impl Store {
         let res = api_key::Entity::update_many()
             .col_expr(
                 api_key::Column::RevokedAt,
-                sea_orm::sea_query::Expr::value(Timestamp::now().as_millis()),
+                Expr::value(Timestamp::now().as_millis()),
             )
             .filter(api_key::Column::TenantId.eq(tenant.to_string()))
             .filter(api_key::Column::Id.eq(key.to_string()))

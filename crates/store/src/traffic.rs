@@ -57,7 +57,7 @@ pub struct MessageFilter {
     pub before: Option<Timestamp>,
     pub after: Option<Timestamp>,
     /// Only messages with at least one delivery in this state (dashboard filter).
-    pub delivery_state: Option<domain::delivery::DeliveryState>,
+    pub delivery_state: Option<DeliveryState>,
     /// Only the message with this id or this `eventId` (dashboard search).
     pub id_or_event_id: Option<String>,
 }

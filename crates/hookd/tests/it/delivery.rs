@@ -69,7 +69,7 @@ pub async fn send(app: &TestApp, a: &str, payload: Value) -> String {
 pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: Future<Output = bool>,
 {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
