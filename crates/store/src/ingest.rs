@@ -226,9 +226,8 @@ impl Store {
             give_up_at,
             ..
         } = job;
-        self.create_messages(None, &[(tenant, app, new, give_up_at)])
+        self.create_batch(vec![(tenant, app, new, give_up_at)])
             .await?
-            .finish()
             .pop()
             .expect("one result per message")
     }
@@ -243,8 +242,8 @@ impl Store {
         }
     }
 
-    /// The batch write on the pool: one transaction, one result per input in order. An `Err`
-    /// of the whole means nothing was written.
+    /// The batch write on PostgreSQL's pool: one transaction, one result per input in order.
+    /// An `Err` of the whole means nothing was written. (SQLite's is `create_messages_lite`.)
     async fn create_messages(
         &self,
         turn: Option<crate::WriteTurn>,
@@ -799,8 +798,26 @@ impl Store {
                 .take(MAX_BATCH)
                 .map(|n| (tenant, app.clone(), n, give_up_at))
                 .collect();
-            out.extend(self.create_messages(None, &inputs).await?.finish());
+            out.extend(self.create_batch(inputs).await?);
         }
         Ok(out)
+    }
+
+    /// One batch written by this database's one path, outside the group-committing writers:
+    /// on SQLite the writer thread (which takes the write turn itself), on PostgreSQL a
+    /// transaction on the pool. Nothing is handed to a dispatcher.
+    async fn create_batch(&self, inputs: Vec<Input>) -> Result<Vec<Result<CreatedMessage>>> {
+        match (&self.lite, self.backend) {
+            (Some(lite), _) => Ok(lite
+                .run(move |conn| create_messages_lite(conn, &inputs, None))
+                .await?
+                .finish()),
+            (None, crate::Backend::Postgres) => {
+                Ok(self.create_messages(None, &inputs).await?.finish())
+            }
+            (None, crate::Backend::Sqlite) => Err(StoreError::Corrupt(
+                "SQLite messages are written by the writer thread, which is not running".into(),
+            )),
+        }
     }
 }

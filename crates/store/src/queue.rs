@@ -213,7 +213,14 @@ impl Store {
             .await
     }
 
-    /// [`Store::record_results`] in a write turn already taken.
+    /// [`Store::record_results`] in a write turn already taken (the turn only batches the
+    /// caller's results; each database's writer takes its own).
+    ///
+    /// One write path per database: on SQLite the writer thread's transaction, on PostgreSQL
+    /// one statement. Endpoints that answered 410 stop at once in this process; their disable
+    /// (pausing their deliveries, the event, the email) follows in a transaction of its own
+    /// once the results are written. Should that fail, it is logged and the results stand: the
+    /// endpoint's next 410 disables it.
     pub async fn record_results_in(
         &self,
         turn: crate::WriteTurn,
@@ -221,6 +228,7 @@ impl Store {
         results: &[AttemptResult],
         public_url: &str,
     ) -> Result<Vec<String>> {
+        drop(turn);
         if results.is_empty() {
             return Ok(Vec::new());
         }
@@ -231,117 +239,37 @@ impl Store {
             self.backend,
             &stats_of(results),
         ));
-        let disables = results.iter().any(|r| r.disable_endpoint.is_some());
-        let written: HashSet<String> = match &self.lite {
-            // A 410's disable reads and writes several tables; that rare batch takes the pool.
-            Some(lite) if !disables => {
-                // The thread takes the turn itself (it may be waiting for it right now).
-                drop(turn);
-                let attempts: Vec<attempt::Model> =
-                    results.iter().map(|r| r.attempt.clone()).collect();
-                let finishes: Vec<_> = results
-                    .iter()
-                    .map(|r| {
-                        let (state, next_at) = finish_of(r);
-                        let a = &r.attempt;
-                        let row = (state.as_str(), a.attempt_number, next_at, a.status_code);
-                        (
-                            r.delivery.id.clone(),
-                            row,
-                            a.error_kind.map(|k| k.as_str()),
-                            a.started_at,
-                        )
-                    })
-                    .collect();
-                let owner = owner.to_owned();
-                lite.run(move |conn| {
-                    use crate::lite;
-                    static ATTEMPT_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-                    static FINISH_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-                    let attempt_sql =
-                        ATTEMPT_SQL.get_or_init(|| lite::insert_sql::<attempt::Entity>(""));
-                    let finish_sql = FINISH_SQL.get_or_init(|| {
-                        format!(
-                            "UPDATE deliveries SET state = ?3, attempt_count = ?4, \
-                             next_attempt_at = ?5, next_trigger = '{}', lease_owner = NULL, \
-                             lease_expires_at = NULL, last_status = ?6, last_error = ?7, \
-                             last_attempt_at = ?8, updated_at = ?2 \
-                             WHERE id = ?9 AND lease_owner = ?1 AND state = 'sending'",
-                            AttemptTrigger::Scheduled.as_str()
-                        )
-                    });
-                    let txn = lite::begin(conn)?;
-                    for a in &attempts {
-                        lite::insert_row::<attempt::Entity>(&txn, attempt_sql, a)?;
-                    }
-                    let mut written = HashSet::new();
-                    for (id, (state, count, next_at, status), error, at) in finishes {
-                        let params = rusqlite::params![
-                            owner, now, state, count, next_at, status, error, at, id
-                        ];
-                        // Written only while this owner still holds the lease.
-                        if lite::execute_params(&txn, finish_sql, params)? == 1 {
-                            written.insert(id);
-                        }
-                    }
-                    for stmt in &rest {
-                        lite::execute(&txn, stmt)?;
-                    }
-                    txn.commit()?;
-                    Ok(written)
-                })
-                .await?
+        let mut gone: HashMap<String, &str> = HashMap::new();
+        for r in results {
+            if let Some(reason) = &r.disable_endpoint {
+                gone.entry(r.delivery.endpoint_id.clone()).or_insert(reason);
             }
-            // One statement instead of a transaction of five or more (decisions 30).
-            None if self.backend == Backend::Postgres && !disables => {
-                drop(turn);
-                self.record_results_at_once(owner, results, now, rest)
-                    .await?
-            }
-            _ => {
-                let txn = self.write_txn_in(turn).await?;
-                let attempts = attempt::Entity::insert_many(
-                    results
-                        .iter()
-                        .map(|r| attempt::ActiveModel::from(r.attempt.clone())),
-                );
-                txn.execute(attempts.build(backend)).await?;
-                let mut written = HashSet::new();
-                // Each returns the ids of the deliveries it wrote.
-                let finishes = match self.backend {
-                    Backend::Postgres => vec![finish_deliveries_pg(owner, results, now)],
-                    Backend::Sqlite => results
-                        .chunks(400)
-                        .map(|chunk| finish_deliveries_sqlite(owner, chunk, now))
-                        .collect(),
-                };
-                for f in finishes {
-                    for row in txn.query_all(f).await? {
-                        written.insert(row.try_get::<String>("", "id")?);
-                    }
+        }
+        let ids: Vec<String> = gone.keys().cloned().collect();
+        let write = async {
+            match (&self.lite, self.backend) {
+                (Some(lite), _) => write_results_lite(lite, owner, results, now, rest).await,
+                (None, Backend::Postgres) => {
+                    self.record_results_at_once(owner, results, now, rest).await
                 }
-                for stmt in rest {
-                    txn.execute(stmt).await?;
-                }
-                let mut disabled = HashMap::new();
-                for r in results {
-                    if let Some(reason) = &r.disable_endpoint {
-                        disabled
-                            .entry(r.delivery.endpoint_id.clone())
-                            .or_insert(reason);
-                    }
-                }
-                let ids: Vec<String> = disabled.keys().cloned().collect();
-                self.stopping(&ids, async {
-                    for (id, reason) in &disabled {
-                        disable_and_notify(&txn, id, reason, public_url, now).await?;
-                    }
-                    txn.commit().await
-                })
-                .await?;
-                written
+                (None, Backend::Sqlite) => Err(crate::StoreError::Corrupt(
+                    "SQLite results are written by the writer thread, which is not running".into(),
+                )),
             }
         };
+        let written = self.stopping(&ids, write).await?;
+        if !gone.is_empty() {
+            let disable = async {
+                let txn = self.write_txn().await?;
+                for (id, reason) in &gone {
+                    disable_and_notify(&txn, id, reason, public_url, now).await?;
+                }
+                txn.commit().await
+            };
+            if let Err(e) = self.stopping(&ids, disable).await {
+                tracing::error!(error = %e, endpoints = ?ids, "could not disable endpoints that answered 410; their next 410 tries again");
+            }
+        }
         Ok(results
             .iter()
             .filter(|r| !written.contains(&r.delivery.id))
@@ -349,7 +277,7 @@ impl Store {
             .collect())
     }
 
-    /// [`Store::record_results_in`] on PostgreSQL for a batch without 410s: the attempts, the
+    /// [`Store::record_results_in`] on PostgreSQL: the attempts, the
     /// endpoints' health and the statistics (`rest`) are CTEs of the statement that finishes the
     /// deliveries, so the batch is one round trip. Returns the ids of the deliveries written.
     async fn record_results_at_once(
@@ -419,48 +347,72 @@ impl Store {
     }
 }
 
-/// Writes each delivery's state after its attempt, in one statement, only where `owner` still
-/// holds the lease; returns the ids written. SQLite's pool (a batch with a 410); its hot path
-/// runs one cached single-row statement per delivery, and PostgreSQL uses
-/// [`finish_deliveries_pg`].
-fn finish_deliveries_sqlite(owner: &str, results: &[AttemptResult], now: i64) -> Statement {
-    const COLUMNS: usize = 7;
-    let mut values: Vec<Value> = vec![owner.into(), now.into()];
-    let mut rows = Vec::with_capacity(results.len());
-    for (i, r) in results.iter().enumerate() {
-        let d = &r.delivery;
-        let (state, next_at) = finish_of(r);
-        let base = 3 + i * COLUMNS;
-        let marks: Vec<String> = (base..base + COLUMNS).map(|n| format!("?{n}")).collect();
-        rows.push(format!("({})", marks.join(", ")));
-        values.extend([
-            Value::from(d.id.as_str()),
-            state.as_str().into(),
-            r.attempt.attempt_number.into(),
-            next_at.into(),
-            r.attempt.status_code.into(),
-            r.attempt.error_kind.into(),
-            r.attempt.started_at.into(),
-        ]);
-    }
-    let sql = format!(
-        "WITH v(id, state, attempt_count, next_attempt_at, last_status, last_error, last_attempt_at) \
-         AS (VALUES {rows}) \
-         UPDATE deliveries SET state = v.state, attempt_count = v.attempt_count, \
-           next_attempt_at = v.next_attempt_at, next_trigger = '{scheduled}', lease_owner = NULL, \
-           lease_expires_at = NULL, last_status = v.last_status, last_error = v.last_error, \
-           last_attempt_at = v.last_attempt_at, updated_at = ?2 \
-         FROM v WHERE deliveries.id = v.id AND deliveries.lease_owner = ?1 \
-           AND deliveries.state = 'sending' \
-         RETURNING deliveries.id",
-        rows = rows.join(", "),
-        scheduled = AttemptTrigger::Scheduled.as_str(),
-    );
-    Statement::from_sql_and_values(sea_orm::DbBackend::Sqlite, sql, values)
+/// [`Store::record_results_in`] on SQLite: one transaction on the writer thread, which takes
+/// the write turn itself. Returns the ids of the deliveries written (those whose lease the
+/// owner still held).
+async fn write_results_lite(
+    lite: &crate::lite::Lite,
+    owner: &str,
+    results: &[AttemptResult],
+    now: i64,
+    rest: Vec<Statement>,
+) -> Result<HashSet<String>> {
+    let attempts: Vec<attempt::Model> = results.iter().map(|r| r.attempt.clone()).collect();
+    let finishes: Vec<_> = results
+        .iter()
+        .map(|r| {
+            let (state, next_at) = finish_of(r);
+            let a = &r.attempt;
+            let row = (state.as_str(), a.attempt_number, next_at, a.status_code);
+            (
+                r.delivery.id.clone(),
+                row,
+                a.error_kind.map(|k| k.as_str()),
+                a.started_at,
+            )
+        })
+        .collect();
+    let owner = owner.to_owned();
+    lite.run(move |conn| {
+        use crate::lite;
+        static ATTEMPT_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        static FINISH_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let attempt_sql = ATTEMPT_SQL.get_or_init(|| lite::insert_sql::<attempt::Entity>(""));
+        let finish_sql = FINISH_SQL.get_or_init(|| {
+            format!(
+                "UPDATE deliveries SET state = ?3, attempt_count = ?4, \
+                 next_attempt_at = ?5, next_trigger = '{}', lease_owner = NULL, \
+                 lease_expires_at = NULL, last_status = ?6, last_error = ?7, \
+                 last_attempt_at = ?8, updated_at = ?2 \
+                 WHERE id = ?9 AND lease_owner = ?1 AND state = 'sending'",
+                AttemptTrigger::Scheduled.as_str()
+            )
+        });
+        let txn = lite::begin(conn)?;
+        for a in &attempts {
+            lite::insert_row::<attempt::Entity>(&txn, attempt_sql, a)?;
+        }
+        let mut written = HashSet::new();
+        for (id, (state, count, next_at, status), error, at) in finishes {
+            let params =
+                rusqlite::params![owner, now, state, count, next_at, status, error, at, id];
+            // Written only while this owner still holds the lease.
+            if lite::execute_params(&txn, finish_sql, params)? == 1 {
+                written.insert(id);
+            }
+        }
+        for stmt in &rest {
+            lite::execute(&txn, stmt)?;
+        }
+        txn.commit()?;
+        Ok(written)
+    })
+    .await
 }
 
-/// [`finish_deliveries_sqlite`] on PostgreSQL with the rows as one JSON parameter, so that the
-/// text is the same for every batch (prepared once per connection). The rows are found by
+/// The deliveries' new states, written only while `owner` still holds each lease, returning
+/// the ids written; the rows are one JSON parameter, so that the text is the same for every
+/// batch (prepared once per connection). The rows are found by
 /// primary key through `id = ANY(array)`, whose row count the planner knows; joined with the
 /// JSON rows alone (estimated at 100) it chose a scan of the whole table, and through the state
 /// (tested as `IS TRUE` so that no state index applies) it would read every `sending` entry of
