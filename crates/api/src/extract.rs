@@ -8,6 +8,7 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use domain::ids::TenantId;
 use serde::de::DeserializeOwned;
+use store::entities::{application, endpoint};
 
 use crate::{ApiConfig, ApiError};
 
@@ -22,6 +23,71 @@ impl FromRequest for Tenant {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move { authenticate(&req).await.map(Tenant) })
+    }
+}
+
+/// The application the path's `{app_id}` names (its id or uid), of the authenticated tenant:
+/// read once here instead of at the top of every handler. Another tenant's application, or
+/// none, answers 404.
+pub struct App {
+    pub tenant: TenantId,
+    pub app: application::Model,
+}
+
+/// The endpoint the path's `{app_id}` and `{endpoint_id}` name, of the authenticated tenant.
+pub struct AppEndpoint {
+    pub tenant: TenantId,
+    pub app: application::Model,
+    pub endpoint: endpoint::Model,
+}
+
+fn store_of(req: &HttpRequest) -> Result<&store::Store, ApiError> {
+    req.app_data::<web::Data<store::Store>>()
+        .map(|d| d.get_ref())
+        .ok_or_else(ApiError::internal)
+}
+
+fn path_part<'r>(req: &'r HttpRequest, name: &str) -> Result<&'r str, ApiError> {
+    req.match_info()
+        .get(name)
+        .ok_or_else(|| ApiError::not_found(&format!("resource ({name} missing)")))
+}
+
+async fn app_of(req: &HttpRequest) -> Result<App, ApiError> {
+    let tenant = authenticate(req).await?;
+    let app = store_of(req)?
+        .get_application(tenant, path_part(req, "app_id")?)
+        .await?;
+    Ok(App { tenant, app })
+}
+
+impl FromRequest for App {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { app_of(&req).await })
+    }
+}
+
+impl FromRequest for AppEndpoint {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let App { tenant, app } = app_of(&req).await?;
+            let endpoint = store_of(&req)?
+                .get_endpoint(tenant, &app.id, path_part(&req, "endpoint_id")?)
+                .await?;
+            Ok(AppEndpoint {
+                tenant,
+                app,
+                endpoint,
+            })
+        })
     }
 }
 
@@ -42,10 +108,7 @@ pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError
         .map(|(_, t)| t.trim())
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <api key>"))?;
-    let store = req
-        .app_data::<web::Data<store::Store>>()
-        .ok_or_else(ApiError::internal)?;
-    let tenant = store
+    let tenant = store_of(req)?
         .authenticate_api_key(token)
         .await?
         .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;

@@ -6,7 +6,7 @@ use store::{NewApplication, Store, StoreError};
 use crate::dto::{
     ApplicationIn, ApplicationOut, ApplicationPatch, GetIfExists, ListQuery, ListResponse, time,
 };
-use crate::extract::{JsonBody, Tenant};
+use crate::extract::{App, JsonBody, Tenant};
 use service::rules;
 
 use crate::ApiError;
@@ -77,12 +77,7 @@ pub async fn create(
     params(("app_id" = String, Path, description = "id or uid")),
     responses((status = 200, body = ApplicationOut), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
-pub async fn get(
-    store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path).await?;
+pub async fn get(App { app, .. }: App) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(out(app)?))
 }
 
@@ -121,11 +116,12 @@ pub async fn upsert(
     security(("bearer" = [])))]
 pub async fn patch(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<String>,
+    App {
+        tenant: t,
+        app: current,
+    }: App,
     JsonBody(body): JsonBody<ApplicationPatch>,
 ) -> Result<HttpResponse, ApiError> {
-    let current = store.get_application(t, &path).await?;
     let metadata = current.metadata()?;
     let merged = ApplicationIn {
         name: body.name.apply_required(current.name),

@@ -4,7 +4,7 @@ use store::entities::attempt;
 use store::{AttemptFilter, Store};
 
 use crate::dto::{AttemptListQuery, ListResponse, MessageAttemptOut, list_params, time};
-use crate::extract::Tenant;
+use crate::extract::App;
 use service::endpoints;
 
 use crate::ApiError;
@@ -85,11 +85,10 @@ fn empty() -> HttpResponse {
     security(("bearer" = [])))]
 pub async fn list_by_endpoint(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path.0).await?;
     let ep = store.get_endpoint(t, &app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
     let Some(filter) = filter(&q)? else {
@@ -107,11 +106,10 @@ pub async fn list_by_endpoint(
     security(("bearer" = [])))]
 pub async fn list_by_msg(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path.0).await?;
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
     let Some(filter) = filter(&q)? else {
@@ -129,10 +127,9 @@ pub async fn list_by_msg(
     security(("bearer" = [])))]
 pub async fn get(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path.0).await?;
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let a = store.get_attempt(t, &msg.id, &path.2).await?;
     Ok(HttpResponse::Ok().json(out(a)))
@@ -146,10 +143,9 @@ pub async fn get(
 pub async fn resend(
     store: web::Data<Store>,
     cfg: web::Data<crate::ApiConfig>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path.0).await?;
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let ep = store.get_endpoint(t, &app.id, &path.2).await?;
     endpoints::resend(&store, &cfg.service, t, &msg, &ep).await?;
@@ -166,10 +162,9 @@ pub async fn resend(
 pub async fn skip(
     store: web::Data<Store>,
     cfg: web::Data<crate::ApiConfig>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path.0).await?;
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let ep = store.get_endpoint(t, &app.id, &path.2).await?;
     endpoints::skip(&store, &cfg.service, t, &msg, &ep).await?;

@@ -4,7 +4,7 @@ use std::time::Duration;
 use actix_web::{HttpResponse, web};
 use domain::delivery::DeliveryState;
 use domain::ids::EndpointId;
-use store::entities::{application, endpoint};
+use store::entities::endpoint;
 use store::{NewEndpoint, Store, StoreError};
 
 use crate::dto::{
@@ -13,7 +13,7 @@ use crate::dto::{
     EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn, EndpointStats, ListQuery,
     ListResponse, RecoverIn, list_params, time,
 };
-use crate::extract::{JsonBody, Tenant};
+use crate::extract::{App, AppEndpoint, JsonBody, Tenant};
 use crate::routes::messages::raw_payload;
 use domain::jobs::JobKind;
 use service::{endpoints as eps, rules};
@@ -93,28 +93,15 @@ fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
     })?)
 }
 
-async fn load(
-    store: &Store,
-    t: domain::ids::TenantId,
-    app_id: &str,
-    ep_id: &str,
-) -> Result<(application::Model, endpoint::Model), ApiError> {
-    let app = store.get_application(t, app_id).await?;
-    let ep = store.get_endpoint(t, &app.id, ep_id).await?;
-    Ok((app, ep))
-}
-
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint", tag = "Endpoint",
     params(("app_id" = String, Path), ListQuery),
     responses((status = 200, body = ListResponse<EndpointOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<String>,
+    App { tenant: t, app }: App,
     q: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path).await?;
     let page = store.list_endpoints(t, &app.id, &q.params()?).await?;
     Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, out)?))
 }
@@ -127,11 +114,9 @@ pub async fn list(
 pub async fn create(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
-    Tenant(t): Tenant,
-    path: web::Path<String>,
+    App { tenant: t, app }: App,
     JsonBody(body): JsonBody<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path).await?;
     let secret = eps::secret_or_new(body.secret.as_deref(), "secret")?;
     let new = from_in(body)?;
     let ep = eps::create(&store, &cfg.service, t, &app, new, secret).await?;
@@ -142,12 +127,7 @@ pub async fn create(
     params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "id or uid")),
     responses((status = 200, body = EndpointOut), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
-pub async fn get(
-    store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
+pub async fn get(AppEndpoint { endpoint: ep, .. }: AppEndpoint) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(out(ep)?))
 }
 
@@ -199,11 +179,13 @@ pub async fn upsert(
 pub async fn patch(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: current,
+        ..
+    }: AppEndpoint,
     JsonBody(p): JsonBody<EndpointPatch>,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, current) = load(&store, t, &path.0, &path.1).await?;
     let cur = eps::as_new(&current)?;
     let overrides = current.status_overrides()?;
     let preset = serde_json::to_value(overrides.preset())
@@ -260,10 +242,12 @@ pub async fn patch(
     security(("bearer" = [])))]
 pub async fn delete(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     store.delete_endpoint(t, &ep).await?;
     Ok(HttpResponse::NoContent().finish())
 }
@@ -274,10 +258,12 @@ pub async fn delete(
     security(("bearer" = [])))]
 pub async fn get_secret(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     let secrets = store
         .active_secrets(t, &ep.id, domain::Timestamp::now())
         .await?;
@@ -299,11 +285,13 @@ pub async fn get_secret(
     security(("bearer" = [])))]
 pub async fn rotate_secret(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
     JsonBody(body): JsonBody<EndpointSecretRotateIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     let secret = eps::secret_or_new(body.key.as_deref(), "key")?;
     let grace = match body.grace_period_seconds {
         None => DEFAULT_GRACE,
@@ -329,11 +317,8 @@ fn headers_of(ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError
     responses((status = 200, body = EndpointHeadersOut), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn get_headers(
-    store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint { endpoint: ep, .. }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     Ok(HttpResponse::Ok().json(EndpointHeadersOut {
         headers: headers_of(&ep)?,
         sensitive: vec![],
@@ -362,11 +347,13 @@ async fn save_headers(
 pub async fn set_headers(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
     JsonBody(body): JsonBody<EndpointHeadersIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     save_headers(&store, &cfg, t, ep, body.headers).await
 }
 
@@ -378,11 +365,13 @@ pub async fn set_headers(
 pub async fn patch_headers(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
     JsonBody(body): JsonBody<EndpointHeadersPatchIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     let mut headers = headers_of(&ep)?;
     for (k, v) in body.headers {
         match v {
@@ -402,10 +391,12 @@ pub async fn patch_headers(
     security(("bearer" = [])))]
 pub async fn stats(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     let s = store.endpoint_stats(t, &ep.id).await?;
     Ok(HttpResponse::Ok().json(EndpointStats {
         success: s.success,
@@ -434,11 +425,10 @@ pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
 async fn start_job(
     store: &Store,
     t: domain::ids::TenantId,
-    path: &(String, String),
+    ep: endpoint::Model,
     body: RecoverIn,
     kind: JobKind,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(store, t, &path.0, &path.1).await?;
     let since = rules::timestamp("since", &body.since)?;
     let until = body
         .until
@@ -457,11 +447,14 @@ async fn start_job(
     security(("bearer" = [])))]
 pub async fn recover(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint,
+        ..
+    }: AppEndpoint,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, &path, body, JobKind::EndpointRecover).await
+    start_job(&store, t, endpoint, body, JobKind::EndpointRecover).await
 }
 
 /// Sends the messages since `since` that this endpoint never received (background job).
@@ -472,11 +465,14 @@ pub async fn recover(
     security(("bearer" = [])))]
 pub async fn replay_missing(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint,
+        ..
+    }: AppEndpoint,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, &path, body, JobKind::EndpointReplay).await
+    start_job(&store, t, endpoint, body, JobKind::EndpointReplay).await
 }
 
 pub fn state_code(state: DeliveryState) -> (i32, &'static str) {
@@ -497,11 +493,13 @@ pub fn state_code(state: DeliveryState) -> (i32, &'static str) {
     security(("bearer" = [])))]
 pub async fn list_messages(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
     q: web::Query<EndpointMessageQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = load(&store, t, &path.0, &path.1).await?;
     let state = match q.status {
         None => None,
         Some(0) => Some(DeliveryState::Succeeded),
@@ -633,11 +631,13 @@ pub struct ReplayFromMessageIn {
     security(("bearer" = [])))]
 pub async fn replay_from_message(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<(String, String)>,
+    AppEndpoint {
+        tenant: t,
+        app,
+        endpoint: ep,
+    }: AppEndpoint,
     JsonBody(body): JsonBody<ReplayFromMessageIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = load(&store, t, &path.0, &path.1).await?;
     let msg = store.get_message(t, &app.id, &body.msg_id).await?;
     let since = domain::Timestamp::from_millis(msg.created_at);
     let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None).await?;

@@ -8,7 +8,7 @@ use store::{MessageFilter, NewMessage, Store};
 use crate::dto::{
     ListResponse, MessageIn, MessageListQuery, MessageOut, WithContent, list_params, time,
 };
-use crate::extract::{JsonBody, Tenant};
+use crate::extract::{App, JsonBody, Tenant};
 use crate::{ApiConfig, ApiError, IngestResult};
 
 /// The stored payload as raw JSON (or `{}` when content was not asked for).
@@ -132,11 +132,9 @@ async fn accept(
     security(("bearer" = [])))]
 pub async fn list(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
-    path: web::Path<String>,
+    App { tenant: t, app }: App,
     q: web::Query<MessageListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path).await?;
     let (before, after) = crate::dto::time_bounds(q.before.as_deref(), q.after.as_deref())?;
     let filter = MessageFilter {
         event_types: event_types_param(q.event_types.as_deref())?,
@@ -170,11 +168,10 @@ pub async fn list(
     security(("bearer" = [])))]
 pub async fn get(
     store: web::Data<Store>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     path: web::Path<(String, String)>,
     q: web::Query<WithContent>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = store.get_application(t, &path.0).await?;
     let m = store.get_message(t, &app.id, &path.1).await?;
     Ok(HttpResponse::Ok().json(out(m, q.with_content.unwrap_or(true))?))
 }
