@@ -8,6 +8,7 @@
 //! percent-encoded or non-ASCII host names) the URL is refused, so the host checked here is the
 //! host the request goes to.
 
+use ipnet::{IpNet, Ipv4Net};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
@@ -554,7 +555,7 @@ fn v6_in(ip: Ipv6Addr, net: Ipv6Addr, prefix: u8) -> bool {
 /// Entries are stored as network addresses (host bits cleared), and an IPv6 network inside
 /// `::ffff:0:0/96` is stored as the IPv4 network it denotes, so each address has one form.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AllowList(Vec<(IpAddr, u8)>);
+pub struct AllowList(Vec<IpNet>);
 
 /// An entry of the allow list that is not an IP address or CIDR network.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -583,8 +584,8 @@ impl AllowList {
         self.0.is_empty()
     }
 
-    /// The networks, normalised, as `(network address, prefix length)`.
-    pub fn networks(&self) -> &[(IpAddr, u8)] {
+    /// The networks, normalised.
+    pub fn networks(&self) -> &[IpNet] {
         &self.0
     }
 
@@ -597,11 +598,11 @@ impl AllowList {
             IpAddr::V6(v6) => embedded_v4(v6),
             IpAddr::V4(_) => None,
         };
-        self.0.iter().any(|&(net, prefix)| match (net, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => v4_in(ip, net, prefix),
-            (IpAddr::V6(net), IpAddr::V6(ip)) => v6_in(ip, net, prefix),
-            (IpAddr::V4(net), IpAddr::V6(_)) => embedded.is_some_and(|v4| v4_in(v4, net, prefix)),
-            (IpAddr::V6(_), IpAddr::V4(_)) => false,
+        self.0.iter().any(|net| match (net, ip) {
+            (IpNet::V4(net), IpAddr::V4(ip)) => net.contains(&ip),
+            (IpNet::V6(net), IpAddr::V6(ip)) => net.contains(&ip),
+            (IpNet::V4(net), IpAddr::V6(_)) => embedded.is_some_and(|v4| net.contains(&v4)),
+            (IpNet::V6(_), IpAddr::V4(_)) => false,
         })
     }
 }
@@ -616,17 +617,19 @@ impl FromStr for AllowList {
 
 impl fmt::Display for AllowList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (net, prefix)) in self.0.iter().enumerate() {
+        for (i, net) in self.0.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{net}/{prefix}")?;
+            write!(f, "{net}")?;
         }
         Ok(())
     }
 }
 
-fn parse_network(entry: &str) -> Result<(IpAddr, u8), AllowListError> {
+/// The text is split by hand for the error messages (ipnet's parser says only "invalid IP
+/// address syntax"); the network itself is ipnet's.
+fn parse_network(entry: &str) -> Result<IpNet, AllowListError> {
     let invalid = |reason| AllowListError {
         entry: entry.to_owned(),
         reason,
@@ -650,18 +653,17 @@ fn parse_network(entry: &str) -> Result<(IpAddr, u8), AllowListError> {
         }
         Some(_) => return Err(invalid("the prefix length after '/' must be a number")),
     };
-    Ok(match ip {
-        IpAddr::V4(v4) => (
-            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & v4_mask(prefix))),
-            prefix,
-        ),
-        IpAddr::V6(v6) => {
-            let network = Ipv6Addr::from(u128::from(v6) & v6_mask(prefix));
-            match network.to_ipv4_mapped() {
-                Some(v4) if prefix >= 96 => (IpAddr::V4(v4), prefix - 96),
-                _ => (IpAddr::V6(network), prefix),
-            }
-        }
+    let net = IpNet::new(ip, prefix)
+        .map_err(|_| invalid("the prefix length is too long"))?
+        .trunc();
+    Ok(match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.network().to_ipv4_mapped() {
+            Some(v4) => Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .unwrap_or(net),
+            None => net,
+        },
+        net => net,
     })
 }
 

@@ -14,7 +14,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::time::Timestamp;
 
-const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const BODY_LEN: usize = 26;
 const RANDOM_BITS: u32 = 80;
 const RANDOM_MASK: u128 = (1u128 << RANDOM_BITS) - 1;
@@ -31,27 +30,18 @@ pub enum IdError {
 /// Encodes 128 bits as 26 Crockford base32 characters (the top two bits of the first are zero).
 fn encode(value: u128) -> [u8; BODY_LEN] {
     let mut out = [0u8; BODY_LEN];
-    for (i, slot) in out.iter_mut().enumerate() {
-        let shift = 5 * (BODY_LEN - 1 - i);
-        *slot = ALPHABET[((value >> shift) & 0x1f) as usize];
-    }
+    ulid::Ulid(value).array_to_str(&mut out);
     out
 }
 
+/// The value of 26 Crockford base32 characters, either case. The first carries only 3 bits
+/// (26 × 5 = 130 > 128): above `7` the text names no 128-bit value, and ulid's decoder would
+/// silently drop the top bits, so two spellings would name one id.
 fn decode(body: &str) -> Option<u128> {
-    if body.len() != BODY_LEN {
+    if body.as_bytes().first().is_none_or(|&c| c > b'7') {
         return None;
     }
-    let mut value: u128 = 0;
-    for (i, c) in body.bytes().enumerate() {
-        let digit = ALPHABET.iter().position(|&a| a == c.to_ascii_uppercase())? as u128;
-        // The first character carries only 3 bits (26 * 5 = 130 > 128).
-        if i == 0 && digit > 7 {
-            return None;
-        }
-        value = (value << 5) | digit;
-    }
-    Some(value)
+    ulid::Ulid::from_string(body).ok().map(|u| u.0)
 }
 
 static LAST: Mutex<u128> = Mutex::new(0);
@@ -177,6 +167,17 @@ mod tests {
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+
+    #[test]
+    fn text_naming_no_128_bit_value_is_refused_not_wrapped() {
+        let max = format!("msg_7{}", "Z".repeat(25));
+        assert_eq!(MessageId::parse(&max).unwrap().to_string(), max);
+        for first in ['8', 'Z'] {
+            let text = format!("msg_{first}{}", "0".repeat(25));
+            assert!(MessageId::parse(&text).is_err(), "{text}");
+        }
+        assert!(MessageId::parse(&format!("msg_0{}", "O".repeat(25))).is_err());
+    }
 
     #[test]
     fn display_has_prefix_and_26_chars() {
