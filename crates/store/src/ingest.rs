@@ -8,13 +8,12 @@ use std::collections::{HashMap, HashSet};
 use domain::Timestamp;
 use domain::delivery::AttemptTrigger;
 use domain::ids::{MessageId, TenantId};
-use sea_orm::sea_query::{OnConflict, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryTrait};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::entities::{application, delivery, endpoint, endpoint_secret, message};
 use crate::resources::check_owner;
-use crate::traffic::{endpoint_accepts, new_delivery, next_sequence, next_sequence_upsert};
+use crate::traffic::{endpoint_accepts, new_delivery, next_sequence_upsert};
 use crate::{CreatedMessage, NewMessage, Result, Store, StoreError, to_json};
 
 /// A dispatcher in this process that takes new deliveries straight from the message writer:
@@ -67,8 +66,6 @@ pub type GiveUpAt = fn(&endpoint::Model, Timestamp) -> Timestamp;
 
 /// Most messages written in one transaction.
 pub(crate) const MAX_BATCH: usize = 512;
-/// Rows per multi-row INSERT, under both databases' limits on bound parameters.
-const ROWS_PER_INSERT: usize = 500;
 
 pub(crate) struct IngestJob {
     tenant: TenantId,
@@ -234,73 +231,25 @@ impl Store {
 
     /// Writes a batch on the pool and answers every job (see [`answer_or_split`]).
     async fn write_batch(&self, turn: crate::WriteTurn, jobs: Vec<IngestJob>) {
+        // PostgreSQL needs no turn: the batch is one statement.
+        drop(turn);
+        let handoff = self.current_handoff();
         let (inputs, replies) = split(jobs);
-        let written = self.create_messages(Some(turn), &inputs).await;
+        let written = self.create_messages_at_once(&inputs, handoff).await;
         for (input, reply) in answer_or_split(inputs, replies, written) {
             let one = std::slice::from_ref(&input);
-            answer_one(reply, self.create_messages(None, one).await);
+            answer_one(reply, self.create_messages_at_once(one, None).await);
         }
     }
 
-    /// The batch write on PostgreSQL's pool: one transaction, one result per input in order.
-    /// An `Err` of the whole means nothing was written. (SQLite's is `create_messages_lite`.)
-    async fn create_messages(
-        &self,
-        turn: Option<crate::WriteTurn>,
-        inputs: &[Input],
-    ) -> Result<Created> {
-        // Bulk loads (no turn) queue everything; requests may hand work straight over.
-        let handoff = turn.as_ref().and_then(|_| self.current_handoff());
-        if turn.is_some()
-            && self.backend == crate::Backend::Postgres
-            && inputs
-                .iter()
-                .all(|(_, _, new, _)| new.ordering_key.is_none() && carried_as_text(&new.payload))
-        {
-            return self.create_messages_at_once(inputs, handoff).await;
-        }
-        let txn = match turn {
-            Some(turn) => self.write_txn_in(turn).await?,
-            None => self.write_txn().await?,
-        };
-        // Taken once the write turn is ours, so a message's id, its time and its commit order
-        // agree; every id is stamped with the same `now` as the row.
-        let now = Timestamp::now();
-        let backend = txn.get_database_backend();
-        let endpoints = enabled_endpoints(inputs).all(&*txn).await?;
-        let endpoints_of = by_app(endpoints);
-        let planned = plan(inputs, &endpoints_of, now);
-        let mut inserted = HashSet::new();
-        for chunk in to_insert(&planned).chunks(ROWS_PER_INSERT) {
-            for row in txn
-                .query_all(backend.build(&insert_messages(chunk)))
-                .await?
-            {
-                inserted.insert(row.try_get::<String>("", "id")?);
-            }
-        }
-        let mut seqs = HashMap::new();
-        for (at, (tenant, endpoint_id, key)) in ordered_targets(&planned, inputs, &inserted) {
-            seqs.insert(at, next_sequence(&txn, tenant, endpoint_id, key).await?);
-        }
-        let mut created = assemble(planned, inputs, &inserted, &seqs, handoff, now);
-        for stmt in created.inserts(backend) {
-            txn.execute(stmt).await?;
-        }
-        if let Some(secrets) = created.secrets_query() {
-            let secrets = secrets.all(&*txn).await?;
-            created.attach_endpoints(endpoints_of, secrets, now);
-        }
-        txn.commit().await?;
-        Ok(created)
-    }
-
-    /// [`Store::create_messages`] on PostgreSQL for a batch without ordering keys, in two round
-    /// trips and no explicit transaction: the endpoints are read, then one statement inserts the
-    /// messages and their deliveries and reads the handed-off endpoints' secrets. A single
-    /// statement is atomic and durable when it returns, and sees what a READ COMMITTED
-    /// transaction's statements would (decisions 30). The six round trips of a transaction
-    /// (BEGIN, four statements, COMMIT) were most of an ingest request's time at 1,000 msg/s.
+    /// Creates a batch of messages on PostgreSQL, its one write path: two round trips and no
+    /// explicit transaction. The endpoints are read, then one statement inserts the messages
+    /// and their deliveries, numbers the ordered ones (one upsert of each key's counter, locked
+    /// in key order, so two batches in flight cannot deadlock) and reads the handed-off
+    /// endpoints' secrets. A single statement is atomic and durable when it returns, and sees
+    /// what a READ COMMITTED transaction's statements would (decisions 30). The six round trips
+    /// of a transaction (BEGIN, four statements, COMMIT) were most of an ingest request's time
+    /// at 1,000 msg/s. An `Err` of the whole means nothing was written.
     async fn create_messages_at_once(
         &self,
         inputs: &[Input],
@@ -325,7 +274,14 @@ impl Store {
         // Assembled as if every message were new; those whose eventId turns out to be taken
         // are taken back out below (their deliveries are not inserted either).
         let every: HashSet<String> = rows.iter().map(|m| m.id.clone()).collect();
-        let mut created = assemble(planned, inputs, &every, &HashMap::new(), handoff, now);
+        // Ordered deliveries carry their rank in the batch as `seq` (which also keeps them
+        // from being handed off); the statement turns ranks into each key's next numbers.
+        let ranks: HashMap<(usize, usize), i64> = ordered_targets(&planned, inputs, &every)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, (at, _))| (at, rank as i64))
+            .collect();
+        let mut created = assemble(planned, inputs, &every, &ranks, handoff, now);
         let handed: Vec<&str> = created.handed_endpoints().into_iter().collect();
         let values = vec![
             messages.into(),
@@ -333,20 +289,8 @@ impl Store {
             serde_json::json!(handed).to_string().into(),
         ];
         // One text for every batch, so it is parsed and planned once per connection.
-        let sql = "WITH m AS (INSERT INTO messages (id, tenant_id, app_id, event_type, event_id, \
-               payload, channels, tags, ordering_key, created_at) \
-             SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
-               convert_to(r.payload, 'UTF8'), r.channels, r.tags, r.ordering_key, r.created_at \
-             FROM json_to_recordset(CAST($1 AS json)) AS r(id varchar, tenant_id varchar, \
-               app_id varchar, event_type varchar, event_id varchar, payload text, \
-               channels text, tags text, ordering_key varchar, created_at bigint) \
-             ON CONFLICT DO NOTHING RETURNING id), \
-           d AS (INSERT INTO deliveries SELECT r.* \
-             FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) r \
-             WHERE r.msg_id IN (SELECT id FROM m)) \
-           SELECT CAST(COALESCE((SELECT json_agg(id) FROM m), '[]') AS text) AS ids, \
-             CAST(COALESCE((SELECT json_agg(s) FROM endpoint_secrets s WHERE s.endpoint_id \
-               IN (SELECT json_array_elements_text(CAST($3 AS json)))), '[]') AS text) AS secrets";
+        static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let sql = SQL.get_or_init(create_messages_sql).as_str();
         let stmt = sea_orm::Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
         let row = self
             .db
@@ -360,6 +304,9 @@ impl Store {
         let inserted: HashSet<String> = serde_json::from_value(parse("ids")?)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         created.keep_only(&inserted);
+        let seqs: Vec<(String, i64)> = serde_json::from_value(parse("seqs")?)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        created.number(seqs.into_iter().collect());
         if !created.handed.is_empty() {
             let secrets = secret_rows(parse("secrets")?)?;
             created.attach_endpoints(endpoints_of, secrets, now);
@@ -368,8 +315,61 @@ impl Store {
     }
 }
 
-/// Messages as one JSON array for `json_to_recordset`, the payload as text (its bytes are
-/// UTF-8 without NUL: see [`carried_as_text`]).
+/// The statement of [`Store::create_messages_at_once`]: `$1` the messages, `$2` their
+/// deliveries (ordered ones with their batch rank as `seq`), `$3` the handed-off endpoints.
+/// Returns the inserted message ids, the handed endpoints' secrets and each ordered delivery's
+/// number, as JSON texts.
+fn create_messages_sql() -> String {
+    use sea_orm::{IdenStatic, Iterable};
+    let columns: Vec<String> = delivery::Column::iter()
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    let values: Vec<String> = columns
+        .iter()
+        .map(|c| match c.as_str() {
+            // Each key's counter ends at its last number; this batch's share counts up to it.
+            "seq" => "CASE WHEN r.ordering_key IS NULL THEN NULL ELSE s.last_seq - k.n \
+                      + ROW_NUMBER() OVER (PARTITION BY r.endpoint_id, r.ordering_key \
+                      ORDER BY r.seq) END"
+                .to_owned(),
+            c => format!("r.{c}"),
+        })
+        .collect();
+    format!(
+        "WITH m AS (INSERT INTO messages (id, tenant_id, app_id, event_type, event_id, \
+           payload, channels, tags, ordering_key, created_at) \
+         SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
+           COALESCE(convert_to(r.payload, 'UTF8'), decode(r.payload_b64, 'base64')), \
+           r.channels, r.tags, r.ordering_key, r.created_at \
+         FROM json_to_recordset(CAST($1 AS json)) AS r(id varchar, tenant_id varchar, \
+           app_id varchar, event_type varchar, event_id varchar, payload text, \
+           payload_b64 text, channels text, tags text, ordering_key varchar, created_at bigint) \
+         ON CONFLICT DO NOTHING RETURNING id), \
+       r AS (SELECT * FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) \
+         WHERE msg_id IN (SELECT id FROM m)), \
+       k AS (SELECT endpoint_id, ordering_key, MIN(tenant_id) AS tenant_id, COUNT(*) AS n \
+         FROM r WHERE ordering_key IS NOT NULL GROUP BY endpoint_id, ordering_key), \
+       s AS (INSERT INTO ordering_sequences (endpoint_id, ordering_key, tenant_id, last_seq) \
+         SELECT endpoint_id, ordering_key, tenant_id, n FROM k \
+         ORDER BY endpoint_id, ordering_key \
+         ON CONFLICT (endpoint_id, ordering_key) \
+         DO UPDATE SET last_seq = ordering_sequences.last_seq + EXCLUDED.last_seq \
+         RETURNING endpoint_id, ordering_key, last_seq), \
+       d AS (INSERT INTO deliveries ({columns}) SELECT {values} FROM r \
+         LEFT JOIN k USING (endpoint_id, ordering_key) \
+         LEFT JOIN s USING (endpoint_id, ordering_key) RETURNING id, seq) \
+       SELECT CAST(COALESCE((SELECT json_agg(id) FROM m), '[]') AS text) AS ids, \
+         CAST(COALESCE((SELECT json_agg(s) FROM endpoint_secrets s WHERE s.endpoint_id \
+           IN (SELECT json_array_elements_text(CAST($3 AS json)))), '[]') AS text) AS secrets, \
+         CAST(COALESCE((SELECT json_agg(json_build_array(id, seq)) FROM d \
+           WHERE seq IS NOT NULL), '[]') AS text) AS seqs",
+        columns = columns.join(", "),
+        values = values.join(", "),
+    )
+}
+
+/// Messages as one JSON array for `json_to_recordset`: the payload as text where its bytes
+/// are UTF-8 without NUL (see [`carried_as_text`]), as base64 otherwise.
 fn messages_json(rows: &[&message::Model]) -> String {
     let rows: Vec<serde_json::Value> = rows
         .iter()
@@ -380,7 +380,9 @@ fn messages_json(rows: &[&message::Model]) -> String {
                 "app_id": m.app_id,
                 "event_type": m.event_type,
                 "event_id": m.event_id,
-                "payload": String::from_utf8_lossy(&m.payload),
+                "payload": carried_as_text(&m.payload).then(|| String::from_utf8_lossy(&m.payload)),
+                "payload_b64": (!carried_as_text(&m.payload))
+                    .then(|| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &m.payload)),
                 "channels": m.channels,
                 "tags": m.tags,
                 "ordering_key": m.ordering_key,
@@ -696,15 +698,19 @@ impl Created {
         self.handed.retain(|(_, at, _)| !gone.contains(at));
     }
 
-    /// The delivery INSERTs, in chunks under both databases' parameter limits.
-    fn inserts(&self, backend: DbBackend) -> Vec<sea_orm::Statement> {
-        self.deliveries
-            .chunks(ROWS_PER_INSERT / 2)
-            .map(|chunk| {
-                let rows = chunk.iter().cloned().map(delivery::ActiveModel::from);
-                delivery::Entity::insert_many(rows).build(backend)
-            })
-            .collect()
+    /// Gives the ordered deliveries the numbers the database assigned them, by delivery id.
+    fn number(&mut self, seqs: HashMap<String, i64>) {
+        let deliveries = self.deliveries.iter_mut().chain(
+            self.out
+                .iter_mut()
+                .flatten()
+                .flat_map(|c| c.deliveries.iter_mut()),
+        );
+        for d in deliveries {
+            if d.seq.is_some() {
+                d.seq = seqs.get(&d.id).copied();
+            }
+        }
     }
 
     /// After the commit: hands the claimed deliveries to the dispatcher and returns each
@@ -743,42 +749,6 @@ impl Created {
     }
 }
 
-/// Inserts messages, skipping any whose eventId is taken; returns the ids written.
-fn insert_messages(rows: &[&message::Model]) -> sea_orm::sea_query::InsertStatement {
-    use message::Column as C;
-    let mut insert = Query::insert();
-    insert.into_table(message::Entity).columns([
-        C::Id,
-        C::TenantId,
-        C::AppId,
-        C::EventType,
-        C::EventId,
-        C::Payload,
-        C::Channels,
-        C::Tags,
-        C::OrderingKey,
-        C::CreatedAt,
-    ]);
-    for m in rows {
-        insert.values_panic([
-            m.id.clone().into(),
-            m.tenant_id.clone().into(),
-            m.app_id.clone().into(),
-            m.event_type.clone().into(),
-            m.event_id.clone().into(),
-            m.payload.clone().into(),
-            m.channels.clone().into(),
-            m.tags.clone().into(),
-            m.ordering_key.clone().into(),
-            m.created_at.into(),
-        ]);
-    }
-    insert
-        .on_conflict(OnConflict::new().do_nothing().to_owned())
-        .returning_col(C::Id);
-    insert
-}
-
 impl Store {
     /// Writes many messages of one application in transactions of up to 512 (bulk loads, such
     /// as `hookd bench --backlog`). One result per message, in order.
@@ -813,7 +783,7 @@ impl Store {
                 .await?
                 .finish()),
             (None, crate::Backend::Postgres) => {
-                Ok(self.create_messages(None, &inputs).await?.finish())
+                Ok(self.create_messages_at_once(&inputs, None).await?.finish())
             }
             (None, crate::Backend::Sqlite) => Err(StoreError::Corrupt(
                 "SQLite messages are written by the writer thread, which is not running".into(),

@@ -817,6 +817,26 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
 }
 
 #[tokio::test]
+async fn a_payload_that_is_not_text_is_stored_byte_for_byte() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        endpoint(&store, t, &a, url("one")).await;
+        // Not UTF-8 and with a NUL: PostgreSQL text cannot carry it.
+        let payload = b"{\"a\":\"\0\xff\"}".to_vec();
+        let new = NewMessage {
+            payload: payload.clone(),
+            ..msg("x")
+        };
+        let m = store.create_message(t, &a, new, ttl).await.unwrap();
+        assert_eq!(m.deliveries.len(), 1);
+        let stored = store.get_message(t, &a.id, &m.message.id).await.unwrap();
+        assert_eq!(stored.payload, payload);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
     each_backend(|store| async move {
         use store::{AttemptResult, Next, attempt_row};
