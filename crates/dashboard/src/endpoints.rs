@@ -494,7 +494,7 @@ pub async fn act(
 }
 
 /// The application (by id or uid) and its endpoint, both the session tenant's.
-async fn load(
+pub(crate) async fn load(
     store: &Store,
     session: &Session,
     app_id: &str,

@@ -16,7 +16,9 @@ use store::entities::{application, endpoint};
 use store::{NewApplication, NewEndpoint, NewMessage, Store};
 
 use crate::auth::see_other;
+use crate::endpoints::load;
 use crate::error::PageError;
+use crate::service_config;
 use crate::session::{self, Session};
 use crate::views::{self, EndpointFormPage, EndpointFormValues, MessagePage, SecretFragment};
 
@@ -24,8 +26,6 @@ use crate::views::{self, EndpointFormPage, EndpointFormValues, MessagePage, Secr
 pub const ROTATION_GRACE: Duration = Duration::from_secs(24 * 3600);
 /// The event type of test events.
 pub const TEST_EVENT_TYPE: &str = "hookd.test";
-
-use crate::service_config;
 
 #[derive(Deserialize)]
 pub struct AppForm {
@@ -303,17 +303,6 @@ pub async fn create_endpoint(
     }
 }
 
-async fn load(
-    store: &Store,
-    session: &Session,
-    app_id: &str,
-    ep_id: &str,
-) -> Result<(application::Model, endpoint::Model), PageError> {
-    let app = store.get_application(session.tenant, app_id).await?;
-    let ep = store.get_endpoint(session.tenant, &app.id, ep_id).await?;
-    Ok((app, ep))
-}
-
 /// GET `/app/{app}/endpoint/{ep}/edit`.
 pub async fn edit_form(
     req: HttpRequest,
@@ -449,7 +438,12 @@ pub async fn send_test_event(
     };
     let created = service::messages::create(store, cfg, session.tenant, app, new).await?;
     if !created.deliveries.iter().any(|d| d.endpoint_id == ep.id) {
-        service::endpoints::resend(store, cfg, session.tenant, &created.message, ep).await?;
+        let target = service::endpoints::Delivery {
+            tenant: session.tenant,
+            msg: &created.message,
+            ep,
+        };
+        service::endpoints::resend(store, cfg, target).await?;
     }
     Ok(created.message.id)
 }

@@ -313,7 +313,12 @@ pub async fn act(
     let ep = store.get_endpoint(t, &app.id, &ep_id).await?;
     let page = format!("/app/{}/msg/{}", app.id, msg.id);
     if action == "resend" {
-        service::endpoints::resend(store, crate::service_config(&req)?, t, &msg, &ep).await?;
+        let target = service::endpoints::Delivery {
+            tenant: t,
+            msg: &msg,
+            ep: &ep,
+        };
+        service::endpoints::resend(store, crate::service_config(&req)?, target).await?;
         return Ok(see_other(&format!("{page}?done=resent&ep={}", ep.id)));
     }
     let since = Timestamp::from_millis(msg.created_at);

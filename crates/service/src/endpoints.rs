@@ -118,14 +118,17 @@ pub fn as_new(ep: &endpoint::Model) -> Result<NewEndpoint> {
     })
 }
 
-/// Sends `msg` to `ep` again now, as a manual attempt, and wakes this process's dispatcher.
-pub async fn resend(
-    store: &Store,
-    cfg: &Config,
-    tenant: TenantId,
-    msg: &message::Model,
-    ep: &endpoint::Model,
-) -> Result<()> {
+/// One message's delivery to one endpoint, both of `tenant`: what resend and skip act on.
+pub struct Delivery<'a> {
+    pub tenant: TenantId,
+    pub msg: &'a message::Model,
+    pub ep: &'a endpoint::Model,
+}
+
+/// Sends the message to the endpoint again now, as a manual attempt, and wakes this
+/// process's dispatcher.
+pub async fn resend(store: &Store, cfg: &Config, d: Delivery<'_>) -> Result<()> {
+    let Delivery { tenant, msg, ep } = d;
     store
         .resend(tenant, msg, ep, retry_policy_of(ep).ttl())
         .await?;
@@ -133,15 +136,10 @@ pub async fn resend(
     Ok(())
 }
 
-/// Gives up on `msg` for `ep` (state `skipped`), so that a dead head of an ordering key stops
+/// Gives up on the delivery (state `skipped`), so that a dead head of an ordering key stops
 /// blocking the messages behind it; wakes the dispatcher for those.
-pub async fn skip(
-    store: &Store,
-    cfg: &Config,
-    tenant: TenantId,
-    msg: &message::Model,
-    ep: &endpoint::Model,
-) -> Result<()> {
+pub async fn skip(store: &Store, cfg: &Config, d: Delivery<'_>) -> Result<()> {
+    let Delivery { tenant, msg, ep } = d;
     if !store.skip_delivery(tenant, &msg.id, &ep.id).await? {
         return Err(ServiceError::Conflict(
             "only a failed or pending delivery can be skipped; this one was delivered, is being sent, or does not exist".into(),

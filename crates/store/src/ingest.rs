@@ -315,7 +315,9 @@ impl Store {
     }
 }
 
-/// The statement of [`Store::create_messages_at_once`]: `$1` the messages, `$2` their
+/// The statement of [`Store::create_messages_at_once`]. Only ordered deliveries are ranked
+/// (each key's counter ends at its last number; this batch's share counts up to it), so a
+/// batch without ordering keys sorts nothing: `$1` the messages, `$2` their
 /// deliveries (ordered ones with their batch rank as `seq`), `$3` the handed-off endpoints.
 /// Returns the inserted message ids, the handed endpoints' secrets and each ordered delivery's
 /// number, as JSON texts.
@@ -327,11 +329,7 @@ fn create_messages_sql() -> String {
     let values: Vec<String> = columns
         .iter()
         .map(|c| match c.as_str() {
-            // Each key's counter ends at its last number; this batch's share counts up to it.
-            "seq" => "CASE WHEN r.ordering_key IS NULL THEN NULL ELSE s.last_seq - k.n \
-                      + ROW_NUMBER() OVER (PARTITION BY r.endpoint_id, r.ordering_key \
-                      ORDER BY r.seq) END"
-                .to_owned(),
+            "seq" => "o.seq".to_owned(),
             c => format!("r.{c}"),
         })
         .collect();
@@ -356,8 +354,11 @@ fn create_messages_sql() -> String {
          DO UPDATE SET last_seq = ordering_sequences.last_seq + EXCLUDED.last_seq \
          RETURNING endpoint_id, ordering_key, last_seq), \
        d AS (INSERT INTO deliveries ({columns}) SELECT {values} FROM r \
-         LEFT JOIN k USING (endpoint_id, ordering_key) \
-         LEFT JOIN s USING (endpoint_id, ordering_key) RETURNING id, seq) \
+         LEFT JOIN (SELECT r.id, s.last_seq - k.n + ROW_NUMBER() OVER \
+             (PARTITION BY r.endpoint_id, r.ordering_key ORDER BY r.seq) AS seq \
+           FROM r JOIN k USING (endpoint_id, ordering_key) \
+           JOIN s USING (endpoint_id, ordering_key)) o ON o.id = r.id \
+         RETURNING id, seq) \
        SELECT CAST(COALESCE((SELECT json_agg(id) FROM m), '[]') AS text) AS ids, \
          CAST(COALESCE((SELECT json_agg(s) FROM endpoint_secrets s WHERE s.endpoint_id \
            IN (SELECT json_array_elements_text(CAST($3 AS json)))), '[]') AS text) AS secrets, \

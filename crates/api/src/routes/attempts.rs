@@ -148,7 +148,12 @@ pub async fn resend(
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let ep = store.get_endpoint(t, &app.id, &path.2).await?;
-    endpoints::resend(&store, &cfg.service, t, &msg, &ep).await?;
+    let target = endpoints::Delivery {
+        tenant: t,
+        msg: &msg,
+        ep: &ep,
+    };
+    endpoints::resend(&store, &cfg.service, target).await?;
     Ok(HttpResponse::Accepted().json(serde_json::json!({})))
 }
 
@@ -167,6 +172,11 @@ pub async fn skip(
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, &app.id, &path.1).await?;
     let ep = store.get_endpoint(t, &app.id, &path.2).await?;
-    endpoints::skip(&store, &cfg.service, t, &msg, &ep).await?;
+    let target = endpoints::Delivery {
+        tenant: t,
+        msg: &msg,
+        ep: &ep,
+    };
+    endpoints::skip(&store, &cfg.service, target).await?;
     Ok(HttpResponse::Accepted().json(serde_json::json!({})))
 }
