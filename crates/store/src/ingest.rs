@@ -95,13 +95,12 @@ async fn pool_writer(store: Store, mut rx: mpsc::Receiver<IngestJob>) {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             break;
         };
-        let turn = store.write_turn().await;
-        // Whatever arrived while waiting for a slot and the turn joins this batch.
+        // Whatever arrived while waiting for a slot joins this batch.
         drain(&mut rx, &mut jobs);
         let batch = std::mem::take(&mut jobs);
         let store = store.clone();
         tokio::spawn(async move {
-            store.write_batch(turn, batch).await;
+            store.write_batch(batch).await;
             drop(slot);
         });
     }
@@ -230,9 +229,7 @@ impl Store {
     }
 
     /// Writes a batch on the pool and answers every job (see [`answer_or_split`]).
-    async fn write_batch(&self, turn: crate::WriteTurn, jobs: Vec<IngestJob>) {
-        // PostgreSQL needs no turn: the batch is one statement.
-        drop(turn);
+    async fn write_batch(&self, jobs: Vec<IngestJob>) {
         let handoff = self.current_handoff();
         let (inputs, replies) = split(jobs);
         let written = self.create_messages_at_once(&inputs, handoff).await;
@@ -786,9 +783,7 @@ impl Store {
             (None, crate::Backend::Postgres) => {
                 Ok(self.create_messages_at_once(&inputs, None).await?.finish())
             }
-            (None, crate::Backend::Sqlite) => Err(StoreError::Corrupt(
-                "SQLite messages are written by the writer thread, which is not running".into(),
-            )),
+            (None, crate::Backend::Sqlite) => Err(crate::lite::stopped()),
         }
     }
 }

@@ -237,6 +237,11 @@ pub(crate) fn begin(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>> 
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
+/// SQLite's hot writes have no other path than the writer thread: its absence is an error.
+pub(crate) fn stopped() -> StoreError {
+    StoreError::Corrupt("the SQLite writer thread is not running".into())
+}
+
 /// What the SQLite thread is asked to do.
 pub(crate) enum Work {
     /// Create a message (group-committed with whatever else is waiting).
@@ -277,7 +282,6 @@ impl Lite {
         let job: Job = Box::new(move |conn| {
             let _ = reply.send(f(conn));
         });
-        let stopped = || StoreError::Corrupt("the SQLite thread stopped".into());
         self.tx.send(Work::Run(job)).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }

@@ -252,9 +252,7 @@ impl Store {
                 (None, Backend::Postgres) => {
                     self.record_results_at_once(owner, results, now, rest).await
                 }
-                (None, Backend::Sqlite) => Err(crate::StoreError::Corrupt(
-                    "SQLite results are written by the writer thread, which is not running".into(),
-                )),
+                (None, Backend::Sqlite) => Err(crate::lite::stopped()),
             }
         };
         let written = self.stopping(&ids, write).await?;
