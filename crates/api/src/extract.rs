@@ -80,7 +80,7 @@ impl FromRequest for AppEndpoint {
         Box::pin(async move {
             let App { tenant, app } = app_of(&req).await?;
             let endpoint = store_of(&req)?
-                .get_endpoint(tenant, &app.id, path_part(&req, "endpoint_id")?)
+                .get_endpoint(tenant, app.id, path_part(&req, "endpoint_id")?)
                 .await?;
             Ok(AppEndpoint {
                 tenant,

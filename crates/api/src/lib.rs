@@ -69,11 +69,7 @@ impl IngestCounts {
         let add = |n: &[std::sync::atomic::AtomicU64; 3]| {
             n[result as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         };
-        if self.0.is_split() {
-            self.0.with(&tenant.to_string(), add);
-        } else {
-            self.0.with("", add);
-        }
+        self.0.with(tenant, add);
     }
 
     /// Every count: the tenant (when split), the result and how many.
@@ -82,7 +78,7 @@ impl IngestCounts {
         for (tenant, n) in self.0.each() {
             for r in IngestResult::ALL {
                 let v = n[r as usize].load(std::sync::atomic::Ordering::Relaxed);
-                out.push((tenant.clone(), r, v));
+                out.push((tenant.map(|t| t.to_string()), r, v));
             }
         }
         out

@@ -248,7 +248,7 @@ async fn create_account(
             ingest_burst: None,
         })
         .await?;
-    let tenant_id = parse_tenant(&tenant.id)?;
+    let tenant_id = parse_tenant(&tenant.id.to_string())?;
     // The email check before and this insert are not one transaction: a concurrent sign-up
     // with the same email leaves an empty tenant behind and this one gets the message.
     let user = match store.create_user(tenant_id, email, hash, "owner").await {
@@ -260,7 +260,7 @@ async fn create_account(
         }
         other => other?,
     };
-    let user_id = UserId::parse(&user.id)
+    let user_id = UserId::parse(&user.id.to_string())
         .map_err(|e| PageError::Internal(format!("new user id {}: {e}", user.id)))?;
     Ok((tenant.name, tenant_id, user_id))
 }
@@ -346,8 +346,8 @@ pub async fn login(
         );
     };
     limits.logged_in(&email);
-    let tenant = parse_tenant(&user.tenant_id)?;
-    let user_id = UserId::parse(&user.id)
+    let tenant = parse_tenant(&user.tenant_id.to_string())?;
+    let user_id = UserId::parse(&user.id.to_string())
         .map_err(|e| PageError::Internal(format!("user id {}: {e}", user.id)))?;
     let (cookie, _) = open_session(store, tenant, user_id).await?;
     let mut resp = HttpResponse::SeeOther();

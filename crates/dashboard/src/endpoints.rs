@@ -8,6 +8,7 @@ use std::time::Duration;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
+use domain::ids::{ApplicationId, EndpointId};
 use domain::jobs::JobKind;
 use serde::Deserialize;
 use store::entities::{application, endpoint};
@@ -62,7 +63,7 @@ fn app_view(app: application::Model, eps: Vec<endpoint::Model>, now: Timestamp) 
             .map(|e| EndpointRow::of(e, now))
             .collect(),
         more_endpoints: eps.len() > ENDPOINTS_PER_APP,
-        id: app.id,
+        id: app.id.to_string(),
         name: app.name,
         uid: app.uid,
     }
@@ -105,10 +106,10 @@ async fn overview_apps(
     let apps = store
         .list_applications(t, &ListParams::first(OVERVIEW_APPS))
         .await?;
-    let app_ids: Vec<String> = apps.data.iter().map(|a| a.id.clone()).collect();
-    let mut by_app: HashMap<String, Vec<endpoint::Model>> = HashMap::new();
+    let app_ids: Vec<ApplicationId> = apps.data.iter().map(|a| a.id).collect();
+    let mut by_app: HashMap<ApplicationId, Vec<endpoint::Model>> = HashMap::new();
     for ep in store.list_endpoints_of_apps(t, &app_ids).await? {
-        by_app.entry(ep.app_id.clone()).or_default().push(ep);
+        by_app.entry(ep.app_id).or_default().push(ep);
     }
     let views: Vec<AppView> = apps
         .data
@@ -142,8 +143,8 @@ pub async fn apps_fragment(req: HttpRequest, session: Session) -> Result<HttpRes
 async fn recent_attempts(
     store: &Store,
     session: &Session,
-    app_id: &str,
-    ep_id: &str,
+    app_id: ApplicationId,
+    ep_id: EndpointId,
 ) -> Result<AttemptsFragment, PageError> {
     let attempts = store
         .list_attempts_by_endpoint(
@@ -154,8 +155,8 @@ async fn recent_attempts(
         )
         .await?;
     Ok(AttemptsFragment {
-        app_id: app_id.to_owned(),
-        ep_id: ep_id.to_owned(),
+        app_id: app_id.to_string(),
+        ep_id: ep_id.to_string(),
         attempts: attempts.data.iter().map(AttemptRow::of).collect(),
         more_attempts: !attempts.done,
     })
@@ -169,7 +170,7 @@ pub async fn attempts(
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
-    let view = recent_attempts(store, &session, &app.id, &ep.id).await?;
+    let view = recent_attempts(store, &session, app.id, ep.id).await?;
     Ok(views::render(StatusCode::OK, &view)?)
 }
 
@@ -207,12 +208,12 @@ pub async fn detail(
         (_, Some(job)) => job_notice(store, &session, &ep, job, "Recovery").await?,
         _ => None,
     };
-    let attempts = recent_attempts(store, &session, &app.id, &ep.id).await?;
+    let attempts = recent_attempts(store, &session, app.id, ep.id).await?;
     let now = Timestamp::now();
-    let charts = charts_of(store, &session, Some((&app.id, &ep.id)), now).await?;
+    let charts = charts_of(store, &session, Some((app.id, ep.id)), now).await?;
     let page = EndpointPage {
         csrf: Some(session.csrf),
-        app_id: app.id,
+        app_id: app.id.to_string(),
         app_name: app.name,
         ep: EndpointView::of(&ep, now),
         notice,
@@ -235,7 +236,7 @@ const CHART_BUCKET_MINUTES: i64 = 10;
 async fn charts_of(
     store: &Store,
     session: &Session,
-    endpoint: Option<(&str, &str)>,
+    endpoint: Option<(ApplicationId, EndpointId)>,
     now: Timestamp,
 ) -> Result<ChartsFragment, PageError> {
     let bucket = Duration::from_secs(CHART_BUCKET_MINUTES as u64 * 60);
@@ -293,7 +294,7 @@ pub async fn endpoint_charts(
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
-    let view = charts_of(store, &session, Some((&app.id, &ep.id)), Timestamp::now()).await?;
+    let view = charts_of(store, &session, Some((app.id, ep.id)), Timestamp::now()).await?;
     Ok(views::render(StatusCode::OK, &view)?)
 }
 
@@ -312,7 +313,7 @@ pub async fn job_notice(
         Err(e) => return Err(e.into()),
     };
     let params: serde_json::Value = job.params()?;
-    if job.kind != JobKind::EndpointRecover || params["endpointId"] != ep.id.as_str() {
+    if job.kind != JobKind::EndpointRecover || params["endpointId"] != ep.id.to_string().as_str() {
         return Ok(None);
     }
     let since = params["since"].as_i64();
@@ -366,7 +367,7 @@ pub async fn dead_letters(
     let page = store
         .list_endpoint_deliveries(
             session.tenant,
-            &ep.id,
+            ep.id,
             Some(domain::delivery::DeliveryState::Failed),
             &params,
         )
@@ -384,7 +385,7 @@ pub async fn dead_letters(
         .data
         .iter()
         .map(|(d, m)| DeadLetterRow {
-            msg_id: m.id.clone(),
+            msg_id: m.id.to_string(),
             event_type: m.event_type.clone(),
             created: views::show_time(m.created_at),
             attempts: d.attempt_count,
@@ -398,9 +399,9 @@ pub async fn dead_letters(
         .collect();
     let view = DeadLettersPage {
         csrf: Some(session.csrf),
-        app_id: app.id,
+        app_id: app.id.to_string(),
         app_name: app.name,
-        ep_id: ep.id,
+        ep_id: ep.id.to_string(),
         ep_url: ep.url,
         notice,
         rows,
@@ -501,6 +502,6 @@ pub(crate) async fn load(
     ep_id: &str,
 ) -> Result<(application::Model, endpoint::Model), PageError> {
     let app = store.get_application(session.tenant, app_id).await?;
-    let ep = store.get_endpoint(session.tenant, &app.id, ep_id).await?;
+    let ep = store.get_endpoint(session.tenant, app.id, ep_id).await?;
     Ok((app, ep))
 }

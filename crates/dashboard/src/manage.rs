@@ -215,7 +215,7 @@ fn form_page(
 ) -> Result<HttpResponse, PageError> {
     let page = EndpointFormPage {
         csrf: Some(session.csrf),
-        app_id: app.id,
+        app_id: app.id.to_string(),
         app_name: app.name,
         ep_id,
         form: EndpointFormValues {
@@ -315,7 +315,7 @@ pub async fn edit_form(
         session,
         StatusCode::OK,
         app,
-        Some(ep.id),
+        Some(ep.id.to_string()),
         values,
         Vec::new(),
     )
@@ -335,7 +335,7 @@ pub async fn update_endpoint(
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
     let form = form.into_inner();
     let base = service::endpoints::as_new(&ep)?;
-    let ep_id = ep.id.clone();
+    let ep_id = ep.id;
     let new = match parse_form(&form, base) {
         Ok(new) => new,
         Err(mut errors) => {
@@ -347,7 +347,7 @@ pub async fn update_endpoint(
                 errors.insert(0, problem(&e));
             }
             let status = StatusCode::UNPROCESSABLE_ENTITY;
-            return form_page(session, status, app, Some(ep_id), form, errors);
+            return form_page(session, status, app, Some(ep_id.to_string()), form, errors);
         }
     };
     match service::endpoints::update(store, cfg, session.tenant, ep, new).await {
@@ -358,7 +358,7 @@ pub async fn update_endpoint(
         Err(e) => {
             let errors = form_problems(e)?;
             let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(session, status, app, Some(ep_id), form, errors)
+            form_page(session, status, app, Some(ep_id.to_string()), form, errors)
         }
     }
 }
@@ -373,7 +373,7 @@ pub async fn secret(
     let store = session::store_of(&req)?;
     let (_, ep) = load(store, &session, &path.0, &path.1).await?;
     let secret = store
-        .active_secrets(session.tenant, &ep.id, Timestamp::now())
+        .active_secrets(session.tenant, ep.id, Timestamp::now())
         .await?
         .into_iter()
         .next()
@@ -399,7 +399,7 @@ pub async fn rotate_secret(
 ) -> Result<(), PageError> {
     let secret = SigningSecret::generate(&mut rand::rng()).to_string();
     store
-        .rotate_secret(session.tenant, &ep.id, &secret, ROTATION_GRACE)
+        .rotate_secret(session.tenant, ep.id, &secret, ROTATION_GRACE)
         .await?;
     Ok(())
 }
@@ -445,7 +445,7 @@ pub async fn send_test_event(
         };
         service::endpoints::resend(store, cfg, target).await?;
     }
-    Ok(created.message.id)
+    Ok(created.message.id.to_string())
 }
 
 #[cfg(test)]

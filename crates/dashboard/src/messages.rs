@@ -11,6 +11,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
 use domain::delivery::DeliveryState;
+use domain::ids::{DeliveryId, EndpointId};
 use domain::jobs::JobKind;
 use serde::Deserialize;
 use store::entities::endpoint;
@@ -120,7 +121,7 @@ pub async fn list(
     };
     let page = if problems.is_empty() {
         store
-            .list_messages(session.tenant, &app.id, &filter, &params)
+            .list_messages(session.tenant, app.id, &filter, &params)
             .await?
     } else {
         store::Page {
@@ -160,13 +161,13 @@ pub async fn list(
     };
     let view = MessagesPage {
         csrf: Some(session.csrf),
-        app_id: app.id.clone(),
+        app_id: app.id.to_string(),
         app_name: app.name.clone(),
         messages: page
             .data
             .iter()
             .map(|m| MessageRow {
-                id: m.id.clone(),
+                id: m.id.to_string(),
                 event_type: m.event_type.clone(),
                 event_id: m.event_id.clone(),
                 when: views::show_time(m.created_at),
@@ -197,54 +198,59 @@ pub async fn detail(
     let store = session::store_of(&req)?;
     let t = session.tenant;
     let app = store.get_application(t, &path.0).await?;
-    let msg = store.get_message(t, &app.id, &path.1).await?;
-    let deliveries = store.deliveries_of_message(t, &msg.id).await?;
+    let msg = store.get_message(t, app.id, &path.1).await?;
+    let deliveries = store.deliveries_of_message(t, msg.id).await?;
     let attempts = store
         .list_attempts_by_message(
             t,
-            &msg.id,
+            msg.id,
             &AttemptFilter::default(),
             &ListParams::first(ATTEMPTS_PER_MESSAGE),
         )
         .await?;
-    let endpoints: HashMap<String, endpoint::Model> = store
+    let endpoints: HashMap<EndpointId, endpoint::Model> = store
         .list_endpoints_of_apps(t, std::slice::from_ref(&app.id))
         .await?
         .into_iter()
-        .map(|e| (e.id.clone(), e))
+        .map(|e| (e.id, e))
         .collect();
 
     // Newest attempt first within each delivery, as listed.
-    let mut by_delivery: HashMap<&str, Vec<AttemptRow>> = HashMap::new();
+    let mut by_delivery: HashMap<DeliveryId, Vec<AttemptRow>> = HashMap::new();
     for a in &attempts.data {
         by_delivery
-            .entry(a.delivery_id.as_str())
+            .entry(a.delivery_id)
             .or_default()
             .push(AttemptRow::of(a));
     }
     let delivery_views = deliveries
         .iter()
         .map(|d| DeliveryView {
-            endpoint_id: d.endpoint_id.clone(),
+            endpoint_id: d.endpoint_id.to_string(),
             url: endpoints.get(&d.endpoint_id).map(|e| e.url.clone()),
             state: d.state.to_string(),
             class: views::state_class(d.state),
             next_attempt: (d.state == DeliveryState::Pending)
                 .then(|| views::show_time(d.next_attempt_at)),
-            attempts: by_delivery.remove(d.id.as_str()).unwrap_or_default(),
+            attempts: by_delivery.remove(&d.id).unwrap_or_default(),
         })
         .collect();
 
     let notice = match (query.get("done").map(String::as_str), query.get("ep")) {
-        (Some("resent"), Some(ep_id)) => endpoints.get(ep_id).map(|ep| {
-            format!(
-                "Resend queued: this message goes to {} again now, as a manual attempt.",
-                ep.url
-            )
-        }),
+        (Some("resent"), Some(ep_id)) => {
+            parsed(ep_id).and_then(|id| endpoints.get(&id)).map(|ep| {
+                format!(
+                    "Resend queued: this message goes to {} again now, as a manual attempt.",
+                    ep.url
+                )
+            })
+        }
         _ => match (
             query.get("job"),
-            query.get("ep").and_then(|e| endpoints.get(e)),
+            query
+                .get("ep")
+                .and_then(|e| parsed(e))
+                .and_then(|id| endpoints.get(&id)),
         ) {
             (Some(job), Some(ep)) => job_notice(store, &session, ep, job, "Replay").await?,
             _ => None,
@@ -253,9 +259,9 @@ pub async fn detail(
 
     let page = MessageDetail {
         csrf: Some(session.csrf),
-        app_id: app.id,
+        app_id: app.id.to_string(),
         app_name: app.name,
-        id: msg.id,
+        id: msg.id.to_string(),
         event_type: msg.event_type,
         event_id: msg.event_id,
         when: views::show_time(msg.created_at),
@@ -275,7 +281,7 @@ pub async fn payload(
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
     let app = store.get_application(session.tenant, &path.0).await?;
-    let msg = store.get_message(session.tenant, &app.id, &path.1).await?;
+    let msg = store.get_message(session.tenant, app.id, &path.1).await?;
     let mut resp = HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((
@@ -309,8 +315,8 @@ pub async fn act(
         return Err(PageError::NotFound);
     }
     let app = store.get_application(t, &app_id).await?;
-    let msg = store.get_message(t, &app.id, &msg_id).await?;
-    let ep = store.get_endpoint(t, &app.id, &ep_id).await?;
+    let msg = store.get_message(t, app.id, &msg_id).await?;
+    let ep = store.get_endpoint(t, app.id, &ep_id).await?;
     let page = format!("/app/{}/msg/{}", app.id, msg.id);
     if action == "resend" {
         let target = service::endpoints::Delivery {
@@ -325,4 +331,9 @@ pub async fn act(
     let job =
         service::endpoints::start_job(store, t, &ep, JobKind::EndpointRecover, since, None).await?;
     Ok(see_other(&format!("{page}?job={}&ep={}", job.id, ep.id)))
+}
+
+/// An endpoint id from a query parameter; anything else names no endpoint.
+fn parsed(text: &str) -> Option<EndpointId> {
+    EndpointId::parse(text).ok()
 }

@@ -73,8 +73,8 @@ pub async fn current(req: &HttpRequest) -> Result<Option<Session>, PageError> {
     };
     let corrupt = |what: &str| PageError::Internal(format!("session {} has a bad {what}", row.id));
     Ok(Some(Session {
-        id: SessionId::parse(&row.id).map_err(|_| corrupt("id"))?,
-        tenant: TenantId::parse(&row.tenant_id).map_err(|_| corrupt("tenant id"))?,
+        id: SessionId::parse(&row.id.to_string()).map_err(|_| corrupt("id"))?,
+        tenant: TenantId::parse(&row.tenant_id.to_string()).map_err(|_| corrupt("tenant id"))?,
         csrf: row.csrf_token,
     }))
 }

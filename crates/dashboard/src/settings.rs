@@ -57,7 +57,7 @@ async fn page(
                 created: views::show_time(k.created_at),
                 last_used: k.last_used_at.map(views::show_time),
                 revoked: k.revoked_at.map(views::show_time),
-                id: k.id,
+                id: k.id.to_string(),
                 name: k.name,
                 prefix: k.prefix,
             })

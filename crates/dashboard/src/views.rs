@@ -360,8 +360,8 @@ impl Status {
 impl EndpointRow {
     pub fn of(ep: &endpoint::Model, now: Timestamp) -> Self {
         EndpointRow {
-            id: ep.id.clone(),
-            app_id: ep.app_id.clone(),
+            id: ep.id.to_string(),
+            app_id: ep.app_id.to_string(),
             url: ep.url.clone(),
             description: ep.description.clone(),
             status: Status::of(ep, now),
@@ -372,7 +372,7 @@ impl EndpointRow {
 impl EndpointView {
     pub fn of(ep: &endpoint::Model, now: Timestamp) -> Self {
         EndpointView {
-            id: ep.id.clone(),
+            id: ep.id.to_string(),
             url: ep.url.clone(),
             description: ep.description.clone(),
             status: Status::of(ep, now),
@@ -390,7 +390,7 @@ impl AttemptRow {
     pub fn of(a: &attempt::Model) -> Self {
         AttemptRow {
             when: show_time(a.started_at),
-            msg_id: a.msg_id.clone(),
+            msg_id: a.msg_id.to_string(),
             number: a.attempt_number,
             trigger: a.trigger.to_string(),
             outcome: match (a.status_code, a.error_kind) {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::breaker::{Admission, Breaker, BreakerConfig, BreakerState};
+use domain::ids::EndpointId;
 use governor::clock::{Clock, DefaultClock};
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
@@ -88,7 +89,7 @@ pub enum Then<T> {
 /// A breaker that changed state, to persist and act on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BreakerChange {
-    pub endpoint_id: String,
+    pub endpoint_id: EndpointId,
     pub state: BreakerState,
 }
 
@@ -98,7 +99,7 @@ pub struct Flow<T> {
     /// Most deliveries of one endpoint waiting in memory, so that one endpoint cannot hold
     /// every in-flight permit of the process.
     max_waiting: usize,
-    endpoints: Mutex<HashMap<String, EndpointFlow<T>>>,
+    endpoints: Mutex<HashMap<EndpointId, EndpointFlow<T>>>,
 }
 
 fn cap_of(ep: &endpoint::Model) -> usize {
@@ -118,7 +119,7 @@ impl<T> Flow<T> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, EndpointFlow<T>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<EndpointId, EndpointFlow<T>>> {
         self.endpoints.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -132,7 +133,7 @@ impl<T> Flow<T> {
         deferred: &mut usize,
     ) -> (Gate<T>, Option<BreakerChange>) {
         let mut all = self.lock();
-        let f = all.entry(ep.id.clone()).or_insert_with(|| EndpointFlow {
+        let f = all.entry(ep.id).or_insert_with(|| EndpointFlow {
             breaker: Breaker::new(now),
             in_flight: 0,
             cap: DEFAULT_MAX_CONCURRENCY,
@@ -158,8 +159,8 @@ impl<T> Flow<T> {
         }
         let before = f.breaker.state;
         let admission = f.breaker.allow(&self.config, now);
-        let change = (f.breaker.state != before).then(|| BreakerChange {
-            endpoint_id: ep.id.clone(),
+        let change = (f.breaker.state != before).then_some(BreakerChange {
+            endpoint_id: ep.id,
             state: f.breaker.state,
         });
         match admission {
@@ -194,13 +195,13 @@ impl<T> Flow<T> {
     /// waiting delivery when the breaker and throttle allow.
     pub fn finished(
         &self,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         success: bool,
         duration: Duration,
         now: Timestamp,
     ) -> (Option<BreakerChange>, Then<T>) {
         let mut all = self.lock();
-        let Some(f) = all.get_mut(endpoint_id) else {
+        let Some(f) = all.get_mut(&endpoint_id) else {
             return (None, Then::Idle);
         };
         f.in_flight = f.in_flight.saturating_sub(1);
@@ -229,8 +230,8 @@ impl<T> Flow<T> {
                 },
             }
         };
-        let change = (f.breaker.state != before).then(|| BreakerChange {
-            endpoint_id: endpoint_id.to_owned(),
+        let change = (f.breaker.state != before).then_some(BreakerChange {
+            endpoint_id,
             state: f.breaker.state,
         });
         (change, then)
@@ -238,8 +239,8 @@ impl<T> Flow<T> {
 
     /// Releases an admitted slot whose attempt never started (shutdown), with whatever waits
     /// behind it: the caller gives them back.
-    pub fn abandoned(&self, endpoint_id: &str) -> Vec<T> {
-        match self.lock().get_mut(endpoint_id) {
+    pub fn abandoned(&self, endpoint_id: EndpointId) -> Vec<T> {
+        match self.lock().get_mut(&endpoint_id) {
             Some(f) => {
                 f.in_flight = f.in_flight.saturating_sub(1);
                 f.waiting.drain(..).collect()
@@ -250,11 +251,11 @@ impl<T> Flow<T> {
 
     /// Endpoints with a request in flight or a delivery waiting: those whose disable this
     /// process must learn of (see `Store::refresh_stopped`).
-    pub fn busy_endpoints(&self) -> Vec<String> {
+    pub fn busy_endpoints(&self) -> Vec<EndpointId> {
         self.lock()
             .iter()
             .filter(|(_, f)| f.in_flight > 0 || !f.waiting.is_empty())
-            .map(|(id, _)| id.clone())
+            .map(|(id, _)| *id)
             .collect()
     }
 
@@ -290,6 +291,7 @@ impl<T> Flow<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use store::testing::named;
 
     fn ep(id: &str, cap: Option<i32>, rate: Option<i32>) -> endpoint::Model {
         let mut ep = store::testing::endpoint_model(id, "http://x");
@@ -324,15 +326,15 @@ mod tests {
         );
         // A finished attempt hands its slot to the first in line, in order.
         let d = Duration::from_millis(5);
-        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(3));
-        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(4));
+        assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Send(3));
+        assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Send(4));
         // A newcomer queues behind those still waiting even though nothing is in flight
         // beyond the cap.
         assert_eq!(flow.admit(&e, now, 9, &mut 0).0, Gate::Wait);
-        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(5));
-        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Send(9));
-        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Idle);
-        assert_eq!(flow.finished("ep_a", true, d, now).1, Then::Idle);
+        assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Send(5));
+        assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Send(9));
+        assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Idle);
+        assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Idle);
         assert_eq!(flow.admit(&e, now, 10, &mut 0).0, Gate::Send(10));
     }
 
@@ -344,7 +346,7 @@ mod tests {
         assert_eq!(flow.admit(&e, now, 0, &mut 0).0, Gate::Send(0));
         // Attempts take 500 ms: about two fit in a second.
         for _ in 0..30 {
-            flow.finished("ep_slow", true, Duration::from_millis(500), now);
+            flow.finished(named("ep_slow"), true, Duration::from_millis(500), now);
             flow.admit(&e, now, 0, &mut 0);
         }
         let mut waiting = 0;
@@ -374,10 +376,16 @@ mod tests {
         assert_eq!(flow.admit(&e, now, 3, &mut 0).0, Gate::Wait);
         assert_eq!(flow.admit(&e, now, 4, &mut 0).0, Gate::Wait);
         let d = Duration::from_millis(5);
-        assert_eq!(flow.finished("ep_a", false, d, now), (None, Then::Send(3)));
-        assert_eq!(flow.finished("ep_a", false, d, now), (None, Then::Send(4)));
+        assert_eq!(
+            flow.finished(named("ep_a"), false, d, now),
+            (None, Then::Send(3))
+        );
+        assert_eq!(
+            flow.finished(named("ep_a"), false, d, now),
+            (None, Then::Send(4))
+        );
         assert_eq!(flow.admit(&e, now, 5, &mut 0).0, Gate::Wait);
-        let (change, then) = flow.finished("ep_a", false, d, now);
+        let (change, then) = flow.finished(named("ep_a"), false, d, now);
         let until = now.plus(cfg.open_for);
         assert_eq!(change.map(|c| c.state), Some(BreakerState::Open { until }));
         assert_eq!(then, Then::Defer(vec![(5, until)]));
@@ -391,7 +399,7 @@ mod tests {
             matches!(flow.admit(&e, later, 8, &mut 0).0, Gate::Defer(8, _)),
             "one probe at a time"
         );
-        let (closed, _) = flow.finished("ep_a", true, d, later);
+        let (closed, _) = flow.finished(named("ep_a"), true, d, later);
         assert_eq!(closed.map(|c| c.state), Some(BreakerState::Closed));
     }
 
@@ -421,7 +429,7 @@ mod tests {
         assert_eq!(flow.admit(&e, now, 1, &mut 0).0, Gate::Send(1));
         assert_eq!(flow.admit(&e, now, 2, &mut 0).0, Gate::Wait);
         assert_eq!(flow.admit(&e, now, 3, &mut 0).0, Gate::Wait);
-        assert_eq!(flow.abandoned("ep_a"), vec![2, 3]);
+        assert_eq!(flow.abandoned(named("ep_a")), vec![2, 3]);
         assert!(flow.drain_all().is_empty());
         assert_eq!(flow.admit(&e, now, 4, &mut 0).0, Gate::Send(4));
     }
@@ -433,10 +441,10 @@ mod tests {
         let mut n = 0;
         let (gate, _) = flow.admit(&ep("ep_idle", None, None), t0, 1, &mut n);
         assert_eq!(gate, Gate::Send(1));
-        flow.finished("ep_idle", true, Duration::from_millis(5), t0);
+        flow.finished(named("ep_idle"), true, Duration::from_millis(5), t0);
         let (gate, _) = flow.admit(&ep("ep_busy", None, None), t0, 2, &mut n);
         assert_eq!(gate, Gate::Send(2));
-        assert_eq!(flow.busy_endpoints(), vec!["ep_busy".to_owned()]);
+        assert_eq!(flow.busy_endpoints(), vec![named::<EndpointId>("ep_busy")]);
         // Nothing is older than the cutoff yet.
         assert_eq!(flow.evict_idle(t0), 0);
         let later = t0.plus(Duration::from_secs(600));

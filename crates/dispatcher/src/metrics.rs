@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use domain::ids::TenantId;
 use domain::per_tenant::PerTenant;
 use store::Next;
 
@@ -119,7 +120,7 @@ impl Metrics {
 
     /// Counts one finished attempt of `tenant`: its outcome, the class of its status and how
     /// long it took.
-    pub fn attempt(&self, tenant: &str, next: &Next, status: Option<u16>, took: Duration) {
+    pub fn attempt(&self, tenant: TenantId, next: &Next, status: Option<u16>, took: Duration) {
         let outcome = match next {
             Next::Succeeded => 0,
             Next::Retry { .. } => 1,
@@ -139,7 +140,7 @@ impl Metrics {
     }
 
     /// Records a delivery's first success, `since_created` after its message was accepted.
-    pub fn delivered(&self, tenant: &str, since_created: Duration) {
+    pub fn delivered(&self, tenant: TenantId, since_created: Duration) {
         self.sets
             .with(tenant, |s| s.time_to_deliver.observe(since_created));
     }
@@ -169,8 +170,8 @@ impl Metrics {
     /// Appends this process's counters and histograms in the Prometheus text format.
     pub fn write(&self, out: &mut String) {
         let sets = self.sets.each();
-        let tenant_label = |t: &Option<String>| -> Vec<(&'static str, String)> {
-            t.iter().map(|t| ("tenant", t.clone())).collect()
+        let tenant_label = |t: &Option<TenantId>| -> Vec<(&'static str, String)> {
+            t.iter().map(|t| ("tenant", t.to_string())).collect()
         };
         let name = "hookd_attempts_total";
         write_header(
@@ -277,10 +278,11 @@ mod tests {
     #[test]
     fn attempts_are_labelled_by_outcome_and_class() {
         let m = Metrics::new(false);
-        m.attempt("t1", &Next::Succeeded, Some(204), Duration::from_millis(3));
-        m.attempt("t2", &Next::Failed, None, Duration::from_millis(3));
+        let (t1, t2) = (TenantId::new(), TenantId::new());
+        m.attempt(t1, &Next::Succeeded, Some(204), Duration::from_millis(3));
+        m.attempt(t2, &Next::Failed, None, Duration::from_millis(3));
         m.attempt(
-            "t1",
+            t1,
             &Next::Retry {
                 at: domain::Timestamp::now(),
             },
@@ -304,20 +306,24 @@ mod tests {
     #[test]
     fn with_tenant_label_every_series_names_its_tenant() {
         let m = Metrics::new(true);
-        m.attempt("t_b", &Next::Succeeded, Some(200), Duration::from_millis(3));
-        m.attempt("t_a", &Next::Failed, Some(410), Duration::from_millis(30));
-        m.attempt("t_b", &Next::Succeeded, Some(200), Duration::from_millis(3));
-        m.delivered("t_b", Duration::from_millis(7));
+        let (t_a, t_b) = (TenantId::new(), TenantId::new());
+        m.attempt(t_b, &Next::Succeeded, Some(200), Duration::from_millis(3));
+        m.attempt(t_a, &Next::Failed, Some(410), Duration::from_millis(30));
+        m.attempt(t_b, &Next::Succeeded, Some(200), Duration::from_millis(3));
+        m.delivered(t_b, Duration::from_millis(7));
         let mut out = String::new();
         m.write(&mut out);
-        let b = r#"hookd_attempts_total{tenant="t_b",outcome="success",class="2xx"} 2"#;
-        let a = r#"hookd_attempts_total{tenant="t_a",outcome="failed",class="4xx"} 1"#;
-        assert!(out.contains(b), "{out}");
-        assert!(out.contains(a), "{out}");
-        assert!(
-            out.contains("hookd_time_to_deliver_seconds_bucket{tenant=\"t_b\",le=\"0.01\"} 1\n")
-        );
-        assert!(out.contains("hookd_time_to_deliver_seconds_count{tenant=\"t_a\"} 0\n"));
+        let b =
+            format!(r#"hookd_attempts_total{{tenant="{t_b}",outcome="success",class="2xx"}} 2"#);
+        let a = format!(r#"hookd_attempts_total{{tenant="{t_a}",outcome="failed",class="4xx"}} 1"#);
+        assert!(out.contains(&b), "{out}");
+        assert!(out.contains(&a), "{out}");
+        assert!(out.contains(&format!(
+            "hookd_time_to_deliver_seconds_bucket{{tenant=\"{t_b}\",le=\"0.01\"}} 1\n"
+        )));
+        assert!(out.contains(&format!(
+            "hookd_time_to_deliver_seconds_count{{tenant=\"{t_a}\"}} 0\n"
+        )));
         // Each metric's header appears once, however many tenants.
         assert_eq!(out.matches("# TYPE hookd_attempts_total").count(), 1);
         assert_eq!(m.attempts_with_outcome("success"), 2);

@@ -175,15 +175,16 @@ fn build(
 ) -> Result<reqwest::RequestBuilder, (ErrorKind, String)> {
     let url = target.url.clone()?;
     let ts = now.as_secs();
+    let msg_id = msg.id.to_string();
     let mut req = client
         .post(url)
         .timeout(timeout)
         .header("content-type", "application/json")
-        .header("webhook-id", &msg.id)
+        .header("webhook-id", &msg_id)
         .header("webhook-timestamp", ts.to_string())
         .header(
             "webhook-signature",
-            signature_header(&target.secrets, &msg.id, ts, &msg.payload),
+            signature_header(&target.secrets, &msg_id, ts, &msg.payload),
         )
         .header("webhook-attempt", (d.attempt_count + 1).to_string());
     if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
@@ -304,7 +305,8 @@ mod tests {
         let headers = target("https://example.com/hook", "{not json", None, "");
         let (kind, why) = headers.url.as_ref().unwrap_err();
         assert_eq!(*kind, ErrorKind::Http);
-        assert!(why.contains("ep_1") && why.contains("headers"), "{why}");
+        let ep_1 = store::testing::named::<domain::ids::EndpointId>("ep_1").to_string();
+        assert!(why.contains(&ep_1) && why.contains("headers"), "{why}");
         let overrides = target("https://example.com/hook", "{}", Some("[1,"), "");
         let (_, why) = overrides.url.as_ref().unwrap_err();
         assert!(why.contains("status_overrides"), "{why}");

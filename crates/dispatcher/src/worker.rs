@@ -6,14 +6,43 @@ use std::time::{Duration, Instant};
 use domain::Timestamp;
 use domain::breaker::{BreakerConfig, BreakerState};
 use domain::endpoint_url::AllowList;
+use domain::ids::{DeliveryId, EndpointId, MessageId};
 use store::entities::delivery;
 use store::{AttemptResult, DispatchEndpoint, Next, Store};
-use tokio::sync::{Mutex, Notify, Semaphore, mpsc, watch};
+use tokio::sync::{Mutex, Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::flow::{BreakerChange, Flow, Gate, Then};
 use crate::metrics::Metrics;
 use crate::send::{self, Prepared};
+
+/// The dispatcher as the store's [`store::Taker`]: a new delivery is taken at creation only
+/// while more than `keep_free` of the in-flight permits are free (the rest is left for claims
+/// of retries and backlogs), and each holds one permit until its result is recorded.
+#[derive(Debug)]
+struct PermitTaker {
+    permits: Arc<Semaphore>,
+    keep_free: usize,
+    tx: mpsc::UnboundedSender<store::HandedOff>,
+}
+
+impl store::Taker for PermitTaker {
+    fn reserve(&self) -> Option<store::Slot> {
+        if self.permits.available_permits() <= self.keep_free {
+            return None;
+        }
+        let permit = self.permits.clone().try_acquire_owned().ok()?;
+        Some(store::Slot::new(permit))
+    }
+
+    fn take(&self, handed: store::HandedOff) -> bool {
+        self.tx.send(handed).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        !self.tx.is_closed()
+    }
+}
 
 /// Deliveries created this recently are claimed first (see `Store::claim_due`).
 const FRESH_WINDOW: Duration = Duration::from_secs(2);
@@ -75,23 +104,23 @@ const RESULT_BATCH: usize = 512;
 /// The claims this process holds and is working on: the only leases it renews. A claim
 /// dropped from here by an error expires and returns to pending for anyone to take.
 #[derive(Clone, Default)]
-struct Held(Arc<std::sync::Mutex<HashSet<String>>>);
+struct Held(Arc<std::sync::Mutex<HashSet<DeliveryId>>>);
 
 impl Held {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<DeliveryId>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn add(&self, ids: impl IntoIterator<Item = String>) {
+    fn add(&self, ids: impl IntoIterator<Item = DeliveryId>) {
         self.lock().extend(ids);
     }
-    fn drop_ids<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
+    fn drop_ids<'a>(&self, ids: impl IntoIterator<Item = &'a DeliveryId>) {
         let mut held = self.lock();
         for id in ids {
             held.remove(id);
         }
     }
-    fn snapshot(&self) -> Vec<String> {
-        self.lock().iter().cloned().collect()
+    fn snapshot(&self) -> Vec<DeliveryId> {
+        self.lock().iter().copied().collect()
     }
 }
 
@@ -162,9 +191,11 @@ impl Dispatcher {
         self.store.set_handoff(Some(store::Handoff {
             owner: self.cfg.node_id.clone(),
             lease: self.cfg.lease,
-            permits: in_flight.clone(),
-            keep_free: self.cfg.max_in_flight / 8,
-            tx: handoff_tx,
+            taker: Arc::new(PermitTaker {
+                permits: in_flight.clone(),
+                keep_free: self.cfg.max_in_flight / 8,
+                tx: handoff_tx,
+            }),
         }));
         let this = Arc::new(self);
         let taker = {
@@ -242,14 +273,14 @@ impl Dispatcher {
                 Ok(c) => c,
                 Err((e, partial)) => {
                     tracing::warn!(error = %e, "claim failed; retrying");
-                    let ids: Vec<String> = partial.into_iter().map(|d| d.id).collect();
+                    let ids: Vec<DeliveryId> = partial.into_iter().map(|d| d.id).collect();
                     let _ = this.store.release_claims(owner, &ids).await;
                     sleep_or_stop(&mut stop, this.cfg.poll_interval).await;
                     continue;
                 }
             };
             let full = claimed.len() == room;
-            let ids: Vec<String> = claimed.iter().map(|d| d.id.clone()).collect();
+            let ids: Vec<DeliveryId> = claimed.iter().map(|d| d.id).collect();
             held.add(ids.iter().cloned());
             if !claimed.is_empty()
                 && let Err(e) = this.start(claimed, &in_flight, &slots, &mut tasks).await
@@ -301,12 +332,25 @@ impl Dispatcher {
         slots: &Arc<Slots>,
         tasks: &mut JoinSet<()>,
     ) {
-        held.add(handed.iter().map(|h| h.delivery.id.clone()));
-        let ids: Vec<String> = handed.iter().map(|h| h.delivery.id.clone()).collect();
-        let items = handed
-            .into_iter()
-            .map(|h| (h.delivery, h.message, h.endpoint, h.permit))
-            .collect();
+        held.add(handed.iter().map(|h| h.delivery.id));
+        let ids: Vec<DeliveryId> = handed.iter().map(|h| h.delivery.id).collect();
+        let mut items = Vec::with_capacity(handed.len());
+        let mut stray = Vec::new();
+        for h in handed {
+            // Our own taker's slots are in-flight permits; nothing else registers as taker.
+            match h.slot.into_inner::<OwnedSemaphorePermit>() {
+                Some(permit) => items.push((h.delivery, h.message, h.endpoint, permit)),
+                None => stray.push(h.delivery.id),
+            }
+        }
+        if !stray.is_empty() {
+            tracing::error!(
+                count = stray.len(),
+                "handed over without a permit; released"
+            );
+            held.drop_ids(&stray);
+            let _ = self.store.release_claims(&self.cfg.node_id, &stray).await;
+        }
         if let Err(e) = self.admit(items, slots, tasks).await {
             tracing::warn!(error = %e, "loading new work failed; giving the claims back");
             held.drop_ids(&ids);
@@ -323,9 +367,9 @@ impl Dispatcher {
         slots: &Arc<Slots>,
         tasks: &mut JoinSet<()>,
     ) -> Result<(), store::StoreError> {
-        let msg_ids: Vec<String> = claimed.iter().map(|d| d.msg_id.clone()).collect();
+        let msg_ids: Vec<MessageId> = claimed.iter().map(|d| d.msg_id).collect();
         // Fan-out deliveries of one message share it.
-        let messages: HashMap<String, Arc<store::entities::message::Model>> = self
+        let messages: HashMap<MessageId, Arc<store::entities::message::Model>> = self
             .store
             .messages_by_ids(&msg_ids)
             .await?
@@ -367,7 +411,7 @@ impl Dispatcher {
         // such snapshots of one endpoint, before and after a rotation).
         let allow = &self.cfg.allow_networks;
         let https_only = self.cfg.https_only;
-        let mut endpoints: HashMap<String, Arc<Prepared>> = HashMap::new();
+        let mut endpoints: HashMap<EndpointId, Arc<Prepared>> = HashMap::new();
         // Keyed by the snapshot's address: one per ingest batch, alive while `items` is.
         let mut snapshots: HashMap<usize, Arc<Prepared>> = HashMap::new();
         let mut missing = HashSet::new();
@@ -385,12 +429,12 @@ impl Dispatcher {
                         });
                 }
                 None => {
-                    missing.insert(d.endpoint_id.clone());
+                    missing.insert(d.endpoint_id);
                 }
             }
         }
         if !missing.is_empty() {
-            let ids: Vec<String> = missing.into_iter().collect();
+            let ids: Vec<EndpointId> = missing.into_iter().collect();
             let read = self
                 .store
                 .dispatch_endpoints(&ids, Timestamp::now())
@@ -403,7 +447,7 @@ impl Dispatcher {
         let now = Timestamp::now();
         let mut deferrals = Vec::new();
         let mut changes = Vec::new();
-        let mut deferred: HashMap<String, usize> = HashMap::new();
+        let mut deferred: HashMap<EndpointId, usize> = HashMap::new();
         let mut gone = Vec::new();
         let mut paused = Vec::new();
         let mut send_now = Vec::new();
@@ -423,7 +467,7 @@ impl Dispatcher {
                 continue;
             }
             let job = Job { d, msg, ep, permit };
-            let n = deferred.entry(job.d.endpoint_id.clone()).or_default();
+            let n = deferred.entry(job.d.endpoint_id).or_default();
             let ep = job.ep.clone();
             let (gate, change) = self.flow.admit(&ep.ep.endpoint, now, job, n);
             changes.extend(change);
@@ -484,7 +528,7 @@ struct Slots {
     held: Held,
     stopping: AtomicBool,
     /// Claims never started (shutdown, or their message or endpoint deleted): given back.
-    unstarted: Mutex<Vec<String>>,
+    unstarted: Mutex<Vec<DeliveryId>>,
 }
 
 impl Slots {
@@ -501,7 +545,7 @@ impl Slots {
             // disabled or deleted after this delivery was claimed. Its transaction paused or
             // removed the delivery and revoked the lease, so the claim is simply let go, with
             // whatever waits behind it.
-            if self.store.endpoint_stopped(&job.d.endpoint_id) {
+            if self.store.endpoint_stopped(job.d.endpoint_id) {
                 let ids = self.let_go(&job);
                 tracing::debug!(endpoint_id = %job.d.endpoint_id, count = ids.len(), "endpoint stopped; claims let go");
                 self.held.drop_ids(&ids);
@@ -514,7 +558,7 @@ impl Slots {
             log_attempt(&result);
             let (change, then) =
                 self.flow
-                    .finished(&job.d.endpoint_id, success, took, Timestamp::now());
+                    .finished(job.d.endpoint_id, success, took, Timestamp::now());
             if let Some(change) = change {
                 persist_breaker(&self.store, change).await;
             }
@@ -540,11 +584,11 @@ impl Slots {
     }
 
     /// Releases `job`'s slot unstarted, with whatever waits behind it; returns their ids.
-    fn let_go(&self, job: &Job) -> Vec<String> {
-        let mut ids = vec![job.d.id.clone()];
+    fn let_go(&self, job: &Job) -> Vec<DeliveryId> {
+        let mut ids = vec![job.d.id];
         ids.extend(
             self.flow
-                .abandoned(&job.d.endpoint_id)
+                .abandoned(job.d.endpoint_id)
                 .into_iter()
                 .map(|j| j.d.id),
         );
@@ -552,7 +596,7 @@ impl Slots {
     }
 
     /// Puts claims back until their times; either way this process is done with them.
-    async fn defer(&self, deferrals: Vec<(String, Timestamp)>) {
+    async fn defer(&self, deferrals: Vec<(DeliveryId, Timestamp)>) {
         if deferrals.is_empty() {
             return;
         }
@@ -602,10 +646,10 @@ fn record_metrics(
         .attempt
         .status_code
         .and_then(|s| u16::try_from(s).ok());
-    metrics.attempt(&msg.tenant_id, &result.next, status, took);
+    metrics.attempt(msg.tenant_id, &result.next, status, took);
     if matches!(result.next, Next::Succeeded) && is_first_success(&result.delivery) {
         let since = Timestamp::now().since(Timestamp::from_millis(msg.created_at));
-        metrics.delivered(&msg.tenant_id, since);
+        metrics.delivered(msg.tenant_id, since);
     }
 }
 
@@ -624,7 +668,7 @@ async fn persist_breaker(store: &Store, change: BreakerChange) {
         _ => None,
     };
     if let Err(e) = store
-        .set_breaker_state(&change.endpoint_id, change.state.phase(), until)
+        .set_breaker_state(change.endpoint_id, change.state.phase(), until)
         .await
     {
         tracing::warn!(error = %e, endpoint_id = %change.endpoint_id, "could not record breaker state");
@@ -632,7 +676,7 @@ async fn persist_breaker(store: &Store, change: BreakerChange) {
     if let Some(until) = until {
         tracing::info!(endpoint_id = %change.endpoint_id, "circuit breaker opened");
         if let Err(e) = store
-            .defer_endpoint_backlog(&change.endpoint_id, until)
+            .defer_endpoint_backlog(change.endpoint_id, until)
             .await
         {
             tracing::warn!(error = %e, "could not defer an open endpoint's backlog");
@@ -766,5 +810,37 @@ async fn renew_leases(
         {
             tracing::warn!(error = %e, "lease renewal failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::Taker;
+
+    #[test]
+    fn new_deliveries_are_taken_only_while_more_than_the_kept_free_permits_are_free() {
+        let permits = Arc::new(Semaphore::new(4));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let taker = PermitTaker {
+            permits: permits.clone(),
+            keep_free: 1,
+            tx,
+        };
+        let slots: Vec<_> = std::iter::from_fn(|| taker.reserve()).take(10).collect();
+        assert_eq!(slots.len(), 3, "one permit stays free for retries");
+        assert_eq!(permits.available_permits(), 1);
+        // A slot is the permit itself: unused, it gives the room back.
+        let mut slots = slots.into_iter();
+        let permit = slots
+            .next()
+            .and_then(|s| s.into_inner::<OwnedSemaphorePermit>())
+            .expect("our slots hold permits");
+        drop(permit);
+        assert_eq!(permits.available_permits(), 2);
+        assert!(taker.reserve().is_some());
+        assert!(taker.is_open());
+        drop(rx);
+        assert!(!taker.is_open(), "a stopped dispatcher takes nothing more");
     }
 }

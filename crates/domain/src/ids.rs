@@ -142,6 +142,85 @@ macro_rules! define_id {
                 Self::parse(&s).map_err(serde::de::Error::custom)
             }
         }
+
+        // Stored as the text form. A row whose id does not parse is an error naming the column
+        // and the text, never a default: the one policy for bad stored ids.
+        #[cfg(feature = "sea-orm")]
+        impl From<$name> for sea_orm::Value {
+            fn from(id: $name) -> Self {
+                id.to_string().into()
+            }
+        }
+
+        #[cfg(feature = "sea-orm")]
+        impl From<&$name> for sea_orm::Value {
+            fn from(id: &$name) -> Self {
+                id.to_string().into()
+            }
+        }
+
+        #[cfg(feature = "sea-orm")]
+        impl sea_orm::TryGetable for $name {
+            fn try_get_by<I: sea_orm::ColIdx>(
+                res: &sea_orm::QueryResult,
+                idx: I,
+            ) -> Result<Self, sea_orm::TryGetError> {
+                let text = String::try_get_by(res, idx)?;
+                Self::parse(&text).map_err(|e| {
+                    sea_orm::TryGetError::DbErr(sea_orm::DbErr::Type(format!(
+                        "column {idx:?} holds {text:?}: {e}"
+                    )))
+                })
+            }
+        }
+
+        #[cfg(feature = "sea-orm")]
+        impl sea_orm::sea_query::ValueType for $name {
+            fn try_from(v: sea_orm::Value) -> Result<Self, sea_orm::sea_query::ValueTypeErr> {
+                let text = <String as sea_orm::sea_query::ValueType>::try_from(v)?;
+                Self::parse(&text).map_err(|_| sea_orm::sea_query::ValueTypeErr)
+            }
+            fn type_name() -> String {
+                stringify!($name).to_owned()
+            }
+            fn array_type() -> sea_orm::sea_query::ArrayType {
+                sea_orm::sea_query::ArrayType::String
+            }
+            fn column_type() -> sea_orm::sea_query::ColumnType {
+                sea_orm::sea_query::ColumnType::String(sea_orm::sea_query::StringLen::None)
+            }
+        }
+
+        #[cfg(feature = "sea-orm")]
+        impl sea_orm::sea_query::Nullable for $name {
+            fn null() -> sea_orm::Value {
+                sea_orm::Value::String(None)
+            }
+        }
+
+        #[cfg(feature = "rusqlite")]
+        impl rusqlite::types::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(rusqlite::types::ToSqlOutput::from(self.to_string()))
+            }
+        }
+
+        #[cfg(feature = "rusqlite")]
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(
+                value: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
+                let text = value.as_str()?;
+                Self::parse(text).map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
+            }
+        }
+
+        #[cfg(feature = "sea-orm")]
+        impl sea_orm::TryFromU64 for $name {
+            fn try_from_u64(_: u64) -> Result<Self, sea_orm::DbErr> {
+                Err(sea_orm::DbErr::ConvertFromU64(stringify!($name)))
+            }
+        }
     };
 }
 

@@ -4,12 +4,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use crate::ids::TenantId;
+
 /// One `T` per tenant when `split`, else one `T` for everything (under no tenant).
 #[derive(Debug)]
 pub struct PerTenant<T> {
     split: bool,
     all: Arc<T>,
-    tenants: RwLock<HashMap<String, Arc<T>>>,
+    tenants: RwLock<HashMap<TenantId, Arc<T>>>,
 }
 
 impl<T: Default> PerTenant<T> {
@@ -27,7 +29,7 @@ impl<T: Default> PerTenant<T> {
     }
 
     /// Runs `f` on the value that counts `tenant`'s events.
-    pub fn with<R>(&self, tenant: &str, f: impl FnOnce(&T) -> R) -> R {
+    pub fn with<R>(&self, tenant: TenantId, f: impl FnOnce(&T) -> R) -> R {
         if !self.split {
             return f(&self.all);
         }
@@ -36,7 +38,7 @@ impl<T: Default> PerTenant<T> {
             .tenants
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(tenant)
+            .get(&tenant)
             .cloned();
         let value = match found {
             Some(v) => v,
@@ -44,7 +46,7 @@ impl<T: Default> PerTenant<T> {
                 .tenants
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
-                .entry(tenant.to_owned())
+                .entry(tenant)
                 .or_default()
                 .clone(),
         };
@@ -52,7 +54,7 @@ impl<T: Default> PerTenant<T> {
     }
 
     /// Every value with its tenant (`None` when not split), tenants in sorted order.
-    pub fn each(&self) -> Vec<(Option<String>, Arc<T>)> {
+    pub fn each(&self) -> Vec<(Option<TenantId>, Arc<T>)> {
         if !self.split {
             return vec![(None, self.all.clone())];
         }
@@ -61,9 +63,9 @@ impl<T: Default> PerTenant<T> {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .map(|(k, v)| (Some(k.clone()), v.clone()))
+            .map(|(k, v)| (Some(*k), v.clone()))
             .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.sort_by_key(|a| a.0);
         all
     }
 }
@@ -76,8 +78,8 @@ mod tests {
     #[test]
     fn unsplit_counts_every_tenant_together() {
         let p: PerTenant<AtomicU64> = PerTenant::new(false);
-        p.with("a", |n| n.fetch_add(1, Ordering::Relaxed));
-        p.with("b", |n| n.fetch_add(2, Ordering::Relaxed));
+        p.with(TenantId::new(), |n| n.fetch_add(1, Ordering::Relaxed));
+        p.with(TenantId::new(), |n| n.fetch_add(2, Ordering::Relaxed));
         let each = p.each();
         assert_eq!(each.len(), 1);
         assert_eq!(each[0].0, None);
@@ -88,14 +90,15 @@ mod tests {
     fn split_keeps_tenants_apart_in_sorted_order() {
         let p: PerTenant<AtomicU64> = PerTenant::new(true);
         assert!(p.each().is_empty());
-        p.with("b", |n| n.fetch_add(2, Ordering::Relaxed));
-        p.with("a", |n| n.fetch_add(1, Ordering::Relaxed));
-        p.with("b", |n| n.fetch_add(5, Ordering::Relaxed));
+        let (a, b) = (TenantId::new(), TenantId::new());
+        p.with(b, |n| n.fetch_add(2, Ordering::Relaxed));
+        p.with(a, |n| n.fetch_add(1, Ordering::Relaxed));
+        p.with(b, |n| n.fetch_add(5, Ordering::Relaxed));
         let each: Vec<_> = p
             .each()
             .into_iter()
             .map(|(t, n)| (t.unwrap(), n.load(Ordering::Relaxed)))
             .collect();
-        assert_eq!(each, vec![("a".to_owned(), 1), ("b".to_owned(), 7)]);
+        assert_eq!(each, vec![(a, 1), (b, 7)]);
     }
 }

@@ -301,7 +301,7 @@ async fn prepare_database(
             ingest_burst: None,
         })
         .await?;
-    let tenant_id = domain::ids::TenantId::parse(&tenant.id)?;
+    let tenant_id = tenant.id;
     let (_, key) = store.create_api_key(tenant_id, "bench").await?;
     let mut target = Target {
         base: String::new(),
@@ -349,10 +349,10 @@ async fn prepare_database(
                 })
                 .await?
             {
-                target.preloaded.push(created?.message.id);
+                target.preloaded.push(created?.message.id.to_string());
             }
         }
-        target.app_id = app.id;
+        target.app_id = app.id.to_string();
     }
     store.close().await?;
     Ok(target)

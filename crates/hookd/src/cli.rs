@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use domain::email::EmailAddress;
-use domain::ids::TenantId;
 use secrecy::ExposeSecret;
 use serde_json::json;
 
@@ -424,7 +423,7 @@ async fn create_tenant(
             ingest_burst: None,
         })
         .await?;
-    let tenant_id = TenantId::parse(&tenant.id)?;
+    let tenant_id = tenant.id;
     let (_, api_key) = store.create_api_key(tenant_id, "default").await?;
     if as_json {
         println!("{}", json!({ "tenant_id": tenant.id, "api_key": api_key }));

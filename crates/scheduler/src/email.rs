@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use domain::Timestamp;
+use domain::ids::EmailId;
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
@@ -282,7 +283,7 @@ async fn sweep(
             .await
         {
             Ok(()) => {
-                store.system_email_outcome(&mail.id, Ok(()), now).await?;
+                store.system_email_outcome(mail.id, Ok(()), now).await?;
                 tracing::info!(email_id = %mail.id, tenant_id = ?mail.tenant_id, "email sent");
                 sent += 1;
             }
@@ -301,7 +302,7 @@ async fn sweep(
                         "email refused for good; giving up"
                     );
                     store
-                        .system_email_outcome(&mail.id, Err((shown.to_owned(), None)), now)
+                        .system_email_outcome(mail.id, Err((shown.to_owned(), None)), now)
                         .await?;
                     continue;
                 }
@@ -315,7 +316,7 @@ async fn sweep(
                 );
                 store
                     .system_email_outcome(
-                        &mail.id,
+                        mail.id,
                         Err((shown.to_owned(), Some(now.plus(delay)))),
                         now,
                     )
@@ -359,7 +360,7 @@ pub async fn run_outbox(
     }
     // Emails already reported as kept, so each is logged once, not every sweep. Only the
     // current batch is remembered, which bounds the set.
-    let mut reported: HashSet<String> = HashSet::new();
+    let mut reported: HashSet<EmailId> = HashSet::new();
     loop {
         if *stop.borrow() {
             return;

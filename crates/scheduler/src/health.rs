@@ -35,7 +35,7 @@ pub async fn sweep(
             format_duration(disable_after)
         );
         if store
-            .disable_endpoint_and_notify(&ep.id, &reason, public_url)
+            .disable_endpoint_and_notify(ep.id, &reason, public_url)
             .await?
         {
             tracing::info!(endpoint_id = %ep.id, tenant_id = %ep.tenant_id, "endpoint disabled: {reason}");

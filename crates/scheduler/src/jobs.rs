@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use domain::Timestamp;
-use domain::ids::TenantId;
+use domain::ids::{ApplicationId, EndpointId, TenantId};
 use domain::jobs::JobKind;
 use serde::Deserialize;
 use store::entities::job;
@@ -19,8 +19,8 @@ pub const JOB_LEASE: Duration = Duration::from_secs(300);
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct EndpointJobParams {
-    endpoint_id: String,
-    app_id: String,
+    endpoint_id: EndpointId,
+    app_id: ApplicationId,
     since: i64,
     until: Option<i64>,
 }
@@ -48,7 +48,7 @@ async fn run_claimed(
         loop {
             tokio::time::sleep(JOB_LEASE / 3).await;
             let until = Timestamp::now().plus(JOB_LEASE);
-            match store.system_renew_job(&job.id, owner, until).await {
+            match store.system_renew_job(job.id, owner, until).await {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::warn!(job_id = %job.id, "job lease lost; another runner may take it over")
@@ -67,25 +67,21 @@ async fn run_claimed(
         Ok(n) => tracing::info!(job_id = %job.id, kind = %job.kind, touched = n, "job finished"),
         Err(e) => tracing::warn!(job_id = %job.id, kind = %job.kind, error = %e, "job failed"),
     }
-    store.system_finish_job(&job.id, outcome).await
+    store.system_finish_job(job.id, outcome).await
 }
 
 async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
-    let tenant = TenantId::parse(&job.tenant_id).map_err(|e| e.to_string())?;
+    let tenant = job.tenant_id;
     let params: EndpointJobParams = job.params().map_err(|e| e.to_string())?;
     let ep = store
-        .get_endpoint(tenant, &params.app_id, &params.endpoint_id)
+        .get_endpoint(tenant, params.app_id, &params.endpoint_id.to_string())
         .await
         .map_err(|e| e.to_string())?;
     let ttl = retry_policy_of(&ep).ttl();
     let since = Timestamp::from_millis(params.since);
     let until = params.until.map(Timestamp::from_millis);
     let result = match job.kind {
-        JobKind::EndpointRecover => {
-            store
-                .recover_failed(tenant, &ep.id, since, until, ttl)
-                .await
-        }
+        JobKind::EndpointRecover => store.recover_failed(tenant, ep.id, since, until, ttl).await,
         JobKind::EndpointReplay => store.replay_missing(tenant, &ep, since, until, ttl).await,
     };
     result.map_err(|e| e.to_string())
@@ -105,8 +101,8 @@ pub async fn run(
     new_work: std::sync::Arc<tokio::sync::Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut running: tokio::task::JoinSet<String> = tokio::task::JoinSet::new();
-    let mut busy: Vec<String> = Vec::new();
+    let mut running: tokio::task::JoinSet<TenantId> = tokio::task::JoinSet::new();
+    let mut busy: Vec<TenantId> = Vec::new();
     loop {
         while let Some(done) = running.try_join_next() {
             if let Ok(tenant) = done {
@@ -126,7 +122,7 @@ pub async fn run(
         };
         match claimed {
             Ok(Some(job)) => {
-                busy.push(job.tenant_id.clone());
+                busy.push(job.tenant_id);
                 let (store, owner) = (store.clone(), owner.clone());
                 running.spawn(async move {
                     if let Err(e) = run_claimed(&store, &owner, &job).await {

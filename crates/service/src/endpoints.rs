@@ -140,7 +140,7 @@ pub async fn resend(store: &Store, cfg: &Config, d: Delivery<'_>) -> Result<()> 
 /// blocking the messages behind it; wakes the dispatcher for those.
 pub async fn skip(store: &Store, cfg: &Config, d: Delivery<'_>) -> Result<()> {
     let Delivery { tenant, msg, ep } = d;
-    if !store.skip_delivery(tenant, &msg.id, &ep.id).await? {
+    if !store.skip_delivery(tenant, msg.id, ep.id).await? {
         return Err(ServiceError::Conflict(
             "only a failed or pending delivery can be skipped; this one was delivered, is being sent, or does not exist".into(),
         ));
@@ -167,7 +167,7 @@ pub async fn start_job(
             "until must be later than since",
         ));
     }
-    store.enabled_endpoint(tenant, &ep.id).await?;
+    store.enabled_endpoint(tenant, ep.id).await?;
     let params = json!({
         "endpointId": ep.id,
         "appId": ep.app_id,

@@ -12,14 +12,19 @@ use serde::de::DeserializeOwned;
 use crate::entities::{application, endpoint, event_type, job, message};
 use crate::{Result, StoreError};
 
-fn decode<T: DeserializeOwned>(table: &str, id: &str, column: &str, text: &str) -> Result<T> {
+fn decode<T: DeserializeOwned>(
+    table: &str,
+    id: &dyn std::fmt::Display,
+    column: &str,
+    text: &str,
+) -> Result<T> {
     serde_json::from_str(text)
         .map_err(|e| StoreError::Corrupt(format!("{table} {id}: column {column}: {e}")))
 }
 
 fn decode_opt<T: DeserializeOwned>(
     table: &str,
-    id: &str,
+    id: &dyn std::fmt::Display,
     column: &str,
     text: &Option<String>,
 ) -> Result<Option<T>> {
@@ -117,6 +122,9 @@ mod tests {
             ..crate::testing::endpoint_model("ep_1", "https://example.com/hook")
         };
         let err = ep.headers().unwrap_err().to_string();
-        assert!(err.contains(&ep.id) && err.contains("headers"), "{err}");
+        assert!(
+            err.contains(&ep.id.to_string()) && err.contains("headers"),
+            "{err}"
+        );
     }
 }

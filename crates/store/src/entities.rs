@@ -1,4 +1,5 @@
-//! sea-orm entities, one module a table. Ids are prefixed strings, times are epoch
+//! sea-orm entities, one module a table. Ids are the domain's typed ids (stored as their prefixed
+//! text, decoded in `domain::ids` with one policy: a bad id is an error naming the column), times are epoch
 //! milliseconds, JSON documents are text (see migrations/ and docs/decisions.md).
 
 macro_rules! entity_boilerplate {
@@ -10,12 +11,13 @@ macro_rules! entity_boilerplate {
 }
 
 pub mod tenant {
+    use domain::ids::TenantId;
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "tenants")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
+        pub id: TenantId,
         pub name: String,
         pub notification_email: String,
         pub ingest_rate: Option<i32>,
@@ -27,13 +29,14 @@ pub mod tenant {
 }
 
 pub mod user {
+    use domain::ids::{TenantId, UserId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "users")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
+        pub id: UserId,
+        pub tenant_id: TenantId,
         pub email: String,
         pub password_hash: String,
         pub role: String,
@@ -44,14 +47,15 @@ pub mod user {
 }
 
 pub mod session {
+    use domain::ids::{SessionId, TenantId, UserId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "sessions")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
-        pub user_id: String,
+        pub id: SessionId,
+        pub tenant_id: TenantId,
+        pub user_id: UserId,
         pub token_hash: String,
         pub csrf_token: String,
         pub created_at: i64,
@@ -61,13 +65,14 @@ pub mod session {
 }
 
 pub mod api_key {
+    use domain::ids::{ApiKeyId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "api_keys")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
+        pub id: ApiKeyId,
+        pub tenant_id: TenantId,
         pub name: String,
         /// The first characters of the key, shown in listings so people can tell keys apart.
         pub prefix: String,
@@ -80,13 +85,14 @@ pub mod api_key {
 }
 
 pub mod application {
+    use domain::ids::{ApplicationId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "applications")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
+        pub id: ApplicationId,
+        pub tenant_id: TenantId,
         pub uid: Option<String>,
         pub name: String,
         pub rate_limit: Option<i32>,
@@ -99,13 +105,14 @@ pub mod application {
 }
 
 pub mod event_type {
+    use domain::ids::{EventTypeId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "event_types")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
+        pub id: EventTypeId,
+        pub tenant_id: TenantId,
         pub name: String,
         pub description: String,
         pub schemas: Option<String>,
@@ -122,14 +129,15 @@ pub mod event_type {
 
 pub mod endpoint {
     use domain::breaker::BreakerPhase;
+    use domain::ids::{ApplicationId, EndpointId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "endpoints")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
-        pub app_id: String,
+        pub id: EndpointId,
+        pub tenant_id: TenantId,
+        pub app_id: ApplicationId,
         pub uid: Option<String>,
         pub url: String,
         pub description: String,
@@ -160,14 +168,15 @@ pub mod endpoint {
 }
 
 pub mod endpoint_secret {
+    use domain::ids::{EndpointId, SecretId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "endpoint_secrets")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
-        pub endpoint_id: String,
+        pub id: SecretId,
+        pub tenant_id: TenantId,
+        pub endpoint_id: EndpointId,
         /// The `whsec_…` form. It must be readable to sign, so it is not hashed.
         pub secret: String,
         pub created_at: i64,
@@ -178,14 +187,15 @@ pub mod endpoint_secret {
 }
 
 pub mod message {
+    use domain::ids::{ApplicationId, MessageId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "messages")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
-        pub app_id: String,
+        pub id: MessageId,
+        pub tenant_id: TenantId,
+        pub app_id: ApplicationId,
         pub event_type: String,
         pub event_id: Option<String>,
         /// The payload exactly as submitted.
@@ -200,16 +210,17 @@ pub mod message {
 
 pub mod delivery {
     use domain::delivery::{AttemptTrigger, DeliveryState};
+    use domain::ids::{ApplicationId, DeliveryId, EndpointId, MessageId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "deliveries")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
-        pub app_id: String,
-        pub endpoint_id: String,
-        pub msg_id: String,
+        pub id: DeliveryId,
+        pub tenant_id: TenantId,
+        pub app_id: ApplicationId,
+        pub endpoint_id: EndpointId,
+        pub msg_id: MessageId,
         pub state: DeliveryState,
         pub attempt_count: i32,
         /// `attempt_count` when the delivery was last (re-)armed: the retry budget counts from here.
@@ -232,15 +243,16 @@ pub mod delivery {
 }
 
 pub mod ordering_sequence {
+    use domain::ids::{EndpointId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "ordering_sequences")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub endpoint_id: String,
+        pub endpoint_id: EndpointId,
         #[sea_orm(primary_key, auto_increment = false)]
         pub ordering_key: String,
-        pub tenant_id: String,
+        pub tenant_id: TenantId,
         pub last_seq: i64,
     }
     entity_boilerplate!();
@@ -248,17 +260,18 @@ pub mod ordering_sequence {
 
 pub mod attempt {
     use domain::delivery::{AttemptTrigger, ErrorKind};
+    use domain::ids::{ApplicationId, AttemptId, DeliveryId, EndpointId, MessageId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "attempts")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
-        pub app_id: String,
-        pub endpoint_id: String,
-        pub msg_id: String,
-        pub delivery_id: String,
+        pub id: AttemptId,
+        pub tenant_id: TenantId,
+        pub app_id: ApplicationId,
+        pub endpoint_id: EndpointId,
+        pub msg_id: MessageId,
+        pub delivery_id: DeliveryId,
         pub attempt_number: i32,
         pub trigger: AttemptTrigger,
         pub url: String,
@@ -275,12 +288,13 @@ pub mod attempt {
 }
 
 pub mod idempotency_key {
+    use domain::ids::TenantId;
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "idempotency_keys")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub tenant_id: String,
+        pub tenant_id: TenantId,
         #[sea_orm(primary_key, auto_increment = false)]
         pub key: String,
         pub request_hash: String,
@@ -292,14 +306,15 @@ pub mod idempotency_key {
 }
 
 pub mod job {
+    use domain::ids::{JobId, TenantId};
     use domain::jobs::JobKind;
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "jobs")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
+        pub id: JobId,
+        pub tenant_id: TenantId,
         pub kind: JobKind,
         pub params: String,
         pub state: String,
@@ -330,13 +345,14 @@ pub mod pending_signup {
 }
 
 pub mod email {
+    use domain::ids::{EmailId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "email_outbox")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: Option<String>,
+        pub id: EmailId,
+        pub tenant_id: Option<TenantId>,
         pub to_addr: String,
         pub subject: String,
         pub body_text: String,
@@ -351,16 +367,17 @@ pub mod email {
 }
 
 pub mod operational_event {
+    use domain::ids::{ApplicationId, EndpointId, OperationalEventId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "operational_events")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
-        pub id: String,
-        pub tenant_id: String,
+        pub id: OperationalEventId,
+        pub tenant_id: TenantId,
         pub kind: String,
-        pub app_id: Option<String>,
-        pub endpoint_id: Option<String>,
+        pub app_id: Option<ApplicationId>,
+        pub endpoint_id: Option<EndpointId>,
         /// JSON object with the event's particulars.
         pub detail: String,
         pub created_at: i64,

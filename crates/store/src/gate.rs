@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use domain::delivery::DeliveryState;
-use domain::ids::TenantId;
+use domain::ids::{DeliveryId, EndpointId, TenantId};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 
@@ -37,7 +37,7 @@ const MARK_SETTLE: Duration = Duration::from_secs(5);
 /// empty nearly always: `any` answers that without taking the lock.
 #[derive(Debug, Default)]
 pub(crate) struct StoppedEndpoints {
-    marks: Mutex<HashMap<String, Instant>>,
+    marks: Mutex<HashMap<EndpointId, Instant>>,
     any: AtomicBool,
 }
 
@@ -50,38 +50,38 @@ impl StoppedEndpoints {
         }
     }
 
-    pub(crate) fn mark<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn mark(&self, ids: impl IntoIterator<Item = EndpointId>) {
         let now = Instant::now();
         let mut all = self.edit();
         all.map
             .retain(|_, at| now.duration_since(*at) < MARK_LIFETIME);
         for id in ids {
-            all.map.insert(id.to_owned(), now);
+            all.map.insert(id, now);
         }
     }
 
-    pub(crate) fn unmark(&self, id: &str) {
-        self.edit().map.remove(id);
+    pub(crate) fn unmark(&self, id: EndpointId) {
+        self.edit().map.remove(&id);
     }
 
-    fn contains(&self, id: &str) -> bool {
+    fn contains(&self, id: EndpointId) -> bool {
         self.any.load(Ordering::Acquire)
             && self
                 .edit()
                 .map
-                .get(id)
+                .get(&id)
                 .is_some_and(|at| at.elapsed() < MARK_LIFETIME)
     }
 
     /// Unmarks `id` when its mark is old enough that its disable has surely committed.
-    fn unmark_settled(&self, id: &str) {
+    fn unmark_settled(&self, id: EndpointId) {
         let mut all = self.edit();
         if all
             .map
-            .get(id)
+            .get(&id)
             .is_some_and(|at| at.elapsed() >= MARK_SETTLE)
         {
-            all.map.remove(id);
+            all.map.remove(&id);
         }
     }
 
@@ -92,7 +92,7 @@ impl StoppedEndpoints {
 }
 
 struct Marks<'a> {
-    map: std::sync::MutexGuard<'a, HashMap<String, Instant>>,
+    map: std::sync::MutexGuard<'a, HashMap<EndpointId, Instant>>,
     any: &'a AtomicBool,
 }
 
@@ -107,7 +107,7 @@ impl Drop for Marks<'_> {
 /// is not written over the pause; resuming makes every paused one due now.
 pub(crate) async fn pause_or_resume<C: ConnectionTrait>(
     txn: &C,
-    endpoint_id: &str,
+    endpoint_id: EndpointId,
     disabled: bool,
     now: i64,
 ) -> Result<u64> {
@@ -137,7 +137,7 @@ pub(crate) async fn enabled_endpoint_in<C: ConnectionTrait>(
     txn: &C,
     backend: Backend,
     tenant: TenantId,
-    endpoint_id: &str,
+    endpoint_id: EndpointId,
 ) -> Result<endpoint::Model> {
     read_enabled(txn, backend == Backend::Postgres, tenant, endpoint_id).await
 }
@@ -146,7 +146,7 @@ async fn read_enabled<C: ConnectionTrait>(
     db: &C,
     lock: bool,
     tenant: TenantId,
-    endpoint_id: &str,
+    endpoint_id: EndpointId,
 ) -> Result<endpoint::Model> {
     let mut select = endpoint::Entity::find()
         .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
@@ -159,7 +159,9 @@ async fn read_enabled<C: ConnectionTrait>(
         .await?
         .ok_or(StoreError::not_found("endpoint"))?;
     if ep.disabled {
-        return Err(StoreError::EndpointDisabled { endpoint_id: ep.id });
+        return Err(StoreError::EndpointDisabled {
+            endpoint_id: ep.id.to_string(),
+        });
     }
     Ok(ep)
 }
@@ -170,7 +172,7 @@ impl Store {
     pub async fn enabled_endpoint(
         &self,
         tenant: TenantId,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
     ) -> Result<endpoint::Model> {
         read_enabled(&self.db, false, tenant, endpoint_id).await
     }
@@ -178,31 +180,30 @@ impl Store {
     /// Whether this process must not start a request to the endpoint: it was disabled or
     /// deleted here, or another process's disable was seen by [`Store::refresh_stopped`].
     /// Checked by the dispatcher right before every request.
-    pub fn endpoint_stopped(&self, endpoint_id: &str) -> bool {
+    pub fn endpoint_stopped(&self, endpoint_id: EndpointId) -> bool {
         self.stopped.contains(endpoint_id)
     }
 
     /// Reads whether the given endpoints (those a dispatcher holds work for) are still enabled,
     /// and marks the disabled and deleted ones: how a disable committed by another process
     /// reaches this one's in-memory work.
-    pub async fn refresh_stopped(&self, endpoint_ids: &[String]) -> Result<()> {
+    pub async fn refresh_stopped(&self, endpoint_ids: &[EndpointId]) -> Result<()> {
         // Bounded by the dispatcher's in-flight permits, which may be set up to 100,000: read
         // in chunks under every database's limit on bound parameters.
         for chunk in endpoint_ids.chunks(1000) {
-            let rows: Vec<(String, bool)> = endpoint::Entity::find()
+            let rows: Vec<(EndpointId, bool)> = endpoint::Entity::find()
                 .select_only()
                 .column(endpoint::Column::Id)
                 .column(endpoint::Column::Disabled)
-                .filter(endpoint::Column::Id.is_in(chunk.iter().map(String::as_str)))
+                .filter(endpoint::Column::Id.is_in(chunk.iter().copied()))
                 .into_tuple()
                 .all(&self.db)
                 .await?;
-            let disabled: HashMap<&str, bool> =
-                rows.iter().map(|(id, d)| (id.as_str(), *d)).collect();
+            let disabled: HashMap<EndpointId, bool> = rows.into_iter().collect();
             // Missing (deleted) counts as disabled.
-            let (stop, go): (Vec<&str>, Vec<&str>) = chunk
+            let (stop, go): (Vec<EndpointId>, Vec<EndpointId>) = chunk
                 .iter()
-                .map(String::as_str)
+                .copied()
                 .partition(|id| disabled.get(id).copied().unwrap_or(true));
             for id in go {
                 self.stopped.unmark_settled(id);
@@ -214,15 +215,15 @@ impl Store {
 
     /// Marks endpoints stopped in this process before the transaction that disables or
     /// deletes them commits, runs `work`, and takes the marks back if it fails.
-    pub(crate) async fn stopping<T, F>(&self, ids: &[String], work: F) -> Result<T>
+    pub(crate) async fn stopping<T, F>(&self, ids: &[EndpointId], work: F) -> Result<T>
     where
         F: Future<Output = Result<T>>,
     {
-        self.stopped.mark(ids.iter().map(String::as_str));
+        self.stopped.mark(ids.iter().copied());
         let out = work.await;
         if out.is_err() {
             for id in ids {
-                self.stopped.unmark(id);
+                self.stopped.unmark(*id);
             }
         }
         out
@@ -230,13 +231,13 @@ impl Store {
 
     /// Gives claims of a disabled endpoint back as paused (the dispatcher found the endpoint
     /// disabled when it read it for a claimed batch).
-    pub async fn pause_claims(&self, owner: &str, ids: &[String]) -> Result<u64> {
+    pub async fn pause_claims(&self, owner: &str, ids: &[DeliveryId]) -> Result<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
         let _turn = self.write_turn().await;
         let res = crate::queue::hand_back(delivery::Entity::update_many(), DeliveryState::Paused)
-            .filter(delivery::Column::Id.is_in(ids.iter().map(String::as_str)))
+            .filter(delivery::Column::Id.is_in(ids.iter().copied()))
             .filter(delivery::Column::LeaseOwner.eq(owner))
             .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
             .exec(&self.db)
@@ -248,23 +249,25 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::named;
 
     #[test]
     fn marks_expire_and_an_enable_removes_one() {
         let s = StoppedEndpoints::default();
-        s.mark(["ep_a", "ep_b"]);
-        assert!(s.contains("ep_a") && s.contains("ep_b"));
-        s.unmark("ep_a");
-        assert!(!s.contains("ep_a"));
+        let [a, b, c, old] = ["ep_a", "ep_b", "ep_c", "ep_old"].map(named::<EndpointId>);
+        s.mark([a, b]);
+        assert!(s.contains(a) && s.contains(b));
+        s.unmark(a);
+        assert!(!s.contains(a));
         // A fresh mark survives a read that still shows the endpoint enabled.
-        s.unmark_settled("ep_b");
-        assert!(s.contains("ep_b"));
+        s.unmark_settled(b);
+        assert!(s.contains(b));
         // An expired mark is dropped at the next mark, so the set stays bounded.
-        if let Some(old) = Instant::now().checked_sub(MARK_LIFETIME + Duration::from_secs(1)) {
-            s.edit().map.insert("ep_old".into(), old);
-            assert!(!s.contains("ep_old"));
+        if let Some(at) = Instant::now().checked_sub(MARK_LIFETIME + Duration::from_secs(1)) {
+            s.edit().map.insert(old, at);
+            assert!(!s.contains(old));
         }
-        s.mark(["ep_c"]);
+        s.mark([c]);
         assert_eq!(s.len(), 2, "ep_b and ep_c; ep_old expired");
     }
 }

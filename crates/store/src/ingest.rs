@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use domain::Timestamp;
 use domain::delivery::AttemptTrigger;
-use domain::ids::{MessageId, TenantId};
+use domain::ids::{ApplicationId, DeliveryId, EndpointId, MessageId, SecretId, TenantId};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryTrait};
 use tokio::sync::{mpsc, oneshot};
 
@@ -18,22 +18,47 @@ use crate::{CreatedMessage, NewMessage, Result, Store, StoreError, to_json};
 
 /// A dispatcher in this process that takes new deliveries straight from the message writer:
 /// they are written already claimed by `owner` (state `sending`, leased for `lease`), in the
-/// message's own transaction, and sent to `tx` once committed. That saves the claim round trip
-/// (a write) per message. Only while more than `keep_free` of the dispatcher's `permits` are
-/// free (the rest is left for claims of retries and backlogs), and never for deliveries with
-/// an ordering key (those wait for their turn in the queue). A handed-off delivery that is
-/// never started (the dispatcher went away) keeps its lease until it expires and is then
-/// reaped back to pending, as after a crash.
+/// message's own transaction, and given to `taker` once committed. That saves the claim round
+/// trip (a write) per message. Only while the taker has room (see [`Taker::reserve`]), and
+/// never for deliveries with an ordering key (those wait for their turn in the queue). A
+/// handed-off delivery that is never started (the dispatcher went away) keeps its lease until
+/// it expires and is then reaped back to pending, as after a crash.
 #[derive(Clone, Debug)]
 pub struct Handoff {
     pub owner: String,
     pub lease: std::time::Duration,
-    pub permits: std::sync::Arc<tokio::sync::Semaphore>,
-    pub keep_free: usize,
-    pub tx: mpsc::UnboundedSender<HandedOff>,
+    pub taker: std::sync::Arc<dyn Taker>,
 }
 
-/// A delivery claimed at creation, with its message and a permit of the dispatcher's.
+/// What takes new deliveries at creation: the dispatcher decides how much room it has (its
+/// permits and how many it keeps free for retries); the store only asks and hands over.
+pub trait Taker: Send + Sync + std::fmt::Debug {
+    /// Room for one more delivery, if the taker has it now. The slot is held until the
+    /// delivery is done; dropped unused (its message was refused, or the commit failed), it
+    /// gives the room back.
+    fn reserve(&self) -> Option<Slot>;
+    /// Takes committed deliveries. Returns false once the taker is gone.
+    fn take(&self, handed: HandedOff) -> bool;
+    /// False once the taker is gone: nothing more is claimed for it.
+    fn is_open(&self) -> bool;
+}
+
+/// The taker's room for one delivery, opaque to the store (the dispatcher's in-flight permit).
+#[derive(Debug)]
+pub struct Slot(Box<dyn std::any::Any + Send + Sync>);
+
+impl Slot {
+    pub fn new<T: std::any::Any + Send + Sync>(room: T) -> Self {
+        Slot(Box::new(room))
+    }
+
+    /// What the taker put in, if it is a `T`.
+    pub fn into_inner<T: std::any::Any>(self) -> Option<T> {
+        self.0.downcast().ok().map(|b| *b)
+    }
+}
+
+/// A delivery claimed at creation, with its message and the taker's slot for it.
 #[derive(Debug)]
 pub struct HandedOff {
     pub delivery: delivery::Model,
@@ -41,7 +66,7 @@ pub struct HandedOff {
     /// Its endpoint and signing secrets as read in the message's own transaction, so the
     /// dispatcher need not read them again.
     pub endpoint: Option<std::sync::Arc<crate::DispatchEndpoint>>,
-    pub permit: tokio::sync::OwnedSemaphorePermit,
+    pub slot: Slot,
 }
 
 impl Store {
@@ -56,7 +81,7 @@ impl Store {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .filter(|h| !h.tx.is_closed())
+            .filter(|h| h.taker.is_open())
             .cloned()
     }
 }
@@ -270,7 +295,7 @@ impl Store {
         let messages = messages_json(&rows);
         // Assembled as if every message were new; those whose eventId turns out to be taken
         // are taken back out below (their deliveries are not inserted either).
-        let every: HashSet<String> = rows.iter().map(|m| m.id.clone()).collect();
+        let every: HashSet<MessageId> = rows.iter().map(|m| m.id).collect();
         // Ordered deliveries carry their rank in the batch as `seq` (which also keeps them
         // from being handed off); the statement turns ranks into each key's next numbers.
         let ranks: HashMap<(usize, usize), i64> = ordered_targets(&planned, inputs, &every)
@@ -279,7 +304,7 @@ impl Store {
             .map(|(rank, (at, _))| (at, rank as i64))
             .collect();
         let mut created = assemble(planned, inputs, &every, &ranks, handoff, now);
-        let handed: Vec<&str> = created.handed_endpoints().into_iter().collect();
+        let handed: Vec<EndpointId> = created.handed_endpoints().into_iter().collect();
         let values = vec![
             messages.into(),
             crate::pg::rows_param::<delivery::Entity>(created.deliveries.iter()),
@@ -298,10 +323,10 @@ impl Store {
             let text: String = row.try_get("", col)?;
             serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(e.to_string()))
         };
-        let inserted: HashSet<String> = serde_json::from_value(parse("ids")?)
+        let inserted: HashSet<MessageId> = serde_json::from_value(parse("ids")?)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         created.keep_only(&inserted);
-        let seqs: Vec<(String, i64)> = serde_json::from_value(parse("seqs")?)
+        let seqs: Vec<(DeliveryId, i64)> = serde_json::from_value(parse("seqs")?)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         created.number(seqs.into_iter().collect());
         if !created.handed.is_empty() {
@@ -401,9 +426,9 @@ fn carried_as_text(payload: &[u8]) -> bool {
 fn secret_rows(json: serde_json::Value) -> Result<Vec<endpoint_secret::Model>> {
     #[derive(serde::Deserialize)]
     struct Row {
-        id: String,
-        tenant_id: String,
-        endpoint_id: String,
+        id: SecretId,
+        tenant_id: TenantId,
+        endpoint_id: EndpointId,
         secret: String,
         created_at: i64,
         expires_at: Option<i64>,
@@ -445,7 +470,7 @@ fn create_messages_lite(
     for m in to_insert(&planned) {
         // Skipped (0 rows) when its eventId is taken.
         if lite::insert_row::<message::Entity>(&txn, message_sql, m)? == 1 {
-            inserted.insert(m.id.clone());
+            inserted.insert(m.id);
         }
     }
     let mut seqs = HashMap::new();
@@ -472,15 +497,14 @@ fn enabled_endpoints(inputs: &[Input]) -> sea_orm::Select<endpoint::Entity> {
         .filter(endpoint::Column::Disabled.eq(false))
 }
 
-fn app_ids(inputs: &[Input]) -> Vec<String> {
-    let ids: HashSet<&str> = inputs.iter().map(|(_, a, _, _)| a.id.as_str()).collect();
-    ids.into_iter().map(str::to_owned).collect()
+fn app_ids(inputs: &[Input]) -> HashSet<ApplicationId> {
+    inputs.iter().map(|(_, a, _, _)| a.id).collect()
 }
 
-fn by_app(endpoints: Vec<endpoint::Model>) -> HashMap<String, Vec<endpoint::Model>> {
-    let mut of: HashMap<String, Vec<endpoint::Model>> = HashMap::new();
+fn by_app(endpoints: Vec<endpoint::Model>) -> HashMap<ApplicationId, Vec<endpoint::Model>> {
+    let mut of: HashMap<ApplicationId, Vec<endpoint::Model>> = HashMap::new();
     for ep in endpoints {
-        of.entry(ep.app_id.clone()).or_default().push(ep);
+        of.entry(ep.app_id).or_default().push(ep);
     }
     of
 }
@@ -490,7 +514,7 @@ type Planned<'e> = Result<(message::Model, Vec<&'e endpoint::Model>)>;
 
 fn plan<'e>(
     inputs: &[Input],
-    endpoints_of: &'e HashMap<String, Vec<endpoint::Model>>,
+    endpoints_of: &'e HashMap<ApplicationId, Vec<endpoint::Model>>,
     now: Timestamp,
 ) -> Vec<Planned<'e>> {
     inputs
@@ -501,7 +525,7 @@ fn plan<'e>(
                 .map(|eps| eps.as_slice())
                 .unwrap_or_default()
                 .iter()
-                .filter(|ep| ep.tenant_id == tenant.to_string())
+                .filter(|ep| ep.tenant_id == *tenant)
                 .filter_map(
                     |ep| match endpoint_accepts(ep, &new.event_type, &new.channels) {
                         Ok(true) => Some(Ok(ep)),
@@ -512,9 +536,9 @@ fn plan<'e>(
                 .collect();
             targets.map(|t| {
                 let m = message::Model {
-                    id: MessageId::new_at(now, &mut rand::rng()).to_string(),
-                    tenant_id: tenant.to_string(),
-                    app_id: app.id.clone(),
+                    id: MessageId::new_at(now, &mut rand::rng()),
+                    tenant_id: *tenant,
+                    app_id: app.id,
                     event_type: new.event_type.clone(),
                     event_id: new.event_id.clone(),
                     payload: new.payload.clone(),
@@ -538,13 +562,13 @@ fn to_insert<'p>(planned: &'p [Planned<'_>]) -> Vec<&'p message::Model> {
 
 /// Where a delivery sits in a batch (message index, target index), and the (tenant, endpoint,
 /// key) whose next sequence number it takes.
-type OrderedTarget<'p> = ((usize, usize), (TenantId, &'p str, &'p str));
+type OrderedTarget<'p> = ((usize, usize), (TenantId, EndpointId, &'p str));
 
 /// Every delivery that needs a sequence number: those of written messages with an ordering key.
 fn ordered_targets<'p>(
     planned: &'p [Planned<'_>],
     inputs: &[Input],
-    inserted: &HashSet<String>,
+    inserted: &HashSet<MessageId>,
 ) -> Vec<OrderedTarget<'p>> {
     let mut out = Vec::new();
     for (i, (p, (tenant, ..))) in planned.iter().zip(inputs).enumerate() {
@@ -556,7 +580,7 @@ fn ordered_targets<'p>(
             continue;
         }
         for (j, ep) in targets.iter().enumerate() {
-            out.push(((i, j), (*tenant, ep.id.as_str(), key)));
+            out.push(((i, j), (*tenant, ep.id, key)));
         }
     }
     // Counters are locked in one order by every batch, so two batches in flight at once
@@ -569,19 +593,19 @@ fn ordered_targets<'p>(
 /// each message's result. [`Created::finish`] hands the claimed ones over once committed.
 struct Created {
     deliveries: Vec<delivery::Model>,
-    /// (index in `deliveries`, index in `out`, permit) of those claimed for the local
+    /// (index in `deliveries`, index in `out`, slot) of those claimed for the local
     /// dispatcher.
-    handed: Vec<(usize, usize, tokio::sync::OwnedSemaphorePermit)>,
+    handed: Vec<(usize, usize, Slot)>,
     handoff: Option<Handoff>,
     /// The handed-off deliveries' endpoints with their secrets, where the writer read them.
-    endpoints: HashMap<String, std::sync::Arc<crate::DispatchEndpoint>>,
+    endpoints: HashMap<EndpointId, std::sync::Arc<crate::DispatchEndpoint>>,
     out: Vec<Result<CreatedMessage>>,
 }
 
 fn assemble(
     planned: Vec<Planned<'_>>,
     inputs: &[Input],
-    inserted: &HashSet<String>,
+    inserted: &HashSet<MessageId>,
     seqs: &HashMap<(usize, usize), i64>,
     handoff: Option<Handoff>,
     now: Timestamp,
@@ -615,14 +639,13 @@ fn assemble(
                 AttemptTrigger::Scheduled,
             );
             if let Some(h) = handoff.as_ref().filter(|_| seq.is_none())
-                && h.permits.available_permits() > h.keep_free
-                && let Ok(permit) = h.permits.clone().try_acquire_owned()
+                && let Some(slot) = h.taker.reserve()
             {
                 d.state = domain::delivery::DeliveryState::Sending;
                 d.lease_owner = Some(h.owner.clone());
                 d.lease_expires_at = Some(now.plus(h.lease).as_millis());
                 // `out.len()`: where this message's result is about to go.
-                handed.push((deliveries.len() + mine.len(), out.len(), permit));
+                handed.push((deliveries.len() + mine.len(), out.len(), slot));
             }
             mine.push(d);
         }
@@ -643,10 +666,10 @@ fn assemble(
 
 impl Created {
     /// The handed-off deliveries' endpoints, by id.
-    fn handed_endpoints(&self) -> HashSet<&str> {
+    fn handed_endpoints(&self) -> HashSet<EndpointId> {
         self.handed
             .iter()
-            .map(|(i, ..)| self.deliveries[*i].endpoint_id.as_str())
+            .map(|(i, ..)| self.deliveries[*i].endpoint_id)
             .collect()
     }
 
@@ -656,9 +679,7 @@ impl Created {
     fn secrets_query(&self) -> Option<sea_orm::Select<endpoint_secret::Entity>> {
         let ids = self.handed_endpoints();
         (!ids.is_empty()).then(|| {
-            endpoint_secret::Entity::find().filter(
-                endpoint_secret::Column::EndpointId.is_in(ids.into_iter().map(str::to_owned)),
-            )
+            endpoint_secret::Entity::find().filter(endpoint_secret::Column::EndpointId.is_in(ids))
         })
     }
 
@@ -667,7 +688,7 @@ impl Created {
     /// endpoints only, and `with_secrets` keeps just the endpoints that have some.
     fn attach_endpoints(
         &mut self,
-        endpoints_of: HashMap<String, Vec<endpoint::Model>>,
+        endpoints_of: HashMap<ApplicationId, Vec<endpoint::Model>>,
         secrets: Vec<endpoint_secret::Model>,
         now: Timestamp,
     ) {
@@ -679,9 +700,9 @@ impl Created {
     }
 
     /// Takes back the messages not in `inserted` (their eventId was taken): each answers
-    /// `Conflict`, and its deliveries (not inserted either) are not handed off; their permits
+    /// `Conflict`, and its deliveries (not inserted either) are not handed off; their slots
     /// go back at once.
-    fn keep_only(&mut self, inserted: &HashSet<String>) {
+    fn keep_only(&mut self, inserted: &HashSet<MessageId>) {
         let mut gone = HashSet::new();
         for (at, out) in self.out.iter_mut().enumerate() {
             if out
@@ -697,7 +718,7 @@ impl Created {
     }
 
     /// Gives the ordered deliveries the numbers the database assigned them, by delivery id.
-    fn number(&mut self, seqs: HashMap<String, i64>) {
+    fn number(&mut self, seqs: HashMap<DeliveryId, i64>) {
         let deliveries = self.deliveries.iter_mut().chain(
             self.out
                 .iter_mut()
@@ -724,7 +745,7 @@ impl Created {
         if let Some(h) = handoff {
             // Fan-out deliveries of one message share one copy of it.
             let mut shared: HashMap<usize, std::sync::Arc<message::Model>> = HashMap::new();
-            for (i, at, permit) in handed {
+            for (i, at, slot) in handed {
                 let Some(Ok(created)) = out.get(at) else {
                     continue;
                 };
@@ -735,12 +756,14 @@ impl Created {
                 // A closed channel leaves the delivery leased until its lease runs out.
                 let delivery = deliveries[i].clone();
                 let endpoint = endpoints.get(&delivery.endpoint_id).cloned();
-                let _ = h.tx.send(HandedOff {
+                if !h.taker.take(HandedOff {
                     delivery,
                     message,
                     endpoint,
-                    permit,
-                });
+                    slot,
+                }) {
+                    break;
+                }
             }
         }
         out

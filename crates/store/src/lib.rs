@@ -33,7 +33,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 pub use connect::{Backend, ConnectOptions};
 pub use error::{StoreError, redact_url};
-pub use ingest::{GiveUpAt, HandedOff, Handoff};
+pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart};
 pub use page::{ListParams, Page};
 pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};

@@ -1,7 +1,9 @@
 //! Operations: the email outbox, operational events and node heartbeats.
 
 use domain::Timestamp;
-use domain::ids::{EmailId, JobId, NodeId, OperationalEventId, TenantId};
+use domain::ids::{
+    ApplicationId, EmailId, EndpointId, JobId, NodeId, OperationalEventId, TenantId,
+};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -13,14 +15,14 @@ use crate::{ListParams, Page, Result, Store, page::fetch_page};
 
 /// A new outbox row, due at once: the one shape of every email hookd queues.
 pub(crate) fn email_row(
-    tenant: Option<String>,
+    tenant: Option<TenantId>,
     to: &str,
     subject: &str,
     body: &str,
     now: i64,
 ) -> email::ActiveModel {
     email::ActiveModel {
-        id: Set(EmailId::new().to_string()),
+        id: Set(EmailId::new()),
         tenant_id: Set(tenant),
         to_addr: Set(to.to_owned()),
         subject: Set(subject.to_owned()),
@@ -44,7 +46,7 @@ impl Store {
         body: &str,
     ) -> Result<email::Model> {
         let now = Timestamp::now().as_millis();
-        Ok(email_row(Some(tenant.to_string()), to, subject, body, now)
+        Ok(email_row(Some(tenant), to, subject, body, now)
             .insert(&self.db)
             .await?)
     }
@@ -59,7 +61,7 @@ impl Store {
             &self.db,
             select,
             email::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -80,7 +82,7 @@ impl Store {
     /// failed for good (state `failed`, never tried again).
     pub async fn system_email_outcome(
         &self,
-        email_id: &str,
+        email_id: EmailId,
         outcome: std::result::Result<(), (String, Option<Timestamp>)>,
         now: Timestamp,
     ) -> Result<()> {
@@ -112,16 +114,16 @@ impl Store {
         &self,
         tenant: TenantId,
         kind: &str,
-        app_id: Option<&str>,
-        endpoint_id: Option<&str>,
+        app_id: Option<ApplicationId>,
+        endpoint_id: Option<EndpointId>,
         detail: &serde_json::Value,
     ) -> Result<operational_event::Model> {
         Ok(operational_event::ActiveModel {
-            id: Set(OperationalEventId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
+            id: Set(OperationalEventId::new()),
+            tenant_id: Set(tenant),
             kind: Set(kind.to_owned()),
-            app_id: Set(app_id.map(str::to_owned)),
-            endpoint_id: Set(endpoint_id.map(str::to_owned)),
+            app_id: Set(app_id),
+            endpoint_id: Set(endpoint_id),
             detail: Set(detail.to_string()),
             created_at: Set(Timestamp::now().as_millis()),
         }
@@ -137,7 +139,7 @@ impl Store {
         let select = operational_event::Entity::find()
             .filter(operational_event::Column::TenantId.eq(tenant.to_string()));
         let id = operational_event::Column::Id;
-        fetch_page(&self.db, select, id, |m| m.id.clone(), params).await
+        fetch_page(&self.db, select, id, |m| m.id.to_string(), params).await
     }
 
     /// Announces that `node` is alive (insert or refresh).
@@ -208,7 +210,7 @@ impl Store {
     ) -> Result<IdempotencyStart> {
         use crate::entities::idempotency_key as ik;
         let reservation = || ik::ActiveModel {
-            tenant_id: Set(tenant.to_string()),
+            tenant_id: Set(tenant),
             key: Set(key.to_owned()),
             request_hash: Set(request_hash.to_owned()),
             response_status: Set(0),
@@ -221,7 +223,7 @@ impl Store {
                 Err(e) if crate::error::is_unique_violation(&e) => {}
                 Err(e) => return Err(e.into()),
             }
-            let Some(found) = ik::Entity::find_by_id((tenant.to_string(), key.to_owned()))
+            let Some(found) = ik::Entity::find_by_id((tenant, key.to_owned()))
                 .one(&self.db)
                 .await?
             else {
@@ -293,8 +295,8 @@ impl Store {
     ) -> Result<job::Model> {
         let now = Timestamp::now().as_millis();
         Ok(job::ActiveModel {
-            id: Set(JobId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
+            id: Set(JobId::new()),
+            tenant_id: Set(tenant),
             kind: Set(kind),
             params: Set(params.to_string()),
             state: Set("running".to_owned()),
@@ -315,7 +317,14 @@ impl Store {
         params: &ListParams,
     ) -> Result<Page<job::Model>> {
         let select = job::Entity::find().filter(job::Column::TenantId.eq(tenant.to_string()));
-        fetch_page(&self.db, select, job::Column::Id, |m| m.id.clone(), params).await
+        fetch_page(
+            &self.db,
+            select,
+            job::Column::Id,
+            |m| m.id.to_string(),
+            params,
+        )
+        .await
     }
 
     pub async fn get_job(&self, tenant: TenantId, id: &str) -> Result<job::Model> {
@@ -345,7 +354,7 @@ impl Store {
         owner: &str,
         now: Timestamp,
         lease: std::time::Duration,
-        busy_tenants: &[String],
+        busy_tenants: &[TenantId],
     ) -> Result<Option<job::Model>> {
         let free = Condition::any()
             .add(job::Column::LeaseOwner.is_null())
@@ -354,8 +363,8 @@ impl Store {
             .filter(job::Column::State.eq("running"))
             .filter(free.clone());
         if !busy_tenants.is_empty() {
-            candidates = candidates
-                .filter(job::Column::TenantId.is_not_in(busy_tenants.iter().map(String::as_str)));
+            candidates =
+                candidates.filter(job::Column::TenantId.is_not_in(busy_tenants.iter().copied()));
         }
         let candidates = candidates
             .order_by_asc(job::Column::CreatedAt)
@@ -370,7 +379,7 @@ impl Store {
                     job::Column::LeaseExpiresAt,
                     Expr::value(now.plus(lease).as_millis()),
                 )
-                .filter(job::Column::Id.eq(&candidate.id))
+                .filter(job::Column::Id.eq(candidate.id))
                 .filter(job::Column::State.eq("running"))
                 .filter(free.clone())
                 .exec(&self.db)
@@ -383,7 +392,7 @@ impl Store {
     }
 
     /// Extends a running job's lease while `owner` still holds it; false when it was lost.
-    pub async fn system_renew_job(&self, id: &str, owner: &str, until: Timestamp) -> Result<bool> {
+    pub async fn system_renew_job(&self, id: JobId, owner: &str, until: Timestamp) -> Result<bool> {
         let res = job::Entity::update_many()
             .col_expr(job::Column::LeaseExpiresAt, Expr::value(until.as_millis()))
             .filter(job::Column::Id.eq(id))
@@ -397,7 +406,7 @@ impl Store {
     /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries.
     pub async fn system_finish_job(
         &self,
-        id: &str,
+        id: JobId,
         outcome: std::result::Result<u64, String>,
     ) -> Result<()> {
         let now = Timestamp::now().as_millis();

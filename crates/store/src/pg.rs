@@ -26,14 +26,14 @@ where
 }
 
 /// A PostgreSQL array literal of `items` (`{"a","b"}`), to be cast to `varchar[]`.
-pub(crate) fn text_array<'a>(items: impl Iterator<Item = &'a str>) -> String {
+pub(crate) fn text_array(items: impl Iterator<Item = impl AsRef<str>>) -> String {
     let mut out = String::from("{");
     for (i, item) in items.enumerate() {
         if i > 0 {
             out.push(',');
         }
         out.push('"');
-        for c in item.chars() {
+        for c in item.as_ref().chars() {
             if c == '"' || c == '\\' {
                 out.push('\\');
             }
@@ -117,7 +117,7 @@ mod tests {
             text_array(["a", "b,c", r#"d"e\f"#].into_iter()),
             r#"{"a","b,c","d\"e\\f"}"#
         );
-        assert_eq!(text_array(std::iter::empty()), "{}");
+        assert_eq!(text_array(std::iter::empty::<&str>()), "{}");
     }
 
     #[test]

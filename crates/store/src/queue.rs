@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use domain::Timestamp;
 use domain::delivery::{AttemptTrigger, DeliveryState};
-use domain::ids::{AttemptId, OperationalEventId};
+use domain::ids::{AttemptId, DeliveryId, EndpointId, MessageId, OperationalEventId};
 use sea_orm::sea_query::{Expr, Value};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryTrait, Set,
@@ -90,9 +90,9 @@ pub(crate) fn with_secrets(
     endpoints: Vec<endpoint::Model>,
     mut secrets: Vec<endpoint_secret::Model>,
     now: Timestamp,
-) -> HashMap<String, DispatchEndpoint> {
-    secrets.sort_by(|a, b| b.id.cmp(&a.id));
-    let mut by_endpoint: HashMap<String, Vec<String>> = HashMap::new();
+) -> HashMap<EndpointId, DispatchEndpoint> {
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.id));
+    let mut by_endpoint: HashMap<EndpointId, Vec<String>> = HashMap::new();
     for s in secrets {
         if s.expires_at.is_none_or(|e| e > now.as_millis()) {
             by_endpoint.entry(s.endpoint_id).or_default().push(s.secret);
@@ -103,7 +103,7 @@ pub(crate) fn with_secrets(
         .filter_map(|e| {
             let secrets = by_endpoint.remove(&e.id)?;
             Some((
-                e.id.clone(),
+                e.id,
                 DispatchEndpoint {
                     endpoint: e,
                     secrets,
@@ -159,13 +159,13 @@ impl Store {
     }
 
     /// Gives back claims `owner` will not start (shutdown), without counting an attempt.
-    pub async fn release_claims(&self, owner: &str, ids: &[String]) -> Result<u64> {
+    pub async fn release_claims(&self, owner: &str, ids: &[DeliveryId]) -> Result<u64> {
         let _turn = self.write_turn().await;
         if ids.is_empty() {
             return Ok(0);
         }
         let res = back_to_pending(delivery::Entity::update_many())
-            .filter(delivery::Column::Id.is_in(ids.iter().cloned()))
+            .filter(delivery::Column::Id.is_in(ids.iter().copied()))
             .filter(delivery::Column::LeaseOwner.eq(owner))
             .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
             .exec(&self.db)
@@ -174,26 +174,29 @@ impl Store {
     }
 
     /// The messages of a claimed batch, in one query.
-    pub async fn messages_by_ids(&self, ids: &[String]) -> Result<HashMap<String, message::Model>> {
+    pub async fn messages_by_ids(
+        &self,
+        ids: &[MessageId],
+    ) -> Result<HashMap<MessageId, message::Model>> {
         let rows = message::Entity::find()
-            .filter(message::Column::Id.is_in(ids.iter().cloned()))
+            .filter(message::Column::Id.is_in(ids.iter().copied()))
             .all(&self.db)
             .await?;
-        Ok(rows.into_iter().map(|m| (m.id.clone(), m)).collect())
+        Ok(rows.into_iter().map(|m| (m.id, m)).collect())
     }
 
     /// Endpoints with their active secrets, in two queries.
     pub async fn dispatch_endpoints(
         &self,
-        ids: &[String],
+        ids: &[EndpointId],
         now: Timestamp,
-    ) -> Result<HashMap<String, DispatchEndpoint>> {
+    ) -> Result<HashMap<EndpointId, DispatchEndpoint>> {
         let endpoints = endpoint::Entity::find()
-            .filter(endpoint::Column::Id.is_in(ids.iter().cloned()))
+            .filter(endpoint::Column::Id.is_in(ids.iter().copied()))
             .all(&self.db)
             .await?;
         let secrets = endpoint_secret::Entity::find()
-            .filter(endpoint_secret::Column::EndpointId.is_in(ids.iter().cloned()))
+            .filter(endpoint_secret::Column::EndpointId.is_in(ids.iter().copied()))
             .all(&self.db)
             .await?;
         Ok(with_secrets(endpoints, secrets, now))
@@ -207,7 +210,7 @@ impl Store {
         owner: &str,
         results: &[AttemptResult],
         public_url: &str,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Vec<DeliveryId>> {
         let turn = self.write_turn().await;
         self.record_results_in(turn, owner, results, public_url)
             .await
@@ -227,7 +230,7 @@ impl Store {
         owner: &str,
         results: &[AttemptResult],
         public_url: &str,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Vec<DeliveryId>> {
         drop(turn);
         if results.is_empty() {
             return Ok(Vec::new());
@@ -239,13 +242,13 @@ impl Store {
             self.backend,
             &stats_of(results),
         ));
-        let mut gone: HashMap<String, &str> = HashMap::new();
+        let mut gone: HashMap<EndpointId, &str> = HashMap::new();
         for r in results {
             if let Some(reason) = &r.disable_endpoint {
-                gone.entry(r.delivery.endpoint_id.clone()).or_insert(reason);
+                gone.entry(r.delivery.endpoint_id).or_insert(reason);
             }
         }
-        let ids: Vec<String> = gone.keys().cloned().collect();
+        let ids: Vec<EndpointId> = gone.keys().copied().collect();
         let write = async {
             match (&self.lite, self.backend) {
                 (Some(lite), _) => write_results_lite(lite, owner, results, now, rest).await,
@@ -260,7 +263,7 @@ impl Store {
             let disable = async {
                 let txn = self.write_txn().await?;
                 for (id, reason) in &gone {
-                    disable_and_notify(&txn, id, reason, public_url, now).await?;
+                    disable_and_notify(&txn, *id, reason, public_url, now).await?;
                 }
                 txn.commit().await
             };
@@ -271,7 +274,7 @@ impl Store {
         Ok(results
             .iter()
             .filter(|r| !written.contains(&r.delivery.id))
-            .map(|r| r.delivery.id.clone())
+            .map(|r| r.delivery.id)
             .collect())
     }
 
@@ -284,7 +287,7 @@ impl Store {
         results: &[AttemptResult],
         now: i64,
         rest: Vec<Statement>,
-    ) -> Result<HashSet<String>> {
+    ) -> Result<HashSet<DeliveryId>> {
         let attempts = Statement::from_sql_and_values(
             sea_orm::DbBackend::Postgres,
             "INSERT INTO attempts SELECT r.* \
@@ -298,7 +301,7 @@ impl Store {
         let statement = crate::pg::with_ctes(parts, finish_deliveries_pg(owner, results, now));
         let mut written = HashSet::with_capacity(results.len());
         for row in self.db.query_all(statement).await? {
-            written.insert(row.try_get::<String>("", "id")?);
+            written.insert(row.try_get::<DeliveryId>("", "id")?);
         }
         Ok(written)
     }
@@ -307,8 +310,8 @@ impl Store {
     pub async fn skip_delivery(
         &self,
         tenant: domain::ids::TenantId,
-        msg_id: &str,
-        endpoint_id: &str,
+        msg_id: MessageId,
+        endpoint_id: EndpointId,
     ) -> Result<bool> {
         let res = delivery::Entity::update_many()
             .col_expr(
@@ -354,7 +357,7 @@ async fn write_results_lite(
     results: &[AttemptResult],
     now: i64,
     rest: Vec<Statement>,
-) -> Result<HashSet<String>> {
+) -> Result<HashSet<DeliveryId>> {
     let attempts: Vec<attempt::Model> = results.iter().map(|r| r.attempt.clone()).collect();
     let finishes: Vec<_> = results
         .iter()
@@ -363,7 +366,7 @@ async fn write_results_lite(
             let a = &r.attempt;
             let row = (state.as_str(), a.attempt_number, next_at, a.status_code);
             (
-                r.delivery.id.clone(),
+                r.delivery.id,
                 row,
                 a.error_kind.map(|k| k.as_str()),
                 a.started_at,
@@ -452,7 +455,7 @@ fn finish_deliveries_pg(owner: &str, results: &[AttemptResult], now: i64) -> Sta
             owner.into(),
             now.into(),
             serde_json::Value::Array(rows).to_string().into(),
-            crate::pg::text_array(results.iter().map(|r| r.delivery.id.as_str())).into(),
+            crate::pg::text_array(results.iter().map(|r| r.delivery.id.to_string())).into(),
         ],
     )
 }
@@ -469,10 +472,10 @@ fn finish_of(r: &AttemptResult) -> (DeliveryState, i64) {
 /// Endpoint health after a batch: any success clears the failure streak; otherwise the
 /// earliest failure starts one (if none is running).
 fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec<Statement> {
-    let mut health: HashMap<&str, (Option<i64>, Option<i64>)> = HashMap::new();
+    let mut health: HashMap<EndpointId, (Option<i64>, Option<i64>)> = HashMap::new();
     for r in results {
         let d = &r.delivery;
-        let entry = health.entry(d.endpoint_id.as_str()).or_default();
+        let entry = health.entry(d.endpoint_id).or_default();
         let at = r.attempt.started_at;
         if r.attempt.classification == "success" {
             entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
@@ -504,7 +507,7 @@ fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec
 /// The batch's per-minute counts for the charts' rollup.
 fn stats_of(
     results: &[AttemptResult],
-) -> std::collections::BTreeMap<(String, String, String, i64), crate::stats::StatCounts> {
+) -> std::collections::BTreeMap<crate::stats::StatKey, crate::stats::StatCounts> {
     let mut stats: std::collections::BTreeMap<_, crate::stats::StatCounts> = Default::default();
     for r in results {
         let a = &r.attempt;
@@ -515,9 +518,9 @@ fn stats_of(
         };
         stats
             .entry((
-                a.tenant_id.clone(),
-                a.app_id.clone(),
-                a.endpoint_id.clone(),
+                a.tenant_id,
+                a.app_id,
+                a.endpoint_id,
                 crate::stats::minute_of(a.started_at),
             ))
             .or_default()
@@ -552,12 +555,12 @@ pub fn attempt_row(
     retry_after_ms: Option<i64>,
 ) -> attempt::Model {
     attempt::Model {
-        id: AttemptId::new().to_string(),
-        tenant_id: d.tenant_id.clone(),
-        app_id: d.app_id.clone(),
-        endpoint_id: d.endpoint_id.clone(),
-        msg_id: d.msg_id.clone(),
-        delivery_id: d.id.clone(),
+        id: AttemptId::new(),
+        tenant_id: d.tenant_id,
+        app_id: d.app_id,
+        endpoint_id: d.endpoint_id,
+        msg_id: d.msg_id,
+        delivery_id: d.id,
         attempt_number: d.attempt_count + 1,
         trigger: d.next_trigger,
         url: url.to_owned(),
@@ -574,7 +577,12 @@ pub fn attempt_row(
 
 impl Store {
     /// Extends to `until` the leases `owner` holds on `ids`.
-    pub async fn renew_leases(&self, owner: &str, ids: &[String], until: Timestamp) -> Result<u64> {
+    pub async fn renew_leases(
+        &self,
+        owner: &str,
+        ids: &[DeliveryId],
+        until: Timestamp,
+    ) -> Result<u64> {
         let _turn = self.write_turn().await;
         let backend = self.db.get_database_backend();
         let mut renewed = 0;
@@ -602,7 +610,7 @@ impl Store {
                 ),
             };
             let mut values: Vec<Value> = vec![until.as_millis().into(), owner.into()];
-            values.extend(chunk.iter().map(|id| Value::from(id.as_str())));
+            values.extend(chunk.iter().map(Value::from));
             let res = self
                 .db
                 .execute(Statement::from_sql_and_values(backend, sql, values))
@@ -616,24 +624,25 @@ impl Store {
 impl Store {
     /// Puts claimed deliveries back, each until its time, without counting an attempt (flow
     /// control: breaker open, endpoint saturated, throttled).
-    pub async fn defer_claims(&self, owner: &str, deferrals: &[(String, Timestamp)]) -> Result<()> {
+    pub async fn defer_claims(
+        &self,
+        owner: &str,
+        deferrals: &[(DeliveryId, Timestamp)],
+    ) -> Result<()> {
         let _turn = self.write_turn().await;
         use sea_orm::sea_query::{CaseStatement, SimpleExpr};
         // One statement per chunk however many deliveries: the claim loop waits on this.
         for chunk in deferrals.chunks(200) {
             let mut case = CaseStatement::new();
             for (id, until) in chunk {
-                case = case.case(
-                    delivery::Column::Id.eq(id.as_str()),
-                    Expr::value(until.as_millis()),
-                );
+                case = case.case(delivery::Column::Id.eq(id), Expr::value(until.as_millis()));
             }
             let next_at: SimpleExpr = case
                 .finally(Expr::col(delivery::Column::NextAttemptAt))
                 .into();
             back_to_pending(delivery::Entity::update_many())
                 .col_expr(delivery::Column::NextAttemptAt, next_at)
-                .filter(delivery::Column::Id.is_in(chunk.iter().map(|(id, _)| id.clone())))
+                .filter(delivery::Column::Id.is_in(chunk.iter().map(|(id, _)| *id)))
                 .filter(delivery::Column::LeaseOwner.eq(owner))
                 .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
                 .exec(&self.db)
@@ -645,7 +654,7 @@ impl Store {
     /// Records an endpoint's circuit-breaker state for the API and dashboard.
     pub async fn set_breaker_state(
         &self,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         state: domain::breaker::BreakerPhase,
         until: Option<Timestamp>,
     ) -> Result<()> {
@@ -663,7 +672,11 @@ impl Store {
 
     /// Moves an endpoint's due backlog to `until` (its breaker opened), so it is not claimed
     /// and deferred one by one. Returns how many moved.
-    pub async fn defer_endpoint_backlog(&self, endpoint_id: &str, until: Timestamp) -> Result<u64> {
+    pub async fn defer_endpoint_backlog(
+        &self,
+        endpoint_id: EndpointId,
+        until: Timestamp,
+    ) -> Result<u64> {
         // On PostgreSQL, rows another transaction holds are skipped: that transaction is
         // claiming, deferring or finishing them. Waiting instead deadlocked against deferring
         // claims, because an UPDATE locks a row that changed under it before it rechecks its
@@ -698,7 +711,7 @@ impl Store {
 /// Returns false when the endpoint was already disabled (nothing is sent twice).
 async fn disable_and_notify(
     txn: &sea_orm::DatabaseTransaction,
-    endpoint_id: &str,
+    endpoint_id: EndpointId,
     reason: &str,
     public_url: &str,
     now: i64,
@@ -721,22 +734,23 @@ async fn disable_and_notify(
         return Ok(false);
     };
     operational_event::Entity::insert(operational_event::ActiveModel {
-        id: Set(OperationalEventId::new().to_string()),
-        tenant_id: Set(ep.tenant_id.clone()),
+        id: Set(OperationalEventId::new()),
+        tenant_id: Set(ep.tenant_id),
         kind: Set("endpoint.disabled".to_owned()),
-        app_id: Set(Some(ep.app_id.clone())),
-        endpoint_id: Set(Some(ep.id.clone())),
+        app_id: Set(Some(ep.app_id)),
+        endpoint_id: Set(Some(ep.id)),
         detail: Set(serde_json::json!({ "reason": reason, "url": ep.url }).to_string()),
         created_at: Set(now),
     })
     .exec(txn)
     .await?;
-    if let Some(t) = tenant::Entity::find_by_id(ep.tenant_id.clone())
-        .one(txn)
-        .await?
-    {
+    if let Some(t) = tenant::Entity::find_by_id(ep.tenant_id).one(txn).await? {
         let (subject, body) = domain::notify::render_endpoint_disabled(
-            &ep.url, &ep.id, &ep.app_id, reason, public_url,
+            &ep.url,
+            &ep.id.to_string(),
+            &ep.app_id.to_string(),
+            reason,
+            public_url,
         );
         email::Entity::insert(crate::ops::email_row(
             Some(t.id),
@@ -771,12 +785,12 @@ impl Store {
     /// its tenant, in one transaction. False when it was already disabled.
     pub async fn disable_endpoint_and_notify(
         &self,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         reason: &str,
         public_url: &str,
     ) -> Result<bool> {
         let txn = self.write_txn().await?;
-        self.stopping(&[endpoint_id.to_owned()], async {
+        self.stopping(&[endpoint_id], async {
             let done = disable_and_notify(
                 &txn,
                 endpoint_id,
@@ -822,9 +836,9 @@ mod tests {
 
     fn secret(id: &str, endpoint_id: &str, expires_at: Option<i64>) -> endpoint_secret::Model {
         endpoint_secret::Model {
-            id: id.into(),
-            tenant_id: "t".into(),
-            endpoint_id: endpoint_id.into(),
+            id: crate::testing::named(&format!("whsk_{id}")),
+            tenant_id: crate::testing::named("tnt_t"),
+            endpoint_id: crate::testing::named(endpoint_id),
             secret: format!("whsec_{id}"),
             created_at: 0,
             expires_at,
@@ -846,9 +860,12 @@ mod tests {
             ],
             now,
         );
-        assert_eq!(found["ep_a"].secrets, vec!["whsec_s3", "whsec_s2"]);
+        assert_eq!(
+            found[&crate::testing::named::<EndpointId>("ep_a")].secrets,
+            vec!["whsec_s3", "whsec_s2"]
+        );
         assert!(
-            !found.contains_key("ep_gone"),
+            !found.contains_key(&crate::testing::named::<EndpointId>("ep_gone")),
             "deleted between the two reads: not sent unsigned"
         );
     }

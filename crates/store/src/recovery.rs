@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::delivery::{AttemptTrigger, DeliveryState};
-use domain::ids::{MessageId, TenantId};
+use domain::ids::{EndpointId, MessageId, TenantId};
 use sea_orm::sea_query::{Expr, Query};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 
@@ -85,7 +85,7 @@ impl Store {
     pub async fn endpoint_stats(
         &self,
         tenant: TenantId,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
     ) -> Result<DeliveryStats> {
         let rows: Vec<(String, i64)> = delivery::Entity::find()
             .select_only()
@@ -129,17 +129,17 @@ impl Store {
         }
         let now = Timestamp::now();
         let txn = self.write_txn().await?;
-        let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, &ep.id).await?;
+        let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, ep.id).await?;
         let existing = delivery::Entity::find()
-            .filter(delivery::Column::MsgId.eq(&msg.id))
-            .filter(delivery::Column::EndpointId.eq(&ep.id))
+            .filter(delivery::Column::MsgId.eq(msg.id))
+            .filter(delivery::Column::EndpointId.eq(ep.id))
             .one(&*txn)
             .await?;
         let id = match existing {
             Some(d) if d.state == DeliveryState::Sending => d.id,
             Some(d) => {
                 rearm(delivery::Entity::update_many(), now, ttl)
-                    .filter(delivery::Column::Id.eq(&d.id))
+                    .filter(delivery::Column::Id.eq(d.id))
                     .exec(&*txn)
                     .await?;
                 d.id
@@ -147,7 +147,7 @@ impl Store {
             None => {
                 let seq = match &msg.ordering_key {
                     Some(key) => {
-                        Some(crate::traffic::next_sequence(&txn, tenant, &ep.id, key).await?)
+                        Some(crate::traffic::next_sequence(&txn, tenant, ep.id, key).await?)
                     }
                     None => None,
                 };
@@ -160,7 +160,7 @@ impl Store {
                     now.plus(ttl),
                     AttemptTrigger::Manual,
                 );
-                let id = row.id.clone();
+                let id = row.id;
                 delivery::Entity::insert(delivery::ActiveModel::from(row))
                     .exec(&*txn)
                     .await?;
@@ -182,7 +182,7 @@ impl Store {
     pub async fn recover_failed(
         &self,
         tenant: TenantId,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         since: Timestamp,
         until: Option<Timestamp>,
         ttl: Duration,
@@ -255,13 +255,11 @@ impl Store {
                     Expr::col((delivery::Entity, delivery::Column::MsgId))
                         .equals((message::Entity, message::Column::Id)),
                 )
-                .and_where(
-                    Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.id.as_str()),
-                )
+                .and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.id))
                 .to_owned();
             let mut select = message::Entity::find()
                 .filter(message::Column::TenantId.eq(tenant.to_string()))
-                .filter(message::Column::AppId.eq(&ep.app_id))
+                .filter(message::Column::AppId.eq(ep.app_id))
                 .filter(match &after {
                     None => message::Column::Id.gte(start.as_str()),
                     Some(last) => message::Column::Id.gt(last.as_str()),
@@ -274,10 +272,10 @@ impl Store {
             }
             let batch = select.all(&self.db).await?;
             let Some(last) = batch.last() else { break };
-            after = Some(last.id.clone());
+            after = Some(last.id.to_string());
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
-            let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, &ep.id).await?;
+            let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, ep.id).await?;
             let mut rows = Vec::new();
             for msg in &batch {
                 let channels: Vec<String> = msg
@@ -291,7 +289,7 @@ impl Store {
                 }
                 let seq = match &msg.ordering_key {
                     Some(key) => {
-                        Some(crate::traffic::next_sequence(&txn, tenant, &ep.id, key).await?)
+                        Some(crate::traffic::next_sequence(&txn, tenant, ep.id, key).await?)
                     }
                     None => None,
                 };
@@ -320,7 +318,7 @@ impl Store {
     pub async fn list_endpoint_deliveries(
         &self,
         tenant: TenantId,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         state: Option<DeliveryState>,
         params: &ListParams,
     ) -> Result<Page<(delivery::Model, message::Model)>> {
@@ -334,18 +332,18 @@ impl Store {
             &self.db,
             select,
             delivery::Column::Id,
-            |d| d.id.clone(),
+            |d| d.id.to_string(),
             params,
         )
         .await?;
-        let ids: Vec<String> = page.data.iter().map(|d| d.msg_id.clone()).collect();
-        let mut messages: HashMap<String, message::Model> = message::Entity::find()
+        let ids: Vec<MessageId> = page.data.iter().map(|d| d.msg_id).collect();
+        let mut messages: HashMap<MessageId, message::Model> = message::Entity::find()
             .filter(message::Column::TenantId.eq(tenant.to_string()))
             .filter(message::Column::Id.is_in(ids))
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|m| (m.id.clone(), m))
+            .map(|m| (m.id, m))
             .collect();
         let mut data = Vec::with_capacity(page.data.len());
         for d in page.data {
@@ -364,7 +362,7 @@ impl Store {
     pub async fn get_attempt(
         &self,
         tenant: TenantId,
-        msg_id: &str,
+        msg_id: MessageId,
         attempt_id: &str,
     ) -> Result<attempt::Model> {
         attempt::Entity::find()

@@ -104,8 +104,8 @@ impl Store {
     ) -> Result<application::Model> {
         let now = Timestamp::now().as_millis();
         let model = application::ActiveModel {
-            id: Set(ApplicationId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
+            id: Set(ApplicationId::new()),
+            tenant_id: Set(tenant),
             uid: Set(new.uid),
             name: Set(new.name),
             rate_limit: Set(new.rate_limit),
@@ -154,7 +154,7 @@ impl Store {
             &self.db,
             select,
             application::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -185,8 +185,8 @@ impl Store {
     pub async fn delete_application(&self, tenant: TenantId, id_or_uid: &str) -> Result<()> {
         let app = self.get_application(tenant, id_or_uid).await?;
         let txn = self.write_txn().await?;
-        let endpoint_ids: Vec<String> = endpoint::Entity::find()
-            .filter(endpoint::Column::AppId.eq(&app.id))
+        let endpoint_ids: Vec<EndpointId> = endpoint::Entity::find()
+            .filter(endpoint::Column::AppId.eq(app.id))
             .all(&*txn)
             .await?
             .into_iter()
@@ -194,15 +194,15 @@ impl Store {
             .collect();
         self.stopping(&endpoint_ids, async {
             attempt::Entity::delete_many()
-                .filter(attempt::Column::AppId.eq(&app.id))
+                .filter(attempt::Column::AppId.eq(app.id))
                 .exec(&*txn)
                 .await?;
             delivery::Entity::delete_many()
-                .filter(delivery::Column::AppId.eq(&app.id))
+                .filter(delivery::Column::AppId.eq(app.id))
                 .exec(&*txn)
                 .await?;
             message::Entity::delete_many()
-                .filter(message::Column::AppId.eq(&app.id))
+                .filter(message::Column::AppId.eq(app.id))
                 .exec(&*txn)
                 .await?;
             ordering_sequence::Entity::delete_many()
@@ -210,7 +210,7 @@ impl Store {
                 .exec(&*txn)
                 .await?;
             // Endpoints and their secrets follow by ON DELETE CASCADE.
-            application::Entity::delete_by_id(app.id.clone())
+            application::Entity::delete_by_id(app.id)
                 .exec(&*txn)
                 .await?;
             txn.commit().await
@@ -229,8 +229,8 @@ impl Store {
     ) -> Result<event_type::Model> {
         let now = Timestamp::now().as_millis();
         let model = event_type::ActiveModel {
-            id: Set(EventTypeId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
+            id: Set(EventTypeId::new()),
+            tenant_id: Set(tenant),
             name: Set(new.name),
             description: Set(new.description),
             schemas: Set(new.schemas.map(|s| to_json(&s))),
@@ -268,7 +268,7 @@ impl Store {
             &self.db,
             select,
             event_type::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -315,11 +315,11 @@ impl Store {
     ) -> Result<endpoint::Model> {
         check_owner(tenant, &app.tenant_id, "application")?;
         let now = Timestamp::now().as_millis();
-        let id = EndpointId::new().to_string();
+        let id = EndpointId::new();
         let model = endpoint::ActiveModel {
-            id: Set(id.clone()),
-            tenant_id: Set(tenant.to_string()),
-            app_id: Set(app.id.clone()),
+            id: Set(id),
+            tenant_id: Set(tenant),
+            app_id: Set(app.id),
             uid: Set(new.uid),
             url: Set(new.url),
             description: Set(new.description),
@@ -345,7 +345,7 @@ impl Store {
         };
         let txn = self.write_txn().await?;
         let created = model.insert(&*txn).await.map_err(conflict_as("uid"))?;
-        insert_secret(&*txn, tenant, &id, secret, now).await?;
+        insert_secret(&*txn, tenant, id, secret, now).await?;
         txn.commit().await?;
         Ok(created)
     }
@@ -353,7 +353,7 @@ impl Store {
     pub async fn get_endpoint(
         &self,
         tenant: TenantId,
-        app_id: &str,
+        app_id: ApplicationId,
         id_or_uid: &str,
     ) -> Result<endpoint::Model> {
         endpoint::Entity::find()
@@ -372,7 +372,7 @@ impl Store {
     pub async fn list_endpoints(
         &self,
         tenant: TenantId,
-        app_id: &str,
+        app_id: ApplicationId,
         params: &ListParams,
     ) -> Result<Page<endpoint::Model>> {
         let select = endpoint::Entity::find()
@@ -382,7 +382,7 @@ impl Store {
             &self.db,
             select,
             endpoint::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -394,14 +394,14 @@ impl Store {
     pub async fn list_endpoints_of_apps(
         &self,
         tenant: TenantId,
-        app_ids: &[String],
+        app_ids: &[ApplicationId],
     ) -> Result<Vec<endpoint::Model>> {
         if app_ids.is_empty() {
             return Ok(Vec::new());
         }
         Ok(endpoint::Entity::find()
             .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
-            .filter(endpoint::Column::AppId.is_in(app_ids.iter().map(String::as_str)))
+            .filter(endpoint::Column::AppId.is_in(app_ids.iter().copied()))
             .order_by_desc(endpoint::Column::Id)
             .all(&self.db)
             .await?)
@@ -467,9 +467,9 @@ impl Store {
         change: impl FnOnce(&mut endpoint::ActiveModel, bool, i64) -> bool,
     ) -> Result<endpoint::Model> {
         let now = Timestamp::now().as_millis();
-        let id = current.id.clone();
+        let id = current.id;
         let txn = self.write_txn().await?;
-        let stored = endpoint::Entity::find_by_id(id.clone())
+        let stored = endpoint::Entity::find_by_id(id)
             .one(&*txn)
             .await?
             .ok_or(StoreError::not_found("endpoint"))?;
@@ -478,21 +478,17 @@ impl Store {
         let mut model = current.into_active_model();
         let disabled = change(&mut model, stored.disabled, now);
         model.updated_at = Set(now);
-        let ids = if disabled {
-            vec![id.clone()]
-        } else {
-            Vec::new()
-        };
+        let ids = if disabled { vec![id] } else { Vec::new() };
         let updated = self
             .stopping(&ids, async {
                 let updated = model.update(&*txn).await.map_err(conflict_as("uid"))?;
-                crate::gate::pause_or_resume(&*txn, &id, disabled, now).await?;
+                crate::gate::pause_or_resume(&*txn, id, disabled, now).await?;
                 txn.commit().await?;
                 Ok(updated)
             })
             .await?;
         if !disabled {
-            self.stopped.unmark(&id);
+            self.stopped.unmark(id);
         }
         Ok(updated)
     }
@@ -504,20 +500,18 @@ impl Store {
         let txn = self.write_txn().await?;
         self.stopping(std::slice::from_ref(&ep.id), async {
             attempt::Entity::delete_many()
-                .filter(attempt::Column::EndpointId.eq(&ep.id))
+                .filter(attempt::Column::EndpointId.eq(ep.id))
                 .exec(&*txn)
                 .await?;
             delivery::Entity::delete_many()
-                .filter(delivery::Column::EndpointId.eq(&ep.id))
+                .filter(delivery::Column::EndpointId.eq(ep.id))
                 .exec(&*txn)
                 .await?;
             ordering_sequence::Entity::delete_many()
-                .filter(ordering_sequence::Column::EndpointId.eq(&ep.id))
+                .filter(ordering_sequence::Column::EndpointId.eq(ep.id))
                 .exec(&*txn)
                 .await?;
-            endpoint::Entity::delete_by_id(ep.id.clone())
-                .exec(&*txn)
-                .await?;
+            endpoint::Entity::delete_by_id(ep.id).exec(&*txn).await?;
             txn.commit().await
         })
         .await
@@ -528,7 +522,7 @@ impl Store {
     pub async fn active_secrets(
         &self,
         tenant: TenantId,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         now: Timestamp,
     ) -> Result<Vec<endpoint_secret::Model>> {
         Ok(endpoint_secret::Entity::find()
@@ -548,7 +542,7 @@ impl Store {
     pub async fn rotate_secret(
         &self,
         tenant: TenantId,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         new_secret: &str,
         grace: Duration,
     ) -> Result<()> {
@@ -594,14 +588,14 @@ fn apply_disabled(
 async fn insert_secret(
     db: &impl sea_orm::ConnectionTrait,
     tenant: TenantId,
-    endpoint_id: &str,
+    endpoint_id: EndpointId,
     secret: &str,
     now: i64,
 ) -> Result<()> {
     endpoint_secret::ActiveModel {
-        id: Set(SecretId::new().to_string()),
-        tenant_id: Set(tenant.to_string()),
-        endpoint_id: Set(endpoint_id.to_owned()),
+        id: Set(SecretId::new()),
+        tenant_id: Set(tenant),
+        endpoint_id: Set(endpoint_id),
         secret: Set(secret.to_owned()),
         created_at: Set(now),
         expires_at: Set(None),
@@ -612,8 +606,8 @@ async fn insert_secret(
 }
 
 /// Guards methods that take a loaded row: it must belong to the calling tenant.
-pub(crate) fn check_owner(tenant: TenantId, owner: &str, entity: &'static str) -> Result<()> {
-    if owner == tenant.to_string() {
+pub(crate) fn check_owner(tenant: TenantId, owner: &TenantId, entity: &'static str) -> Result<()> {
+    if *owner == tenant {
         Ok(())
     } else {
         Err(StoreError::not_found(entity))

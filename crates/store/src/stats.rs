@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use domain::Timestamp;
+use domain::ids::{ApplicationId, EndpointId, TenantId};
 use sea_orm::{ConnectionTrait, Statement, Value};
 
 use crate::{Result, Store};
@@ -155,9 +156,12 @@ pub struct StatPoint {
 /// Upserts adding per-minute counts, keyed by (tenant, app, endpoint, minute start), 40 keys
 /// per statement, run in the caller's transaction. Keys are written in sorted order so that
 /// concurrent writers lock rows in one order.
+/// (tenant, application, endpoint, minute): what one row of `attempt_stats` counts.
+pub(crate) type StatKey = (TenantId, ApplicationId, EndpointId, i64);
+
 pub(crate) fn stats_upserts(
     backend: crate::Backend,
-    counts: &BTreeMap<(String, String, String, i64), StatCounts>,
+    counts: &BTreeMap<StatKey, StatCounts>,
 ) -> Vec<Statement> {
     let mut out = Vec::new();
     if counts.is_empty() {
@@ -194,9 +198,9 @@ pub(crate) fn stats_upserts(
                 .collect();
             rows.push(format!("({})", marks.join(", ")));
             values.extend([
-                Value::from(tenant.as_str()),
-                Value::from(app.as_str()),
-                Value::from(endpoint.as_str()),
+                Value::from(tenant),
+                Value::from(app),
+                Value::from(endpoint),
                 Value::from(*minute),
                 Value::from(c.succeeded),
                 Value::from(c.retried),
@@ -232,7 +236,7 @@ impl Store {
     pub async fn attempt_series(
         &self,
         tenant: domain::ids::TenantId,
-        endpoint_id: Option<&str>,
+        endpoint_id: Option<EndpointId>,
         since: Timestamp,
         until: Timestamp,
         bucket: Duration,
@@ -336,25 +340,18 @@ mod tests {
     #[tokio::test]
     async fn attempt_counts_add_up_per_minute_and_sum_into_buckets() {
         let tenant = domain::ids::TenantId::new();
-        let t = tenant.to_string();
+        let t = tenant;
+        use crate::testing::named;
         let base = 1_700_000_400_000_i64; // a multiple of 10 minutes
         let mut one = BTreeMap::new();
         let mut c = StatCounts::default();
         c.count(Outcome::Succeeded, 3);
         c.count(Outcome::Succeeded, 40);
         c.count(Outcome::Retried, 20_000);
-        one.insert((t.clone(), "app_a".into(), "ep_a".into(), base), c);
+        one.insert((t, named("app_a"), named("ep_a"), base), c);
         let mut d = StatCounts::default();
         d.count(Outcome::Dead, 70);
-        one.insert(
-            (
-                t.clone(),
-                "app_a".into(),
-                "ep_b".into(),
-                base + 11 * MINUTE_MS,
-            ),
-            d,
-        );
+        one.insert((t, named("app_a"), named("ep_b"), base + 11 * MINUTE_MS), d);
         for db in TestDb::all().await {
             let store = &db.store;
             // Written twice: the second batch adds to the same rows.
@@ -394,7 +391,7 @@ mod tests {
             let only_b = store
                 .attempt_series(
                     tenant,
-                    Some("ep_b"),
+                    Some(named("ep_b")),
                     Timestamp::from_millis(base),
                     Timestamp::from_millis(base + 20 * MINUTE_MS),
                     Duration::from_secs(600),

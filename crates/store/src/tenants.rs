@@ -39,7 +39,7 @@ impl Store {
     pub async fn create_tenant(&self, new: NewTenant) -> Result<tenant::Model> {
         let now = Timestamp::now().as_millis();
         let model = tenant::ActiveModel {
-            id: Set(TenantId::new().to_string()),
+            id: Set(TenantId::new()),
             name: Set(new.name),
             notification_email: Set(new.notification_email),
             ingest_rate: Set(new.ingest_rate),
@@ -51,7 +51,7 @@ impl Store {
     }
 
     pub async fn get_tenant(&self, tenant: TenantId) -> Result<tenant::Model> {
-        tenant::Entity::find_by_id(tenant.to_string())
+        tenant::Entity::find_by_id(tenant)
             .one(&self.db)
             .await?
             .ok_or(StoreError::not_found("tenant"))
@@ -73,8 +73,8 @@ impl Store {
     ) -> Result<(api_key::Model, String)> {
         let token = random_token("hk_");
         let model = api_key::ActiveModel {
-            id: Set(ApiKeyId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
+            id: Set(ApiKeyId::new()),
+            tenant_id: Set(tenant),
             name: Set(name.to_owned()),
             prefix: Set(token.chars().take(8).collect()),
             key_hash: Set(hash_token(&token)),
@@ -97,7 +97,7 @@ impl Store {
             &self.db,
             select,
             api_key::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -135,7 +135,7 @@ impl Store {
             if let Some(k) = &found {
                 self.note_key_used(k);
             }
-            found.map(|k| parse_tenant(&k.tenant_id)).transpose()
+            Ok(found.map(|k| k.tenant_id))
         };
         self.keys.get_or_load(hash.clone(), load).await
     }
@@ -149,7 +149,7 @@ impl Store {
         if key.last_used_at.is_some_and(|at| at >= stale) {
             return;
         }
-        let (db, id) = (self.db.clone(), key.id.clone());
+        let (db, id) = (self.db.clone(), key.id);
         tokio::spawn(async move {
             let res = api_key::Entity::update_many()
                 .col_expr(api_key::Column::LastUsedAt, Expr::value(now))
@@ -175,8 +175,8 @@ impl Store {
         role: &str,
     ) -> Result<user::Model> {
         let model = user::ActiveModel {
-            id: Set(UserId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
+            id: Set(UserId::new()),
+            tenant_id: Set(tenant),
             email: Set(email.to_lowercase()),
             password_hash: Set(password_hash.to_owned()),
             role: Set(role.to_owned()),
@@ -255,9 +255,9 @@ impl Store {
     ) -> Result<(session::Model, String)> {
         let token = random_token("");
         let model = session::ActiveModel {
-            id: Set(SessionId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
-            user_id: Set(user.to_string()),
+            id: Set(SessionId::new()),
+            tenant_id: Set(tenant),
+            user_id: Set(user),
             token_hash: Set(hash_token(&token)),
             csrf_token: Set(csrf_token.to_owned()),
             created_at: Set(Timestamp::now().as_millis()),
@@ -287,10 +287,6 @@ impl Store {
             .await?;
         Ok(())
     }
-}
-
-pub(crate) fn parse_tenant(s: &str) -> Result<TenantId> {
-    TenantId::parse(s).map_err(|e| StoreError::Corrupt(format!("tenant id {s:?}: {e}")))
 }
 
 /// How precisely an API key's last use is kept.

@@ -137,13 +137,30 @@ pub fn with_database(url: &str, db: &str) -> String {
     format!("{}/{db}{query}", &base[..authority_end])
 }
 
+/// A typed id that tests can name: `named::<EndpointId>("ep_a")` is always the same id, and
+/// different names give different ids. The prefix is the name's up to its first `_`.
+pub fn named<T: std::str::FromStr>(name: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    let prefix = &name[..name.find('_').map_or(0, |i| i + 1)];
+    // FNV-1a: stable across runs and platforms, unlike std's hasher.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    // Digits are Crockford base32 characters too: 26 of them are a valid id body.
+    format!("{prefix}{hash:026}")
+        .parse()
+        .expect("a name with the id's prefix")
+}
+
 /// An enabled endpoint row with every optional setting unset, for tests that need a model
 /// without a database; set the fields a test is about on the result.
 pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
     crate::entities::endpoint::Model {
-        id: id.into(),
-        tenant_id: "tnt_1".into(),
-        app_id: "app_1".into(),
+        id: named(id),
+        tenant_id: named("tnt_1"),
+        app_id: named("app_1"),
         uid: None,
         url: url.into(),
         description: String::new(),

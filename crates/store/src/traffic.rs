@@ -2,7 +2,7 @@
 
 use domain::Timestamp;
 use domain::delivery::{AttemptTrigger, DeliveryState, ErrorKind};
-use domain::ids::{AttemptId, DeliveryId, MessageId, TenantId};
+use domain::ids::{ApplicationId, AttemptId, DeliveryId, EndpointId, MessageId, TenantId};
 use domain::routing::endpoint_matches;
 use sea_orm::sea_query::{Expr, OnConflict, Query};
 use sea_orm::{
@@ -67,7 +67,7 @@ impl Store {
     pub async fn get_message(
         &self,
         tenant: TenantId,
-        app_id: &str,
+        app_id: ApplicationId,
         id_or_event_id: &str,
     ) -> Result<message::Model> {
         let by = if id_or_event_id.starts_with(MessageId::PREFIX) {
@@ -88,7 +88,7 @@ impl Store {
     pub async fn list_messages(
         &self,
         tenant: TenantId,
-        app_id: &str,
+        app_id: ApplicationId,
         filter: &MessageFilter,
         params: &ListParams,
     ) -> Result<Page<message::Model>> {
@@ -97,7 +97,7 @@ impl Store {
             &self.db,
             select,
             message::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -108,7 +108,7 @@ impl Store {
     pub async fn explain_message_listing(
         &self,
         tenant: TenantId,
-        app_id: &str,
+        app_id: ApplicationId,
         filter: &MessageFilter,
         params: &ListParams,
     ) -> Result<String> {
@@ -142,7 +142,7 @@ impl Store {
     pub async fn deliveries_of_message(
         &self,
         tenant: TenantId,
-        msg_id: &str,
+        msg_id: MessageId,
     ) -> Result<Vec<delivery::Model>> {
         Ok(delivery::Entity::find()
             .filter(delivery::Column::TenantId.eq(tenant.to_string()))
@@ -162,12 +162,12 @@ impl Store {
         check_owner(tenant, &dlv.tenant_id, "delivery")?;
         let txn = self.write_txn().await?;
         let model = attempt::ActiveModel {
-            id: Set(AttemptId::new().to_string()),
-            tenant_id: Set(tenant.to_string()),
-            app_id: Set(dlv.app_id.clone()),
-            endpoint_id: Set(dlv.endpoint_id.clone()),
-            msg_id: Set(dlv.msg_id.clone()),
-            delivery_id: Set(dlv.id.clone()),
+            id: Set(AttemptId::new()),
+            tenant_id: Set(tenant),
+            app_id: Set(dlv.app_id),
+            endpoint_id: Set(dlv.endpoint_id),
+            msg_id: Set(dlv.msg_id),
+            delivery_id: Set(dlv.id),
             attempt_number: Set(new.attempt_number),
             trigger: Set(new.trigger),
             url: Set(new.url),
@@ -197,7 +197,7 @@ impl Store {
                 delivery::Column::UpdatedAt,
                 Expr::value(Timestamp::now().as_millis()),
             )
-            .filter(delivery::Column::Id.eq(&dlv.id))
+            .filter(delivery::Column::Id.eq(dlv.id))
             .exec(&*txn)
             .await?;
         txn.commit().await?;
@@ -207,7 +207,7 @@ impl Store {
     pub async fn list_attempts_by_message(
         &self,
         tenant: TenantId,
-        msg_id: &str,
+        msg_id: MessageId,
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
@@ -219,7 +219,7 @@ impl Store {
             &self.db,
             select,
             attempt::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -228,7 +228,7 @@ impl Store {
     pub async fn list_attempts_by_endpoint(
         &self,
         tenant: TenantId,
-        endpoint_id: &str,
+        endpoint_id: EndpointId,
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
@@ -240,7 +240,7 @@ impl Store {
             &self.db,
             select,
             attempt::Column::Id,
-            |m| m.id.clone(),
+            |m| m.id.to_string(),
             params,
         )
         .await
@@ -275,11 +275,11 @@ pub(crate) fn new_delivery(
     trigger: AttemptTrigger,
 ) -> delivery::Model {
     delivery::Model {
-        id: DeliveryId::new().to_string(),
-        tenant_id: tenant.to_string(),
-        app_id: msg.app_id.clone(),
-        endpoint_id: ep.id.clone(),
-        msg_id: msg.id.clone(),
+        id: DeliveryId::new(),
+        tenant_id: tenant,
+        app_id: msg.app_id,
+        endpoint_id: ep.id,
+        msg_id: msg.id,
         state: DeliveryState::Pending,
         attempt_count: 0,
         attempts_at_arm: 0,
@@ -301,7 +301,7 @@ pub(crate) fn new_delivery(
 /// The filtered, unpaged query behind [`Store::list_messages`].
 fn message_listing(
     tenant: TenantId,
-    app_id: &str,
+    app_id: ApplicationId,
     filter: &MessageFilter,
 ) -> Select<message::Entity> {
     let mut select = message::Entity::find()
@@ -358,7 +358,7 @@ fn message_listing(
 pub(crate) async fn next_sequence(
     txn: &DatabaseTransaction,
     tenant: TenantId,
-    endpoint_id: &str,
+    endpoint_id: EndpointId,
     key: &str,
 ) -> Result<i64> {
     let stmt = txn
@@ -374,7 +374,7 @@ pub(crate) async fn next_sequence(
 /// The upsert behind [`next_sequence`], returning `last_seq`.
 pub(crate) fn next_sequence_upsert(
     tenant: TenantId,
-    endpoint_id: &str,
+    endpoint_id: EndpointId,
     key: &str,
 ) -> sea_orm::sea_query::InsertStatement {
     use ordering_sequence::Column as C;

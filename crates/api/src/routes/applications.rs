@@ -14,7 +14,7 @@ use crate::ApiError;
 pub fn out(m: application::Model) -> Result<ApplicationOut, ApiError> {
     Ok(ApplicationOut {
         metadata: m.metadata()?,
-        id: m.id,
+        id: m.id.to_string(),
         uid: m.uid,
         name: m.name,
         throttle_rate: m.rate_limit.map(|r| r as u32),
@@ -132,7 +132,7 @@ pub async fn patch(
         metadata: Some(body.metadata.apply(Some(metadata)).unwrap_or_default()),
     };
     let app = store
-        .update_application(t, &current.id, new_app(merged)?)
+        .update_application(t, &current.id.to_string(), new_app(merged)?)
         .await?;
     Ok(HttpResponse::Ok().json(out(app)?))
 }

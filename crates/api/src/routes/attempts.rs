@@ -12,9 +12,9 @@ use crate::ApiError;
 fn out(a: attempt::Model) -> MessageAttemptOut {
     let success = a.classification == "success";
     MessageAttemptOut {
-        id: a.id,
-        msg_id: a.msg_id,
-        endpoint_id: a.endpoint_id,
+        id: a.id.to_string(),
+        msg_id: a.msg_id.to_string(),
+        endpoint_id: a.endpoint_id.to_string(),
         url: a.url,
         response: a.response_excerpt.unwrap_or_default(),
         response_status_code: a.status_code.unwrap_or(0),
@@ -89,13 +89,13 @@ pub async fn list_by_endpoint(
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let ep = store.get_endpoint(t, &app.id, &path.1).await?;
+    let ep = store.get_endpoint(t, app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
     let Some(filter) = filter(&q)? else {
         return Ok(empty());
     };
     let page = store
-        .list_attempts_by_endpoint(t, &ep.id, &filter, &params)
+        .list_attempts_by_endpoint(t, ep.id, &filter, &params)
         .await?;
     Ok(respond(page))
 }
@@ -110,13 +110,13 @@ pub async fn list_by_msg(
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let msg = store.get_message(t, &app.id, &path.1).await?;
+    let msg = store.get_message(t, app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
     let Some(filter) = filter(&q)? else {
         return Ok(empty());
     };
     let page = store
-        .list_attempts_by_message(t, &msg.id, &filter, &params)
+        .list_attempts_by_message(t, msg.id, &filter, &params)
         .await?;
     Ok(respond(page))
 }
@@ -130,8 +130,8 @@ pub async fn get(
     App { tenant: t, app }: App,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let msg = store.get_message(t, &app.id, &path.1).await?;
-    let a = store.get_attempt(t, &msg.id, &path.2).await?;
+    let msg = store.get_message(t, app.id, &path.1).await?;
+    let a = store.get_attempt(t, msg.id, &path.2).await?;
     Ok(HttpResponse::Ok().json(out(a)))
 }
 
@@ -146,8 +146,8 @@ pub async fn resend(
     App { tenant: t, app }: App,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let msg = store.get_message(t, &app.id, &path.1).await?;
-    let ep = store.get_endpoint(t, &app.id, &path.2).await?;
+    let msg = store.get_message(t, app.id, &path.1).await?;
+    let ep = store.get_endpoint(t, app.id, &path.2).await?;
     let target = endpoints::Delivery {
         tenant: t,
         msg: &msg,
@@ -170,8 +170,8 @@ pub async fn skip(
     App { tenant: t, app }: App,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let msg = store.get_message(t, &app.id, &path.1).await?;
-    let ep = store.get_endpoint(t, &app.id, &path.2).await?;
+    let msg = store.get_message(t, app.id, &path.1).await?;
+    let ep = store.get_endpoint(t, app.id, &path.2).await?;
     let target = endpoints::Delivery {
         tenant: t,
         msg: &msg,

@@ -44,7 +44,7 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| "default".to_owned()),
-        id: m.id,
+        id: m.id.to_string(),
         uid: m.uid,
         url: m.url,
         description: m.description,
@@ -102,7 +102,7 @@ pub async fn list(
     App { tenant: t, app }: App,
     q: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let page = store.list_endpoints(t, &app.id, &q.params()?).await?;
+    let page = store.list_endpoints(t, app.id, &q.params()?).await?;
     Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, out)?))
 }
 
@@ -148,7 +148,7 @@ pub async fn upsert(
     let app = store.get_application(t, &app_id).await?;
     let given_secret = body.secret.clone();
     let mut new = from_in(body)?;
-    match store.get_endpoint(t, &app.id, &ep_id).await {
+    match store.get_endpoint(t, app.id, &ep_id).await {
         Ok(current) => {
             if given_secret.is_some() {
                 return Err(ApiError::field(
@@ -265,7 +265,7 @@ pub async fn get_secret(
     }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
     let secrets = store
-        .active_secrets(t, &ep.id, domain::Timestamp::now())
+        .active_secrets(t, ep.id, domain::Timestamp::now())
         .await?;
     let current = secrets
         .into_iter()
@@ -304,7 +304,7 @@ pub async fn rotate_secret(
         }
     };
     let key = secret.to_string();
-    store.rotate_secret(t, &ep.id, &key, grace).await?;
+    store.rotate_secret(t, ep.id, &key, grace).await?;
     Ok(HttpResponse::Ok().json(EndpointSecretOut { key }))
 }
 
@@ -397,7 +397,7 @@ pub async fn stats(
         ..
     }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
-    let s = store.endpoint_stats(t, &ep.id).await?;
+    let s = store.endpoint_stats(t, ep.id).await?;
     Ok(HttpResponse::Ok().json(EndpointStats {
         success: s.success,
         pending: s.pending,
@@ -414,7 +414,7 @@ pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
         _ => serde_json::json!({}),
     };
     BackgroundTaskOut {
-        id: job.id,
+        id: job.id.to_string(),
         status: job.state,
         task: job.kind.to_string(),
         data,
@@ -516,7 +516,7 @@ pub async fn list_messages(
     };
     let with_content = q.with_content.unwrap_or(true);
     let page = store
-        .list_endpoint_deliveries(t, &ep.id, state, &list_params(q.limit, q.iterator.clone())?)
+        .list_endpoint_deliveries(t, ep.id, state, &list_params(q.limit, q.iterator.clone())?)
         .await?;
     let mut data = Vec::with_capacity(page.data.len());
     for (d, m) in page.data {
@@ -526,7 +526,7 @@ pub async fn list_messages(
             payload: raw_payload(&m.payload, with_content)?,
             channels,
             tags,
-            id: m.id,
+            id: m.id.to_string(),
             event_type: m.event_type,
             event_id: m.event_id,
             timestamp: time(m.created_at),
@@ -603,7 +603,7 @@ pub async fn list_emails(
     let page = store.list_emails(t, &q.params()?).await?;
     Ok(
         HttpResponse::Ok().json(ListResponse::from_page(page, |m| EmailOut {
-            id: m.id,
+            id: m.id.to_string(),
             to: m.to_addr,
             subject: m.subject,
             state: m.state,
@@ -638,7 +638,7 @@ pub async fn replay_from_message(
     }: AppEndpoint,
     JsonBody(body): JsonBody<ReplayFromMessageIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let msg = store.get_message(t, &app.id, &body.msg_id).await?;
+    let msg = store.get_message(t, app.id, &body.msg_id).await?;
     let since = domain::Timestamp::from_millis(msg.created_at);
     let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None).await?;
     Ok(HttpResponse::Accepted().json(task_out(job)))

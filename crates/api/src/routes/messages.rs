@@ -34,7 +34,7 @@ pub fn out(m: message::Model, with_content: bool) -> Result<MessageOut, ApiError
         payload: raw_payload(&m.payload, with_content)?,
         channels,
         tags,
-        id: m.id,
+        id: m.id.to_string(),
         event_type: m.event_type,
         event_id: m.event_id,
         ordering_key: m.ordering_key,
@@ -154,7 +154,7 @@ pub async fn list(
     let page = store
         .list_messages(
             t,
-            &app.id,
+            app.id,
             &filter,
             &list_params(q.limit, q.iterator.clone())?,
         )
@@ -172,6 +172,6 @@ pub async fn get(
     path: web::Path<(String, String)>,
     q: web::Query<WithContent>,
 ) -> Result<HttpResponse, ApiError> {
-    let m = store.get_message(t, &app.id, &path.1).await?;
+    let m = store.get_message(t, app.id, &path.1).await?;
     Ok(HttpResponse::Ok().json(out(m, q.with_content.unwrap_or(true))?))
 }

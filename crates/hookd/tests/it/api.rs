@@ -525,7 +525,7 @@ async fn endpoints_round_trip_their_settings_and_secrets_rotate_with_grace() {
         assert_ne!(before, after);
         let active = app
             .store
-            .active_secrets(app.tenant, e, domain::Timestamp::now())
+            .active_secrets(app.tenant, e.parse().unwrap(), domain::Timestamp::now())
             .await
             .unwrap();
         let keys: Vec<_> = active.iter().map(|s| s.secret.clone()).collect();
@@ -680,12 +680,12 @@ async fn ten_thousand_messages_page_through_in_order() {
         for chunk in 0..20 {
             let rows: Vec<message::ActiveModel> = (0..500)
                 .map(|i| {
-                    let id = domain::ids::MessageId::new().to_string();
-                    ids.push(id.clone());
+                    let id = domain::ids::MessageId::new();
+                    ids.push(id.to_string());
                     message::ActiveModel::from(message::Model {
                         id,
-                        tenant_id: app.tenant.to_string(),
-                        app_id: a.clone(),
+                        tenant_id: app.tenant,
+                        app_id: a.parse().unwrap(),
                         event_type: "bulk".into(),
                         event_id: Some(format!("e{chunk}-{i}")),
                         payload: b"{}".to_vec(),

@@ -168,7 +168,7 @@ pub async fn new_tenant(store: &Store, name: &str) -> (TenantId, String) {
         })
         .await
         .unwrap();
-    let tenant = TenantId::parse(&t.id).unwrap();
+    let tenant = t.id;
     let (_, key) = store.create_api_key(tenant, "default").await.unwrap();
     (tenant, key)
 }

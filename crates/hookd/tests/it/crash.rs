@@ -160,7 +160,7 @@ async fn sigkill_during_a_flow_of_5000_messages_loses_nothing() {
             .await
             .unwrap()
             .into_iter()
-            .map(|m| m.id)
+            .map(|m| m.id.to_string())
             .collect();
         assert_eq!(
             stored.len(),

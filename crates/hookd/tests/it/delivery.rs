@@ -276,7 +276,7 @@ async fn a_permanent_status_is_dead_after_one_attempt_and_410_disables_the_endpo
                     .await
                     .unwrap();
                 assert!(events.data.iter().any(|ev| ev.kind == "endpoint.disabled"
-                    && ev.endpoint_id.as_deref() == Some(e.as_str())));
+                    && ev.endpoint_id.map(|id| id.to_string()).as_deref() == Some(e.as_str())));
                 // A disabled endpoint gets no new deliveries.
                 let later = send(&app, &a, json!({})).await;
                 assert_eq!(delivery_state(&app, &a, &e, &later).await, Value::Null);
@@ -759,7 +759,7 @@ async fn https_only_holds_at_send_time_for_endpoints_set_before_it() {
             .store
             .list_attempts_by_message(
                 app.tenant,
-                &id,
+                id.parse().unwrap(),
                 &Default::default(),
                 &store::ListParams::first(10),
             )

@@ -355,11 +355,11 @@ async fn backlog(
         let mut msgs = Vec::new();
         let mut dels = Vec::new();
         for _ in 0..500.min(n - chunk * 500) {
-            let id = domain::ids::MessageId::new().to_string();
+            let id = domain::ids::MessageId::new();
             msgs.push(message::ActiveModel::from(message::Model {
-                id: id.clone(),
-                tenant_id: app.tenant.to_string(),
-                app_id: app_id.to_owned(),
+                id,
+                tenant_id: app.tenant,
+                app_id: app_id.parse().unwrap(),
                 event_type: "bulk".into(),
                 event_id: None,
                 payload: b"{}".to_vec(),
@@ -369,10 +369,10 @@ async fn backlog(
                 created_at: due_ms,
             }));
             dels.push(delivery::ActiveModel::from(delivery::Model {
-                id: domain::ids::DeliveryId::new().to_string(),
-                tenant_id: app.tenant.to_string(),
-                app_id: app_id.to_owned(),
-                endpoint_id: endpoint_id.to_owned(),
+                id: domain::ids::DeliveryId::new(),
+                tenant_id: app.tenant,
+                app_id: app_id.parse().unwrap(),
+                endpoint_id: endpoint_id.parse().unwrap(),
                 msg_id: id,
                 state: domain::delivery::DeliveryState::Pending,
                 attempt_count: 0,

@@ -50,10 +50,8 @@ async fn an_endpoint_failing_past_the_window_is_disabled_and_the_tenant_emailed(
             .list_operational_events(app.tenant, &Default::default())
             .await
             .unwrap();
-        assert!(
-            events.data.iter().any(|ev| ev.kind == "endpoint.disabled"
-                && ev.endpoint_id.as_deref() == Some(e.as_str()))
-        );
+        assert!(events.data.iter().any(|ev| ev.kind == "endpoint.disabled"
+            && ev.endpoint_id.map(|id| id.to_string()).as_deref() == Some(e.as_str())));
 
         eventually(Duration::from_secs(10), "email sent", || async {
             smtp.received().len() > before
@@ -102,7 +100,11 @@ async fn an_endpoint_failing_past_the_window_is_disabled_and_the_tenant_emailed(
             ),
             (Some(false), None)
         );
-        let stored = app.store.get_endpoint(app.tenant, &a, &e).await.unwrap();
+        let stored = app
+            .store
+            .get_endpoint(app.tenant, a.parse().unwrap(), &e)
+            .await
+            .unwrap();
         assert!(
             stored
                 .failing_since

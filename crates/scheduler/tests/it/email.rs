@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use domain::Timestamp;
-use domain::ids::TenantId;
+use domain::ids::{EmailId, TenantId};
 use scheduler::email::{Mailer, render_endpoint_disabled, run_outbox, send_due};
 use store::entities::email;
 use store::testing::each_backend;
@@ -25,7 +25,7 @@ async fn tenant(store: &Store) -> TenantId {
         })
         .await
         .unwrap();
-    TenantId::parse(&t.id).unwrap()
+    t.id
 }
 
 /// Queues the endpoint-disabled email; returns its row and the dashboard link it must carry.
@@ -193,9 +193,9 @@ async fn a_refused_recipient_is_given_up_after_three_tries_and_tenants_never_see
         assert_eq!(received.len(), 1);
         assert_eq!(received[0].recipients, [TO]);
         let rows = outbox(&store, t).await;
-        let row = |id: &str| rows.iter().find(|m| m.id == id).unwrap().clone();
-        assert_eq!(row(&good.id).state, "sent");
-        let first = row(&bad.id);
+        let row = |id: EmailId| rows.iter().find(|m| m.id == id).unwrap().clone();
+        assert_eq!(row(good.id).state, "sent");
+        let first = row(bad.id);
         assert_eq!((first.state.as_str(), first.attempts), ("pending", 1));
         assert_eq!(
             first.next_attempt_at,

@@ -6,7 +6,7 @@ mod smtp_server;
 use std::time::Duration;
 
 use domain::Timestamp;
-use domain::ids::TenantId;
+use domain::ids::{ApplicationId, EndpointId, TenantId};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use store::entities::delivery;
 use store::testing::each_backend;
@@ -22,7 +22,7 @@ async fn setup(store: &Store) -> (TenantId, store::entities::application::Model)
         })
         .await
         .unwrap();
-    let t = TenantId::parse(&t.id).unwrap();
+    let t = t.id;
     let app = store
         .create_application(
             t,
@@ -60,16 +60,20 @@ async fn send(store: &Store, t: TenantId, app: &store::entities::application::Mo
         .unwrap()
         .message
         .id
+        .to_string()
 }
 
-async fn states(store: &Store, endpoint_id: &str) -> Vec<(String, String, String)> {
+async fn states(store: &Store, endpoint_id: EndpointId) -> Vec<(String, String, String)> {
     delivery::Entity::find()
         .filter(delivery::Column::EndpointId.eq(endpoint_id))
         .all(store.connection())
         .await
         .unwrap()
         .into_iter()
-        .map(|d| (d.msg_id, d.state.to_string(), d.next_trigger.to_string()))
+        .map(|d| {
+            let msg = d.msg_id.to_string();
+            (msg, d.state.to_string(), d.next_trigger.to_string())
+        })
         .collect()
 }
 
@@ -114,7 +118,7 @@ async fn a_recover_job_rearms_failed_deliveries_since_the_date_as_manual() {
             "nothing left"
         );
 
-        let mut got = states(&store, &ep.id).await;
+        let mut got = states(&store, ep.id).await;
         got.sort();
         let mut want = vec![
             (old, "failed".to_owned(), "scheduled".to_owned()),
@@ -123,7 +127,7 @@ async fn a_recover_job_rearms_failed_deliveries_since_the_date_as_manual() {
         ];
         want.sort();
         assert_eq!(got, want);
-        let job = store.get_job(t, &job.id).await.unwrap();
+        let job = store.get_job(t, &job.id.to_string()).await.unwrap();
         assert_eq!((job.state.as_str(), job.progress), ("finished", 1));
     })
     .await;
@@ -151,7 +155,7 @@ async fn a_replay_job_creates_only_the_missing_deliveries() {
             .await
             .unwrap();
         assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
-        let got = states(&store, &ep.id).await;
+        let got = states(&store, ep.id).await;
         assert_eq!(got.len(), 2, "{got:?}");
         let replayed = got.iter().find(|(m, _, _)| *m == before_endpoint).unwrap();
         assert_eq!(
@@ -172,7 +176,7 @@ async fn a_replay_job_creates_only_the_missing_deliveries() {
             .await
             .unwrap();
         assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
-        assert_eq!(states(&store, &ep.id).await.len(), 2);
+        assert_eq!(states(&store, ep.id).await.len(), 2);
     })
     .await;
 }
@@ -201,7 +205,7 @@ async fn a_job_whose_runner_died_is_taken_over_after_its_lease() {
             .system_claim_job("dead-node", now, lease)
             .await
             .unwrap();
-        assert_eq!(first.map(|j| j.id), Some(job.id.clone()));
+        assert_eq!(first.map(|j| j.id), Some(job.id));
         assert!(
             store
                 .system_claim_job("other", now, lease)
@@ -237,7 +241,7 @@ async fn a_job_for_a_deleted_endpoint_fails_with_a_reason() {
             .unwrap();
         store.delete_endpoint(t, &ep).await.unwrap();
         assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
-        let job = store.get_job(t, &job.id).await.unwrap();
+        let job = store.get_job(t, &job.id.to_string()).await.unwrap();
         assert_eq!(job.state, "failed");
         assert!(job.error.unwrap().contains("not found"));
     })
@@ -257,7 +261,7 @@ async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases
             .create_endpoint(b, &app_b, endpoint("b"), SECRET)
             .await
             .unwrap();
-        let job = |t, ep: &store::entities::endpoint::Model, app: &str| {
+        let job = |t, ep: &store::entities::endpoint::Model, app: ApplicationId| {
             let params = serde_json::json!({"endpointId": ep.id, "appId": app, "since": 0});
             let store = store.clone();
             async move {
@@ -268,19 +272,19 @@ async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases
             }
         };
         // Tenant A queued a long recover and then another; tenant B's comes last.
-        let a1 = job(a, &ep_a, &app_a.id).await;
-        let _a2 = job(a, &ep_a, &app_a.id).await;
-        let b1 = job(b, &ep_b, &app_b.id).await;
+        let a1 = job(a, &ep_a, app_a.id).await;
+        let _a2 = job(a, &ep_a, app_a.id).await;
+        let b1 = job(b, &ep_b, app_b.id).await;
         let now = Timestamp::now();
         let lease = Duration::from_secs(60);
         let first = store
             .system_claim_job_except("n", now, lease, &[])
             .await
             .unwrap();
-        assert_eq!(first.map(|j| j.id), Some(a1.id.clone()));
+        assert_eq!(first.map(|j| j.id), Some(a1.id));
         // With A busy, the next slot goes to B, not to A's second job.
         let next = store
-            .system_claim_job_except("n", now, lease, &[a.to_string()])
+            .system_claim_job_except("n", now, lease, &[a])
             .await
             .unwrap();
         assert_eq!(next.map(|j| j.id), Some(b1.id));
@@ -289,19 +293,19 @@ async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases
         let later = now.plus(Duration::from_secs(50));
         assert!(
             store
-                .system_renew_job(&a1.id, "n", later.plus(lease))
+                .system_renew_job(a1.id, "n", later.plus(lease))
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .system_renew_job(&a1.id, "intruder", later.plus(lease))
+                .system_renew_job(a1.id, "intruder", later.plus(lease))
                 .await
                 .unwrap()
         );
         let after_first_lease = now.plus(Duration::from_secs(61));
         let stolen = store
-            .system_claim_job_except("other", after_first_lease, lease, &[b.to_string()])
+            .system_claim_job_except("other", after_first_lease, lease, &[b])
             .await
             .unwrap()
             .map(|j| j.id);

@@ -16,7 +16,7 @@ pub async fn tenant(store: &Store, name: &str) -> TenantId {
         })
         .await
         .unwrap();
-    TenantId::parse(&t.id).unwrap()
+    t.id
 }
 
 pub async fn app(store: &Store, tenant: TenantId, name: &str) -> application::Model {

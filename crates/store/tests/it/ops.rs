@@ -21,7 +21,7 @@ async fn the_outbox_keeps_mail_until_it_is_sent() {
         let retry_at = now.plus(Duration::from_secs(60));
         store
             .system_email_outcome(
-                &e.id,
+                e.id,
                 Err(("connection refused".into(), Some(retry_at))),
                 now,
             )
@@ -33,7 +33,7 @@ async fn the_outbox_keeps_mail_until_it_is_sent() {
         assert_eq!(later[0].last_error.as_deref(), Some("connection refused"));
 
         store
-            .system_email_outcome(&e.id, Ok(()), retry_at)
+            .system_email_outcome(e.id, Ok(()), retry_at)
             .await
             .unwrap();
         assert!(
@@ -66,7 +66,13 @@ async fn operational_events_are_per_tenant() {
         let o = tenant(&store, "o").await;
         let detail = serde_json::json!({"reason": "no success for 5 days"});
         store
-            .record_operational_event(t, "endpoint.disabled", Some("app_x"), Some("ep_x"), &detail)
+            .record_operational_event(
+                t,
+                "endpoint.disabled",
+                Some(store::testing::named("app_x")),
+                Some(store::testing::named("ep_x")),
+                &detail,
+            )
             .await
             .unwrap();
         let page = store
@@ -146,7 +152,7 @@ async fn expired_idempotency_records_and_sessions_are_swept_in_batches() {
             .create_user(t, "u@t.test", "$argon2id$x", "owner")
             .await
             .unwrap();
-        let user = domain::ids::UserId::parse(&user.id).unwrap();
+        let user = user.id;
         store.create_session(t, user, "c", long_ago).await.unwrap();
         let (_, live) = store
             .create_session(t, user, "c", now.plus(day))

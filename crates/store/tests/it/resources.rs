@@ -2,6 +2,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use domain::Timestamp;
+use domain::ids::EndpointId;
 use store::{EndpointChanges, ListParams, NewApplication, NewEventType, StoreError};
 
 use crate::helpers::*;
@@ -15,7 +16,7 @@ async fn another_tenants_rows_are_invisible() {
         let ep_a = endpoint(&store, a, &app_a, url("a")).await;
 
         assert!(matches!(
-            store.get_application(b, &app_a.id).await,
+            store.get_application(b, &app_a.id.to_string()).await,
             Err(StoreError::NotFound { .. })
         ));
         assert!(
@@ -27,12 +28,12 @@ async fn another_tenants_rows_are_invisible() {
                 .is_empty()
         );
         assert!(matches!(
-            store.get_endpoint(b, &app_a.id, &ep_a.id).await,
+            store.get_endpoint(b, app_a.id, &ep_a.id.to_string()).await,
             Err(StoreError::NotFound { .. })
         ));
         assert!(
             store
-                .list_endpoints(b, &app_a.id, &ListParams::default())
+                .list_endpoints(b, app_a.id, &ListParams::default())
                 .await
                 .unwrap()
                 .data
@@ -40,7 +41,7 @@ async fn another_tenants_rows_are_invisible() {
         );
         assert!(
             store
-                .active_secrets(b, &ep_a.id, Timestamp::now())
+                .active_secrets(b, ep_a.id, Timestamp::now())
                 .await
                 .unwrap()
                 .is_empty()
@@ -55,12 +56,16 @@ async fn another_tenants_rows_are_invisible() {
             Err(StoreError::NotFound { .. })
         ));
         assert!(matches!(
-            store.delete_application(b, &app_a.id).await,
+            store.delete_application(b, &app_a.id.to_string()).await,
             Err(StoreError::NotFound { .. })
         ));
         // The owner still sees everything.
         assert_eq!(
-            store.get_endpoint(a, &app_a.id, &ep_a.id).await.unwrap().id,
+            store
+                .get_endpoint(a, app_a.id, &ep_a.id.to_string())
+                .await
+                .unwrap()
+                .id,
             ep_a.id
         );
     })
@@ -120,7 +125,7 @@ async fn listing_pages_newest_first_without_gaps_or_repeats() {
         loop {
             let page = store.list_applications(t, &params).await.unwrap();
             pages += 1;
-            seen.extend(page.data.iter().map(|a| a.id.clone()));
+            seen.extend(page.data.iter().map(|a| a.id));
             if page.done {
                 break;
             }
@@ -184,24 +189,24 @@ async fn rotation_keeps_the_previous_secret_for_the_grace_period() {
         let a = app(&store, t, "a").await;
         let ep = endpoint(&store, t, &a, url("x")).await;
         let now = Timestamp::now();
-        let first = store.active_secrets(t, &ep.id, now).await.unwrap();
+        let first = store.active_secrets(t, ep.id, now).await.unwrap();
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].secret, SECRET);
 
         let new = "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
         store
-            .rotate_secret(t, &ep.id, new, Duration::from_secs(86_400))
+            .rotate_secret(t, ep.id, new, Duration::from_secs(86_400))
             .await
             .unwrap();
         let both = store
-            .active_secrets(t, &ep.id, Timestamp::now())
+            .active_secrets(t, ep.id, Timestamp::now())
             .await
             .unwrap();
         let secrets: Vec<_> = both.iter().map(|s| s.secret.as_str()).collect();
         assert_eq!(secrets, [new, SECRET], "current first, previous second");
 
         let after_grace = Timestamp::now().plus(Duration::from_secs(86_401));
-        let only = store.active_secrets(t, &ep.id, after_grace).await.unwrap();
+        let only = store.active_secrets(t, ep.id, after_grace).await.unwrap();
         assert_eq!(only.len(), 1);
         assert_eq!(only[0].secret, new);
     })
@@ -235,7 +240,10 @@ async fn disabling_records_a_reason_and_enabling_resets_health() {
         assert_eq!(ep.disabled_reason, None);
         assert_eq!(ep.failing_since, None);
         assert_eq!(ep.breaker_state, domain::breaker::BreakerPhase::Closed);
-        let stored = store.get_endpoint(t, &a.id, &ep.id).await.unwrap();
+        let stored = store
+            .get_endpoint(t, a.id, &ep.id.to_string())
+            .await
+            .unwrap();
         assert_eq!(stored, ep);
     })
     .await;
@@ -256,7 +264,7 @@ async fn endpoint_uid_is_unique_within_its_application() {
         ));
         endpoint(&store, t, &b, new).await;
         assert_eq!(
-            store.get_endpoint(t, &a.id, "primary").await.unwrap().id,
+            store.get_endpoint(t, a.id, "primary").await.unwrap().id,
             ep.id
         );
     })
@@ -278,32 +286,29 @@ async fn endpoints_of_several_apps_come_in_one_listing_of_the_tenants_own() {
         endpoint(&store, a, &app_3, url("3")).await;
         let ep_b = endpoint(&store, b, &app_b, url("b")).await;
 
-        let ids = |eps: Vec<store::entities::endpoint::Model>| -> Vec<String> {
+        let ids = |eps: Vec<store::entities::endpoint::Model>| -> Vec<EndpointId> {
             eps.into_iter().map(|e| e.id).collect()
         };
         // Only the applications asked for, newest endpoint first.
         let got = store
-            .list_endpoints_of_apps(a, &[app_1.id.clone(), app_2.id.clone()])
+            .list_endpoints_of_apps(a, &[app_1.id, app_2.id])
             .await
             .unwrap();
-        assert_eq!(
-            ids(got),
-            vec![ep_2b.id.clone(), ep_2a.id.clone(), ep_1.id.clone()]
-        );
+        assert_eq!(ids(got), vec![ep_2b.id, ep_2a.id, ep_1.id]);
 
         // Another tenant's application ids, alone or mixed in, bring nothing of theirs.
         let got = store
-            .list_endpoints_of_apps(a, &[app_1.id.clone(), app_b.id.clone()])
+            .list_endpoints_of_apps(a, &[app_1.id, app_b.id])
             .await
             .unwrap();
-        assert_eq!(ids(got), vec![ep_1.id.clone()]);
+        assert_eq!(ids(got), vec![ep_1.id]);
         let got = store
-            .list_endpoints_of_apps(b, &[app_1.id.clone(), app_2.id.clone()])
+            .list_endpoints_of_apps(b, &[app_1.id, app_2.id])
             .await
             .unwrap();
         assert!(got.is_empty(), "{got:?}");
         let got = store
-            .list_endpoints_of_apps(b, &[app_b.id.clone(), app_1.id.clone()])
+            .list_endpoints_of_apps(b, &[app_b.id, app_1.id])
             .await
             .unwrap();
         assert_eq!(ids(got), vec![ep_b.id]);

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::delivery::{AttemptTrigger, DeliveryState};
+use domain::ids::EndpointId;
 use sea_orm::{EntityTrait, PaginatorTrait};
 use store::entities::{delivery, message};
 use store::{
@@ -77,13 +78,9 @@ async fn a_message_fans_out_to_matching_enabled_endpoints_only() {
             .create_message(t, &a, msg("user.created"), ttl)
             .await
             .unwrap();
-        let mut got: Vec<_> = created
-            .deliveries
-            .iter()
-            .map(|d| d.endpoint_id.clone())
-            .collect();
+        let mut got: Vec<_> = created.deliveries.iter().map(|d| d.endpoint_id).collect();
         got.sort();
-        let mut want = vec![all.id.clone(), users_only.id.clone()];
+        let mut want = vec![all.id, users_only.id];
         want.sort();
         assert_eq!(got, want);
         for d in &created.deliveries {
@@ -92,14 +89,14 @@ async fn a_message_fans_out_to_matching_enabled_endpoints_only() {
             assert_eq!(d.give_up_at - d.created_at, 3 * 86_400_000);
         }
         let stored = store
-            .deliveries_of_message(t, &created.message.id)
+            .deliveries_of_message(t, created.message.id)
             .await
             .unwrap();
         assert_eq!(stored.len(), 2);
 
         // The payload comes back byte for byte, odd whitespace and all.
         let m = store
-            .get_message(t, &a.id, &created.message.id)
+            .get_message(t, a.id, &created.message.id.to_string())
             .await
             .unwrap();
         assert_eq!(m.payload, b"{\"a\" : 1,  \"b\":[ ]}");
@@ -132,7 +129,7 @@ async fn a_repeated_event_id_conflicts_and_writes_nothing() {
         let b = app(&store, t, "b").await;
         store.create_message(t, &b, with_id, ttl).await.unwrap();
         assert_eq!(
-            store.get_message(t, &a.id, "evt-1").await.unwrap().id,
+            store.get_message(t, a.id, "evt-1").await.unwrap().id,
             first.message.id
         );
     })
@@ -164,7 +161,7 @@ async fn concurrent_ordered_messages_on_two_keys_are_all_numbered_without_gaps()
                 })
             })
             .collect();
-        let mut seqs: HashMap<(String, String), Vec<i64>> = HashMap::new();
+        let mut seqs: HashMap<(EndpointId, String), Vec<i64>> = HashMap::new();
         for task in tasks {
             let created = task
                 .await
@@ -179,7 +176,7 @@ async fn concurrent_ordered_messages_on_two_keys_are_all_numbered_without_gaps()
         }
         for ep in [&e1.id, &e2.id] {
             for key in ["order-A", "order-B"] {
-                let mut numbers = seqs[&(ep.clone(), key.to_owned())].clone();
+                let mut numbers = seqs[&(*ep, key.to_owned())].clone();
                 numbers.sort();
                 assert_eq!(numbers, (1..=150).collect::<Vec<_>>(), "{ep} {key}");
             }
@@ -195,7 +192,7 @@ async fn ordered_messages_are_numbered_per_endpoint_and_key() {
         let a = app(&store, t, "a").await;
         let e1 = endpoint(&store, t, &a, url("1")).await;
         let e2 = endpoint(&store, t, &a, url("2")).await;
-        let mut seqs: HashMap<(String, String), Vec<i64>> = HashMap::new();
+        let mut seqs: HashMap<(EndpointId, String), Vec<i64>> = HashMap::new();
         for i in 0..12 {
             let key = if i % 3 == 0 { "order-B" } else { "order-A" };
             let new = NewMessage {
@@ -215,14 +212,8 @@ async fn ordered_messages_are_numbered_per_endpoint_and_key() {
             }
         }
         for ep in [&e1.id, &e2.id] {
-            assert_eq!(
-                seqs[&(ep.clone(), "order-A".into())],
-                (1..=8).collect::<Vec<_>>()
-            );
-            assert_eq!(
-                seqs[&(ep.clone(), "order-B".into())],
-                (1..=4).collect::<Vec<_>>()
-            );
+            assert_eq!(seqs[&(*ep, "order-A".into())], (1..=8).collect::<Vec<_>>());
+            assert_eq!(seqs[&(*ep, "order-B".into())], (1..=4).collect::<Vec<_>>());
         }
         // Unordered messages carry no sequence.
         let plain = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
@@ -264,7 +255,7 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
         let by_msg = store
             .list_attempts_by_message(
                 t,
-                &created.message.id,
+                created.message.id,
                 &AttemptFilter::default(),
                 &ListParams::default(),
             )
@@ -279,12 +270,12 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
             [3, 2, 1]
         );
         let by_ep = store
-            .list_attempts_by_endpoint(t, &ep.id, &AttemptFilter::default(), &ListParams::default())
+            .list_attempts_by_endpoint(t, ep.id, &AttemptFilter::default(), &ListParams::default())
             .await
             .unwrap();
         assert_eq!(by_ep.data.len(), 3);
         let d = &store
-            .deliveries_of_message(t, &created.message.id)
+            .deliveries_of_message(t, created.message.id)
             .await
             .unwrap()[0];
         assert_eq!(d.attempt_count, 3);
@@ -296,7 +287,7 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
             store
                 .list_attempts_by_message(
                     other,
-                    &created.message.id,
+                    created.message.id,
                     &AttemptFilter::default(),
                     &ListParams::default()
                 )
@@ -307,7 +298,7 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
         );
         assert!(
             store
-                .deliveries_of_message(other, &created.message.id)
+                .deliveries_of_message(other, created.message.id)
                 .await
                 .unwrap()
                 .is_empty()
@@ -399,7 +390,7 @@ async fn message_listing_filters_by_type_and_time() {
             ..Default::default()
         };
         let page = store
-            .list_messages(t, &a.id, &only_b, &params)
+            .list_messages(t, a.id, &only_b, &params)
             .await
             .unwrap();
         assert_eq!(
@@ -412,7 +403,7 @@ async fn message_listing_filters_by_type_and_time() {
             ..Default::default()
         };
         let page = store
-            .list_messages(t, &a.id, &after_first, &params)
+            .list_messages(t, a.id, &after_first, &params)
             .await
             .unwrap();
         assert_eq!(
@@ -425,7 +416,7 @@ async fn message_listing_filters_by_type_and_time() {
             ..Default::default()
         };
         let page = store
-            .list_messages(t, &a.id, &before_second, &params)
+            .list_messages(t, a.id, &before_second, &params)
             .await
             .unwrap();
         assert_eq!(
@@ -446,13 +437,16 @@ async fn deleting_an_application_removes_its_traffic() {
         endpoint(&store, t, &keep, url("y")).await;
         store.create_message(t, &a, msg("x"), ttl).await.unwrap();
         store.create_message(t, &keep, msg("x"), ttl).await.unwrap();
-        store.delete_application(t, &a.id).await.unwrap();
+        store
+            .delete_application(t, &a.id.to_string())
+            .await
+            .unwrap();
         let db = store.connection();
         assert_eq!(message::Entity::find().count(db).await.unwrap(), 1);
         assert_eq!(delivery::Entity::find().count(db).await.unwrap(), 1);
         assert!(
             store
-                .list_endpoints(t, &a.id, &ListParams::default())
+                .list_endpoints(t, a.id, &ListParams::default())
                 .await
                 .unwrap()
                 .data
@@ -475,9 +469,9 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
                 .map(|i| {
                     let app_id = if i % 10 == 0 { &a.id } else { &other.id };
                     message::ActiveModel::from(message::Model {
-                        id: domain::ids::MessageId::new().to_string(),
-                        tenant_id: t.to_string(),
-                        app_id: app_id.clone(),
+                        id: domain::ids::MessageId::new(),
+                        tenant_id: t,
+                        app_id: *app_id,
                         event_type: "bulk".into(),
                         event_id: Some(format!("e{chunk}-{i}")),
                         payload: b"{}".to_vec(),
@@ -503,7 +497,7 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
             .await
             .unwrap();
         let first = store
-            .list_messages(t, &a.id, &MessageFilter::default(), &ListParams::first(100))
+            .list_messages(t, a.id, &MessageFilter::default(), &ListParams::first(100))
             .await
             .unwrap();
         let deep = ListParams {
@@ -512,7 +506,7 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
             ascending: false,
         };
         let plan = store
-            .explain_message_listing(t, &a.id, &MessageFilter::default(), &deep)
+            .explain_message_listing(t, a.id, &MessageFilter::default(), &deep)
             .await
             .unwrap();
         eprintln!("{plan}");
@@ -532,6 +526,26 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
     .await;
 }
 
+/// A taker with room for as many deliveries as `permits` has, like the dispatcher's.
+#[derive(Debug)]
+struct Permits {
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    tx: tokio::sync::mpsc::UnboundedSender<store::HandedOff>,
+}
+
+impl store::Taker for Permits {
+    fn reserve(&self) -> Option<store::Slot> {
+        let permit = self.permits.clone().try_acquire_owned().ok()?;
+        Some(store::Slot::new(permit))
+    }
+    fn take(&self, handed: store::HandedOff) -> bool {
+        self.tx.send(handed).is_ok()
+    }
+    fn is_open(&self) -> bool {
+        !self.tx.is_closed()
+    }
+}
+
 #[tokio::test]
 async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit() {
     each_backend(|store| async move {
@@ -544,14 +558,15 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
         store.set_handoff(Some(store::Handoff {
             owner: "node-1".into(),
             lease: Duration::from_secs(30),
-            permits: permits.clone(),
-            keep_free: 0,
-            tx,
+            taker: std::sync::Arc::new(Permits {
+                permits: permits.clone(),
+                tx,
+            }),
         }));
         // Both deliveries are claimed for node-1 when written, and handed over with a permit.
         let first = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
         let stored = store
-            .deliveries_of_message(t, &first.message.id)
+            .deliveries_of_message(t, first.message.id)
             .await
             .unwrap();
         assert_eq!(stored.len(), 2);
@@ -576,7 +591,7 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
         // A rotation committed before a message is what that message is signed with.
         const NEW: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
         store
-            .rotate_secret(t, &one.id, NEW, Duration::from_secs(3600))
+            .rotate_secret(t, one.id, NEW, Duration::from_secs(3600))
             .await
             .unwrap();
         // One permit left: one delivery is handed over, the other waits in the queue.
@@ -589,7 +604,7 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             assert_eq!(secrets, &vec![SECRET.to_owned()]);
         }
         let states: Vec<String> = store
-            .deliveries_of_message(t, &second.message.id)
+            .deliveries_of_message(t, second.message.id)
             .await
             .unwrap()
             .into_iter()
@@ -629,7 +644,7 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
         };
         let third = store.create_message(t, &a, ordered, ttl).await.unwrap();
         for d in store
-            .deliveries_of_message(t, &third.message.id)
+            .deliveries_of_message(t, third.message.id)
             .await
             .unwrap()
         {
@@ -733,7 +748,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
         let claimed = store.claim_due("a", now, lease, 10, None).await.unwrap();
         assert_eq!(claimed.len(), 2);
         // The second delivery's claim passes to another dispatcher before "a" reports.
-        let lost_id = lost.deliveries[0].id.clone();
+        let lost_id = lost.deliveries[0].id;
         store
             .release_claims("a", std::slice::from_ref(&lost_id))
             .await
@@ -781,14 +796,9 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
             .record_results("a", &results, "http://localhost")
             .await
             .unwrap();
-        assert_eq!(
-            not_written,
-            vec![lost_id.clone()],
-            "on {:?}",
-            store.backend()
-        );
+        assert_eq!(not_written, vec![lost_id], "on {:?}", store.backend());
         let done = &store
-            .deliveries_of_message(t, &kept.message.id)
+            .deliveries_of_message(t, kept.message.id)
             .await
             .unwrap()[0];
         assert_eq!(done.state, DeliveryState::Succeeded);
@@ -796,7 +806,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
         assert_eq!(done.lease_owner, None);
         // The other is left to its new holder, untouched.
         let other = &store
-            .deliveries_of_message(t, &lost.message.id)
+            .deliveries_of_message(t, lost.message.id)
             .await
             .unwrap()[0];
         assert_eq!(other.state, DeliveryState::Sending);
@@ -805,12 +815,15 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
         // Both attempts happened and are shown; the endpoint's health saw the success.
         for m in [&kept.message.id, &lost.message.id] {
             let attempts = store
-                .list_attempts_by_message(t, m, &Default::default(), &Default::default())
+                .list_attempts_by_message(t, *m, &Default::default(), &Default::default())
                 .await
                 .unwrap();
             assert_eq!(attempts.data.len(), 1);
         }
-        let ep = store.get_endpoint(t, &a.id, &ep.id).await.unwrap();
+        let ep = store
+            .get_endpoint(t, a.id, &ep.id.to_string())
+            .await
+            .unwrap();
         assert_eq!(ep.last_success_at, Some(now.as_millis()));
     })
     .await;
@@ -830,7 +843,10 @@ async fn a_payload_that_is_not_text_is_stored_byte_for_byte() {
         };
         let m = store.create_message(t, &a, new, ttl).await.unwrap();
         assert_eq!(m.deliveries.len(), 1);
-        let stored = store.get_message(t, &a.id, &m.message.id).await.unwrap();
+        let stored = store
+            .get_message(t, a.id, &m.message.id.to_string())
+            .await
+            .unwrap();
         assert_eq!(stored.payload, payload);
     })
     .await;
@@ -874,7 +890,7 @@ async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
             .unwrap();
         assert!(lost.is_empty());
         let attempts = store
-            .list_attempts_by_message(t, &m.message.id, &Default::default(), &Default::default())
+            .list_attempts_by_message(t, m.message.id, &Default::default(), &Default::default())
             .await
             .unwrap();
         let shown = &attempts.data[0];
@@ -909,7 +925,7 @@ async fn deferring_an_endpoints_backlog_never_waits_on_rows_another_transaction_
         .await
         .unwrap();
     let other = store.connection().begin().await.unwrap();
-    let held: String = other
+    let held: domain::ids::DeliveryId = other
         .query_one(Statement::from_string(
             DbBackend::Postgres,
             "SELECT id FROM deliveries ORDER BY id LIMIT 1 FOR UPDATE",
@@ -922,7 +938,7 @@ async fn deferring_an_endpoints_backlog_never_waits_on_rows_another_transaction_
     let until = Timestamp::now().plus(Duration::from_secs(60));
     let moved = tokio::time::timeout(
         Duration::from_secs(5),
-        store.defer_endpoint_backlog(&ep.id, until),
+        store.defer_endpoint_backlog(ep.id, until),
     )
     .await
     .expect("deferring the backlog waited for a row another transaction holds")
@@ -938,4 +954,31 @@ async fn deferring_an_endpoints_backlog_never_waits_on_rows_another_transaction_
         later.next_attempt_at < until.as_millis(),
         "the held one kept its time"
     );
+}
+
+#[tokio::test]
+async fn a_stored_id_that_does_not_parse_is_an_error_naming_its_column() {
+    each_backend(|store| async move {
+        use sea_orm::ConnectionTrait;
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        endpoint(&store, t, &a, url("one")).await;
+        let created = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        // A hand-edited row: the id no longer names an endpoint.
+        store
+            .connection()
+            .execute_unprepared("UPDATE deliveries SET endpoint_id = 'ep_not-an-id'")
+            .await
+            .unwrap();
+        let err = store
+            .deliveries_of_message(t, created.message.id)
+            .await
+            .expect_err("an unreadable id is an error, not a default")
+            .to_string();
+        assert!(
+            err.contains("endpoint_id") && err.contains("ep_not-an-id"),
+            "{err}"
+        );
+    })
+    .await;
 }
