@@ -61,6 +61,7 @@ async fn app_of(req: &HttpRequest) -> Result<App, ApiError> {
     Ok(App { tenant, app })
 }
 
+
 impl FromRequest for App {
     type Error = ApiError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
@@ -109,6 +110,7 @@ pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <api key>"))?;
     let tenant = store_of(req)?
+        .system()
         .authenticate_api_key(token)
         .await?
         .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;

@@ -92,7 +92,7 @@ pub async fn signup(
         Some(format!(
             "Choose a password of at least {MIN_PASSWORD} characters."
         ))
-    } else if by_email.is_none() && store.find_user_for_login(&email).await?.is_some() {
+    } else if by_email.is_none() && store.system().find_user_for_login(&email).await?.is_some() {
         // Without SMTP there is no way to answer uniformly: the account is created right here.
         Some("An account with this email already exists. Log in instead.".to_owned())
     } else {
@@ -145,18 +145,20 @@ async fn confirm_by_email(
     hash: &str,
 ) -> Result<(), PageError> {
     let base = mode.public_url.trim_end_matches('/');
-    if store.find_user_for_login(email).await?.is_some() {
+    if store.system().find_user_for_login(email).await?.is_some() {
         let body = format!(
             "Someone, perhaps you, tried to create a hookd account with this address, which \
              already has one.\n\nLog in at {base}/login\n\nIf it was not you, you can ignore \
              this email."
         );
         store
+            .system()
             .enqueue_email_to(email, "Your hookd account already exists", &body)
             .await?;
     } else {
         let expires = Timestamp::now().plus(SIGNUP_LINK_TTL);
         let token = store
+            .system()
             .create_pending_signup(name, email, hash, expires)
             .await?;
         let body = format!(
@@ -164,6 +166,7 @@ async fn confirm_by_email(
              {base}/signup/confirm?token={token}\n\nIf you did not sign up, ignore this email."
         );
         store
+            .system()
             .enqueue_email_to(email, "Confirm your hookd account", &body)
             .await?;
     }
@@ -220,6 +223,7 @@ pub async fn confirm(
     session::check_form_token(&req, &form.csrf)?;
     let store = session::store_of(&req)?;
     let Some(pending) = store
+        .system()
         .take_pending_signup(&form.token, Timestamp::now())
         .await?
     else {
@@ -325,7 +329,7 @@ pub async fn login(
     let user = if email.is_empty() || form.password.len() > MAX_PASSWORD {
         None
     } else {
-        store.find_user_for_login(&email).await?
+        store.system().find_user_for_login(&email).await?
     };
     // Without a user, a dummy hash is verified anyway, so timing does not tell which emails
     // have accounts.

@@ -68,7 +68,11 @@ pub async fn current(req: &HttpRequest) -> Result<Option<Session>, PageError> {
         return Ok(None);
     };
     let store = store_of(req)?;
-    let Some(row) = store.find_session(&token, Timestamp::now()).await? else {
+    let Some(row) = store
+        .system()
+        .find_session(&token, Timestamp::now())
+        .await?
+    else {
         return Ok(None);
     };
     let corrupt = |what: &str| PageError::Internal(format!("session {} has a bad {what}", row.id));

@@ -218,7 +218,12 @@ impl Dispatcher {
             while tasks.try_join_next().is_some() {}
             if last_reap.elapsed() > this.cfg.lease / 3 {
                 last_reap = Instant::now();
-                match this.store.reap_expired_leases(Timestamp::now()).await {
+                match this
+                    .store
+                    .system()
+                    .reap_expired_leases(Timestamp::now())
+                    .await
+                {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(count = n, "returned expired leases to pending"),
                     Err(e) => tracing::warn!(error = %e, "lease reaper"),
@@ -244,6 +249,7 @@ impl Dispatcher {
             // messages without starving a backlog.
             let claimed = match this
                 .store
+                .system()
                 .claim_due(
                     owner,
                     now,
@@ -257,6 +263,7 @@ impl Dispatcher {
                     let rest = (room - fresh.len()) as u64;
                     match this
                         .store
+                        .system()
                         .claim_due(owner, now, lease_until, rest, None)
                         .await
                     {
@@ -274,7 +281,7 @@ impl Dispatcher {
                 Err((e, partial)) => {
                     tracing::warn!(error = %e, "claim failed; retrying");
                     let ids: Vec<DeliveryId> = partial.into_iter().map(|d| d.id).collect();
-                    let _ = this.store.release_claims(owner, &ids).await;
+                    let _ = this.store.system().release_claims(owner, &ids).await;
                     sleep_or_stop(&mut stop, this.cfg.poll_interval).await;
                     continue;
                 }
@@ -287,7 +294,7 @@ impl Dispatcher {
             {
                 tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
                 held.drop_ids(&ids);
-                if let Err(e) = this.store.release_claims(owner, &ids).await {
+                if let Err(e) = this.store.system().release_claims(owner, &ids).await {
                     tracing::warn!(error = %e, "could not release claims; their leases will expire");
                 }
             }
@@ -308,6 +315,7 @@ impl Dispatcher {
         leftover.extend(this.flow.drain_all().into_iter().map(|j| j.d.id));
         match this
             .store
+            .system()
             .release_claims(&this.cfg.node_id, &leftover)
             .await
         {
@@ -349,12 +357,21 @@ impl Dispatcher {
                 "handed over without a permit; released"
             );
             held.drop_ids(&stray);
-            let _ = self.store.release_claims(&self.cfg.node_id, &stray).await;
+            let _ = self
+                .store
+                .system()
+                .release_claims(&self.cfg.node_id, &stray)
+                .await;
         }
         if let Err(e) = self.admit(items, slots, tasks).await {
             tracing::warn!(error = %e, "loading new work failed; giving the claims back");
             held.drop_ids(&ids);
-            if let Err(e) = self.store.release_claims(&self.cfg.node_id, &ids).await {
+            if let Err(e) = self
+                .store
+                .system()
+                .release_claims(&self.cfg.node_id, &ids)
+                .await
+            {
                 tracing::warn!(error = %e, "could not release claims; their leases will expire");
             }
         }
@@ -371,6 +388,7 @@ impl Dispatcher {
         // Fan-out deliveries of one message share it.
         let messages: HashMap<MessageId, Arc<store::entities::message::Model>> = self
             .store
+            .system()
             .messages_by_ids(&msg_ids)
             .await?
             .into_iter()
@@ -437,6 +455,7 @@ impl Dispatcher {
             let ids: Vec<EndpointId> = missing.into_iter().collect();
             let read = self
                 .store
+                .system()
                 .dispatch_endpoints(&ids, Timestamp::now())
                 .await?;
             endpoints.extend(
@@ -481,7 +500,12 @@ impl Dispatcher {
             slots.unstarted.lock().await.extend(gone);
         }
         if !paused.is_empty() {
-            if let Err(e) = self.store.pause_claims(&self.cfg.node_id, &paused).await {
+            if let Err(e) = self
+                .store
+                .system()
+                .pause_claims(&self.cfg.node_id, &paused)
+                .await
+            {
                 tracing::warn!(error = %e, "could not pause claims of a disabled endpoint; their leases will expire");
             }
             slots.held.drop_ids(&paused);
@@ -545,7 +569,7 @@ impl Slots {
             // disabled or deleted after this delivery was claimed. Its transaction paused or
             // removed the delivery and revoked the lease, so the claim is simply let go, with
             // whatever waits behind it.
-            if self.store.endpoint_stopped(job.d.endpoint_id) {
+            if self.store.system().endpoint_stopped(job.d.endpoint_id) {
                 let ids = self.let_go(&job);
                 tracing::debug!(endpoint_id = %job.d.endpoint_id, count = ids.len(), "endpoint stopped; claims let go");
                 self.held.drop_ids(&ids);
@@ -600,7 +624,12 @@ impl Slots {
         if deferrals.is_empty() {
             return;
         }
-        if let Err(e) = self.store.defer_claims(&self.owner, &deferrals).await {
+        if let Err(e) = self
+            .store
+            .system()
+            .defer_claims(&self.owner, &deferrals)
+            .await
+        {
             tracing::warn!(error = %e, "could not defer claims; their leases will expire");
         }
         self.held.drop_ids(deferrals.iter().map(|(id, _)| id));
@@ -668,6 +697,7 @@ async fn persist_breaker(store: &Store, change: BreakerChange) {
         _ => None,
     };
     if let Err(e) = store
+        .system()
         .set_breaker_state(change.endpoint_id, change.state.phase(), until)
         .await
     {
@@ -676,6 +706,7 @@ async fn persist_breaker(store: &Store, change: BreakerChange) {
     if let Some(until) = until {
         tracing::info!(endpoint_id = %change.endpoint_id, "circuit breaker opened");
         if let Err(e) = store
+            .system()
             .defer_endpoint_backlog(change.endpoint_id, until)
             .await
         {
@@ -725,6 +756,7 @@ async fn write_results(
                 None => store.write_turn().await,
             };
             let r = store
+                .system()
                 .record_results_in(turn, &owner, &batch, &public_url)
                 .await;
             match r {
@@ -778,7 +810,7 @@ async fn watch_endpoints(store: Store, flow: Arc<Flow<Job>>, mut stop: watch::Re
             _ = tokio::time::sleep(WATCH_EVERY) => {}
             _ = stop.changed() => return,
         }
-        if let Err(e) = store.refresh_stopped(&flow.busy_endpoints()).await {
+        if let Err(e) = store.system().refresh_stopped(&flow.busy_endpoints()).await {
             tracing::warn!(error = %e, "could not re-read the endpoints in use");
         }
         let cutoff =
@@ -805,6 +837,7 @@ async fn renew_leases(
         }
         let until = Timestamp::now().plus(cfg.lease);
         if let Err(e) = store
+            .system()
             .renew_leases(&cfg.node_id, &held.snapshot(), until)
             .await
         {

@@ -219,12 +219,15 @@ async fn heartbeat(
     loop {
         let now = domain::Timestamp::now();
         if let Some(id) = node_id
-            && let Err(e) = store.heartbeat(id, &roles, &hostname, started, now).await
+            && let Err(e) = store
+                .system()
+                .heartbeat(id, &roles, &hostname, started, now)
+                .await
         {
             tracing::warn!(error = %e, "heartbeat failed");
         }
         let since = domain::Timestamp::from_millis(now.as_millis() - 3 * EVERY.as_millis() as i64);
-        if let Ok(nodes) = store.live_nodes(since).await {
+        if let Ok(nodes) = store.system().live_nodes(since).await {
             let api_nodes = nodes
                 .iter()
                 .filter(|n| n.roles.split(',').any(|r| r == "api"))
@@ -406,7 +409,7 @@ async fn serve_metrics(
     }
     // The gauges are read before the counters: an attempt is counted before its result is
     // committed, so a scrape whose queue shows a delivery finished has counted its attempt.
-    let gauges = store.queue_gauges(domain::Timestamp::now()).await;
+    let gauges = store.system().queue_gauges(domain::Timestamp::now()).await;
     let mut out = String::with_capacity(8 * 1024);
     metrics.delivery.write(&mut out);
     let name = "hookd_ingest_requests_total";

@@ -266,7 +266,7 @@ async fn sweep(
     mailer: Option<&Mailer>,
     now: Timestamp,
 ) -> Result<Sweep, StoreError> {
-    let due = store.system_due_emails(now, BATCH).await?;
+    let due = store.system().due_emails(now, BATCH).await?;
     let Some(mailer) = mailer else {
         if !due.is_empty() {
             tracing::debug!(
@@ -283,7 +283,7 @@ async fn sweep(
             .await
         {
             Ok(()) => {
-                store.system_email_outcome(mail.id, Ok(()), now).await?;
+                store.system().email_outcome(mail.id, Ok(()), now).await?;
                 tracing::info!(email_id = %mail.id, tenant_id = ?mail.tenant_id, "email sent");
                 sent += 1;
             }
@@ -302,7 +302,8 @@ async fn sweep(
                         "email refused for good; giving up"
                     );
                     store
-                        .system_email_outcome(mail.id, Err((shown.to_owned(), None)), now)
+                        .system()
+                        .email_outcome(mail.id, Err((shown.to_owned(), None)), now)
                         .await?;
                     continue;
                 }
@@ -315,11 +316,8 @@ async fn sweep(
                     "email not sent; will retry"
                 );
                 store
-                    .system_email_outcome(
-                        mail.id,
-                        Err((shown.to_owned(), Some(now.plus(delay)))),
-                        now,
-                    )
+                    .system()
+                    .email_outcome(mail.id, Err((shown.to_owned(), Some(now.plus(delay)))), now)
                     .await?;
                 // Leave the rest untried (and uncounted) for the next sweep rather than wait
                 // out a timeout per email.

@@ -18,7 +18,7 @@ pub async fn sweep(
 ) -> Result<usize, StoreError> {
     let cutoff = Timestamp::from_millis(now.as_millis() - disable_after.as_millis() as i64);
     let mut disabled = 0;
-    for ep in store.system_failing_endpoints(cutoff, 500).await? {
+    for ep in store.system().failing_endpoints(cutoff, 500).await? {
         let health = EndpointHealth {
             failing_since: ep.failing_since.map(Timestamp::from_millis),
             last_success_at: ep.last_success_at.map(Timestamp::from_millis),
@@ -35,6 +35,7 @@ pub async fn sweep(
             format_duration(disable_after)
         );
         if store
+            .system()
             .disable_endpoint_and_notify(ep.id, &reason, public_url)
             .await?
         {

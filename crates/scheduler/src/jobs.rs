@@ -28,7 +28,8 @@ struct EndpointJobParams {
 /// Claims and runs at most one job. Returns whether one was found.
 pub async fn run_one(store: &Store, owner: &str) -> Result<bool, store::StoreError> {
     let Some(job) = store
-        .system_claim_job(owner, Timestamp::now(), JOB_LEASE)
+        .system()
+        .claim_job(owner, Timestamp::now(), JOB_LEASE)
         .await?
     else {
         return Ok(false);
@@ -48,7 +49,7 @@ async fn run_claimed(
         loop {
             tokio::time::sleep(JOB_LEASE / 3).await;
             let until = Timestamp::now().plus(JOB_LEASE);
-            match store.system_renew_job(job.id, owner, until).await {
+            match store.system().renew_job(job.id, owner, until).await {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::warn!(job_id = %job.id, "job lease lost; another runner may take it over")
@@ -67,7 +68,7 @@ async fn run_claimed(
         Ok(n) => tracing::info!(job_id = %job.id, kind = %job.kind, touched = n, "job finished"),
         Err(e) => tracing::warn!(job_id = %job.id, kind = %job.kind, error = %e, "job failed"),
     }
-    store.system_finish_job(job.id, outcome).await
+    store.system().finish_job(job.id, outcome).await
 }
 
 async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
@@ -115,7 +116,8 @@ pub async fn run(
         }
         let claimed = if running.len() < JOB_SLOTS {
             store
-                .system_claim_job_except(&owner, Timestamp::now(), JOB_LEASE, &busy)
+                .system()
+                .claim_job_except(&owner, Timestamp::now(), JOB_LEASE, &busy)
                 .await
         } else {
             Ok(None)

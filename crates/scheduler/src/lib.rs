@@ -36,10 +36,18 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 pub async fn prune(store: &Store) {
     let now = Timestamp::now();
     let ago = |d: Duration| Timestamp::from_millis(now.as_millis() - d.as_millis() as i64);
-    if let Err(e) = store.prune_attempt_stats(ago(STATS_RETENTION)).await {
+    if let Err(e) = store
+        .system()
+        .prune_attempt_stats(ago(STATS_RETENTION))
+        .await
+    {
         tracing::warn!(error = %e, "pruning attempt statistics");
     }
-    match store.sweep_expired(ago(store::IDEMPOTENCY_TTL), now).await {
+    match store
+        .system()
+        .sweep_expired(ago(store::IDEMPOTENCY_TTL), now)
+        .await
+    {
         Ok(s) if s != store::Swept::default() => tracing::info!(
             idempotency_keys = s.idempotency_keys,
             sessions = s.sessions,
@@ -80,7 +88,7 @@ pub async fn run(
                     Ok(n) => tracing::info!(count = n, "auto-disabled failing endpoints"),
                     Err(e) => tracing::warn!(error = %e, "auto-disable sweep failed"),
                 }
-                if let Err(e) = store.reap_expired_leases(Timestamp::now()).await {
+                if let Err(e) = store.system().reap_expired_leases(Timestamp::now()).await {
                     tracing::warn!(error = %e, "lease reaper");
                 }
             }

@@ -400,3 +400,54 @@ pub mod node_heartbeat {
     }
     entity_boilerplate!();
 }
+
+/// The one root of tenant scoping (like Svix's `secure_find`): a query of a tenant-owned
+/// table that a tenant's request runs starts here, already filtered to that tenant. Queries
+/// that must cross tenants are on [`crate::System`].
+pub trait Owned: sea_orm::EntityTrait {
+    /// The table's `tenant_id` column.
+    fn tenant_column() -> Self::Column;
+
+    fn find_in(tenant: domain::ids::TenantId) -> sea_orm::Select<Self> {
+        use sea_orm::{ColumnTrait, QueryFilter};
+        Self::find().filter(Self::tenant_column().eq(tenant))
+    }
+
+    fn update_in(tenant: domain::ids::TenantId) -> sea_orm::UpdateMany<Self> {
+        use sea_orm::{ColumnTrait, QueryFilter};
+        Self::update_many().filter(Self::tenant_column().eq(tenant))
+    }
+
+    fn delete_in(tenant: domain::ids::TenantId) -> sea_orm::DeleteMany<Self> {
+        use sea_orm::{ColumnTrait, QueryFilter};
+        Self::delete_many().filter(Self::tenant_column().eq(tenant))
+    }
+}
+
+macro_rules! owned {
+    ($($table:ident),* $(,)?) => {$(
+        impl Owned for $table::Entity {
+            fn tenant_column() -> $table::Column {
+                $table::Column::TenantId
+            }
+        }
+    )*};
+}
+
+owned!(
+    user,
+    session,
+    api_key,
+    application,
+    event_type,
+    endpoint,
+    endpoint_secret,
+    message,
+    delivery,
+    ordering_sequence,
+    attempt,
+    idempotency_key,
+    job,
+    email,
+    operational_event,
+);

@@ -21,6 +21,7 @@ use domain::ids::{DeliveryId, EndpointId, TenantId};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 
+use crate::entities::Owned;
 use crate::entities::{delivery, endpoint};
 use crate::{Backend, Result, Store, StoreError};
 
@@ -148,9 +149,7 @@ async fn read_enabled<C: ConnectionTrait>(
     tenant: TenantId,
     endpoint_id: EndpointId,
 ) -> Result<endpoint::Model> {
-    let mut select = endpoint::Entity::find()
-        .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
-        .filter(endpoint::Column::Id.eq(endpoint_id));
+    let mut select = endpoint::Entity::find_in(tenant).filter(endpoint::Column::Id.eq(endpoint_id));
     if lock {
         select = select.lock_shared();
     }
@@ -177,6 +176,26 @@ impl Store {
         read_enabled(&self.db, false, tenant, endpoint_id).await
     }
 
+    /// Marks endpoints stopped in this process before the transaction that disables or
+    /// deletes them commits, runs `work`, and takes the marks back if it fails.
+    pub(crate) async fn stopping<T, F>(&self, ids: &[EndpointId], work: F) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        self.stopped.mark(ids.iter().copied());
+        let out = work.await;
+        if out.is_err() {
+            for id in ids {
+                self.stopped.unmark(*id);
+            }
+        }
+        out
+    }
+}
+
+/// Cross-tenant work (claims, sweeps, authentication): reached only through
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
     /// Whether this process must not start a request to the endpoint: it was disabled or
     /// deleted here, or another process's disable was seen by [`Store::refresh_stopped`].
     /// Checked by the dispatcher right before every request.
@@ -211,22 +230,6 @@ impl Store {
             self.stopped.mark(stop);
         }
         Ok(())
-    }
-
-    /// Marks endpoints stopped in this process before the transaction that disables or
-    /// deletes them commits, runs `work`, and takes the marks back if it fails.
-    pub(crate) async fn stopping<T, F>(&self, ids: &[EndpointId], work: F) -> Result<T>
-    where
-        F: Future<Output = Result<T>>,
-    {
-        self.stopped.mark(ids.iter().copied());
-        let out = work.await;
-        if out.is_err() {
-            for id in ids {
-                self.stopped.unmark(*id);
-            }
-        }
-        out
     }
 
     /// Gives claims of a disabled endpoint back as paused (the dispatcher found the endpoint

@@ -99,7 +99,25 @@ impl WriteTxn {
     }
 }
 
+/// The store's cross-tenant side: claiming and finishing deliveries, sweeps, jobs, email,
+/// authentication. Every [`Store`] method takes the tenant whose rows it touches; these do
+/// not, so they sit behind [`Store::system`], whose name says so at every call site.
+#[derive(Clone, Copy)]
+pub struct System<'a>(&'a Store);
+
+impl std::ops::Deref for System<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        self.0
+    }
+}
+
 impl Store {
+    /// The cross-tenant operations (see [`System`]).
+    pub fn system(&self) -> System<'_> {
+        System(self)
+    }
+
     /// Opens `url` (`sqlite://path` or `postgres://…`). SQLite files and their directory are
     /// created when missing.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {

@@ -10,6 +10,7 @@ use sea_orm::{
     Set,
 };
 
+use crate::entities::Owned;
 use crate::entities::{email, job, node_heartbeat, operational_event};
 use crate::{ListParams, Page, Result, Store, page::fetch_page};
 
@@ -56,7 +57,7 @@ impl Store {
         tenant: TenantId,
         params: &ListParams,
     ) -> Result<Page<email::Model>> {
-        let select = email::Entity::find().filter(email::Column::TenantId.eq(tenant.to_string()));
+        let select = email::Entity::find_in(tenant);
         fetch_page(
             &self.db,
             select,
@@ -65,49 +66,6 @@ impl Store {
             params,
         )
         .await
-    }
-
-    /// Scheduler sweep (all tenants): pending emails that are due, oldest first.
-    pub async fn system_due_emails(&self, now: Timestamp, limit: u64) -> Result<Vec<email::Model>> {
-        Ok(email::Entity::find()
-            .filter(email::Column::State.eq("pending"))
-            .filter(email::Column::NextAttemptAt.lte(now.as_millis()))
-            .order_by_asc(email::Column::NextAttemptAt)
-            .limit(limit)
-            .all(&self.db)
-            .await?)
-    }
-
-    /// Scheduler: records the outcome of one send: `Ok` sent; `Err((reason, Some(at)))` retry then; `Err((reason, None))`
-    /// failed for good (state `failed`, never tried again).
-    pub async fn system_email_outcome(
-        &self,
-        email_id: EmailId,
-        outcome: std::result::Result<(), (String, Option<Timestamp>)>,
-        now: Timestamp,
-    ) -> Result<()> {
-        let mut update = email::Entity::update_many()
-            .col_expr(
-                email::Column::Attempts,
-                Expr::col(email::Column::Attempts).add(1),
-            )
-            .filter(email::Column::Id.eq(email_id));
-        update = match outcome {
-            Ok(()) => update
-                .col_expr(email::Column::State, Expr::value("sent"))
-                .col_expr(email::Column::SentAt, Expr::value(now.as_millis())),
-            Err((reason, Some(retry_at))) => update
-                .col_expr(email::Column::LastError, Expr::value(reason))
-                .col_expr(
-                    email::Column::NextAttemptAt,
-                    Expr::value(retry_at.as_millis()),
-                ),
-            Err((reason, None)) => update
-                .col_expr(email::Column::LastError, Expr::value(reason))
-                .col_expr(email::Column::State, Expr::value("failed")),
-        };
-        update.exec(&self.db).await?;
-        Ok(())
     }
 
     pub async fn record_operational_event(
@@ -136,48 +94,9 @@ impl Store {
         tenant: TenantId,
         params: &ListParams,
     ) -> Result<Page<operational_event::Model>> {
-        let select = operational_event::Entity::find()
-            .filter(operational_event::Column::TenantId.eq(tenant.to_string()));
+        let select = operational_event::Entity::find_in(tenant);
         let id = operational_event::Column::Id;
         fetch_page(&self.db, select, id, |m| m.id.to_string(), params).await
-    }
-
-    /// Announces that `node` is alive (insert or refresh).
-    pub async fn heartbeat(
-        &self,
-        node: NodeId,
-        roles: &str,
-        hostname: &str,
-        started_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<()> {
-        use node_heartbeat::Column as C;
-        let row = node_heartbeat::ActiveModel {
-            node_id: Set(node.to_string()),
-            roles: Set(roles.to_owned()),
-            hostname: Set(hostname.to_owned()),
-            version: Set(env!("CARGO_PKG_VERSION").to_owned()),
-            started_at: Set(started_at.as_millis()),
-            last_seen_at: Set(now.as_millis()),
-        };
-        node_heartbeat::Entity::insert(row)
-            .on_conflict(
-                OnConflict::column(C::NodeId)
-                    .update_columns([C::Roles, C::LastSeenAt])
-                    .to_owned(),
-            )
-            .exec(&self.db)
-            .await?;
-        Ok(())
-    }
-
-    /// Nodes seen at or after `since`.
-    pub async fn live_nodes(&self, since: Timestamp) -> Result<Vec<node_heartbeat::Model>> {
-        Ok(node_heartbeat::Entity::find()
-            .filter(node_heartbeat::Column::LastSeenAt.gte(since.as_millis()))
-            .order_by_asc(node_heartbeat::Column::NodeId)
-            .all(&self.db)
-            .await?)
     }
 }
 
@@ -232,8 +151,7 @@ impl Store {
             let age = now.since(Timestamp::from_millis(found.created_at));
             let stale_reservation = found.response_status == 0 && age > IDEMPOTENCY_STALE;
             if age > IDEMPOTENCY_TTL || stale_reservation {
-                ik::Entity::delete_many()
-                    .filter(ik::Column::TenantId.eq(tenant.to_string()))
+                ik::Entity::delete_in(tenant)
                     .filter(ik::Column::Key.eq(key))
                     .filter(ik::Column::CreatedAt.eq(found.created_at))
                     .exec(&self.db)
@@ -263,10 +181,9 @@ impl Store {
         body: &[u8],
     ) -> Result<()> {
         use crate::entities::idempotency_key as ik;
-        ik::Entity::update_many()
+        ik::Entity::update_in(tenant)
             .col_expr(ik::Column::ResponseStatus, Expr::value(i32::from(status)))
             .col_expr(ik::Column::ResponseBody, Expr::value(body.to_vec()))
-            .filter(ik::Column::TenantId.eq(tenant.to_string()))
             .filter(ik::Column::Key.eq(key))
             .exec(&self.db)
             .await?;
@@ -276,8 +193,7 @@ impl Store {
     /// Releases a reservation whose request failed unexpectedly, so a retry can run.
     pub async fn idempotency_abort(&self, tenant: TenantId, key: &str) -> Result<()> {
         use crate::entities::idempotency_key as ik;
-        ik::Entity::delete_many()
-            .filter(ik::Column::TenantId.eq(tenant.to_string()))
+        ik::Entity::delete_in(tenant)
             .filter(ik::Column::Key.eq(key))
             .filter(ik::Column::ResponseStatus.eq(0))
             .exec(&self.db)
@@ -316,7 +232,7 @@ impl Store {
         tenant: TenantId,
         params: &ListParams,
     ) -> Result<Page<job::Model>> {
-        let select = job::Entity::find().filter(job::Column::TenantId.eq(tenant.to_string()));
+        let select = job::Entity::find_in(tenant);
         fetch_page(
             &self.db,
             select,
@@ -328,28 +244,112 @@ impl Store {
     }
 
     pub async fn get_job(&self, tenant: TenantId, id: &str) -> Result<job::Model> {
-        job::Entity::find()
-            .filter(job::Column::TenantId.eq(tenant.to_string()))
+        job::Entity::find_in(tenant)
             .filter(job::Column::Id.eq(id))
             .one(&self.db)
             .await?
             .ok_or(crate::StoreError::not_found("job"))
     }
+}
+
+/// Cross-tenant work (claims, sweeps, authentication): reached only through
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
+    /// Scheduler sweep (all tenants): pending emails that are due, oldest first.
+    pub async fn due_emails(&self, now: Timestamp, limit: u64) -> Result<Vec<email::Model>> {
+        Ok(email::Entity::find()
+            .filter(email::Column::State.eq("pending"))
+            .filter(email::Column::NextAttemptAt.lte(now.as_millis()))
+            .order_by_asc(email::Column::NextAttemptAt)
+            .limit(limit)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Scheduler: records the outcome of one send: `Ok` sent; `Err((reason, Some(at)))` retry then; `Err((reason, None))`
+    /// failed for good (state `failed`, never tried again).
+    pub async fn email_outcome(
+        &self,
+        email_id: EmailId,
+        outcome: std::result::Result<(), (String, Option<Timestamp>)>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let mut update = email::Entity::update_many()
+            .col_expr(
+                email::Column::Attempts,
+                Expr::col(email::Column::Attempts).add(1),
+            )
+            .filter(email::Column::Id.eq(email_id));
+        update = match outcome {
+            Ok(()) => update
+                .col_expr(email::Column::State, Expr::value("sent"))
+                .col_expr(email::Column::SentAt, Expr::value(now.as_millis())),
+            Err((reason, Some(retry_at))) => update
+                .col_expr(email::Column::LastError, Expr::value(reason))
+                .col_expr(
+                    email::Column::NextAttemptAt,
+                    Expr::value(retry_at.as_millis()),
+                ),
+            Err((reason, None)) => update
+                .col_expr(email::Column::LastError, Expr::value(reason))
+                .col_expr(email::Column::State, Expr::value("failed")),
+        };
+        update.exec(&self.db).await?;
+        Ok(())
+    }
+
+    /// Announces that `node` is alive (insert or refresh).
+    pub async fn heartbeat(
+        &self,
+        node: NodeId,
+        roles: &str,
+        hostname: &str,
+        started_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<()> {
+        use node_heartbeat::Column as C;
+        let row = node_heartbeat::ActiveModel {
+            node_id: Set(node.to_string()),
+            roles: Set(roles.to_owned()),
+            hostname: Set(hostname.to_owned()),
+            version: Set(env!("CARGO_PKG_VERSION").to_owned()),
+            started_at: Set(started_at.as_millis()),
+            last_seen_at: Set(now.as_millis()),
+        };
+        node_heartbeat::Entity::insert(row)
+            .on_conflict(
+                OnConflict::column(C::NodeId)
+                    .update_columns([C::Roles, C::LastSeenAt])
+                    .to_owned(),
+            )
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// Nodes seen at or after `since`.
+    pub async fn live_nodes(&self, since: Timestamp) -> Result<Vec<node_heartbeat::Model>> {
+        Ok(node_heartbeat::Entity::find()
+            .filter(node_heartbeat::Column::LastSeenAt.gte(since.as_millis()))
+            .order_by_asc(node_heartbeat::Column::NodeId)
+            .all(&self.db)
+            .await?)
+    }
 
     /// Scheduler (all tenants): takes the oldest running job that nobody holds, or whose
     /// holder's lease ran out (it died), leasing it to `owner` until `now + lease`.
-    pub async fn system_claim_job(
+    pub async fn claim_job(
         &self,
         owner: &str,
         now: Timestamp,
         lease: std::time::Duration,
     ) -> Result<Option<job::Model>> {
-        self.system_claim_job_except(owner, now, lease, &[]).await
+        self.claim_job_except(owner, now, lease, &[]).await
     }
 
     /// [`Store::system_claim_job`], skipping the jobs of `busy_tenants` (those with a job
     /// running in this runner already), so one tenant's long job never takes every slot.
-    pub async fn system_claim_job_except(
+    pub async fn claim_job_except(
         &self,
         owner: &str,
         now: Timestamp,
@@ -392,7 +392,7 @@ impl Store {
     }
 
     /// Extends a running job's lease while `owner` still holds it; false when it was lost.
-    pub async fn system_renew_job(&self, id: JobId, owner: &str, until: Timestamp) -> Result<bool> {
+    pub async fn renew_job(&self, id: JobId, owner: &str, until: Timestamp) -> Result<bool> {
         let res = job::Entity::update_many()
             .col_expr(job::Column::LeaseExpiresAt, Expr::value(until.as_millis()))
             .filter(job::Column::Id.eq(id))
@@ -404,7 +404,7 @@ impl Store {
     }
 
     /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries.
-    pub async fn system_finish_job(
+    pub async fn finish_job(
         &self,
         id: JobId,
         outcome: std::result::Result<u64, String>,

@@ -12,6 +12,7 @@ use sea_orm::{
     Statement,
 };
 
+use crate::entities::Owned;
 use crate::entities::{attempt, delivery, endpoint, endpoint_secret, message, operational_event};
 use crate::{Backend, Result, Store};
 
@@ -114,170 +115,6 @@ pub(crate) fn with_secrets(
 }
 
 impl Store {
-    /// Claims up to `limit` due deliveries for `owner` until `lease_until`, oldest due first,
-    /// or, with `fresh_since`, only those created since then. An ordered delivery
-    /// is due only when no earlier sequence number of its (endpoint, key) is still pending,
-    /// being sent or dead: that keeps per-key order and makes a dead head block its key.
-    pub async fn claim_due(
-        &self,
-        owner: &str,
-        now: Timestamp,
-        lease_until: Timestamp,
-        limit: u64,
-        fresh_since: Option<Timestamp>,
-    ) -> Result<Vec<delivery::Model>> {
-        let mut values: Vec<Value> = vec![
-            owner.into(),
-            lease_until.as_millis().into(),
-            now.as_millis().into(),
-            now.as_millis().into(),
-            (limit as i64).into(),
-        ];
-        if let Some(since) = fresh_since {
-            values.push(since.as_millis().into());
-        }
-        let backend = self.db.get_database_backend();
-        let sql = claim_sql(self.backend, fresh_since.is_some());
-        let stmt = Statement::from_sql_and_values(backend, sql, values);
-        let _turn = self.write_turn().await;
-        let rows = delivery::Model::find_by_statement(stmt)
-            .all(&self.db)
-            .await?;
-        Ok(rows)
-    }
-
-    /// Returns deliveries whose lease ran out (their worker died) to pending, without counting
-    /// an attempt. Returns how many.
-    pub async fn reap_expired_leases(&self, now: Timestamp) -> Result<u64> {
-        let _turn = self.write_turn().await;
-        let res = back_to_pending(delivery::Entity::update_many())
-            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
-            .filter(delivery::Column::LeaseExpiresAt.lt(now.as_millis()))
-            .exec(&self.db)
-            .await?;
-        Ok(res.rows_affected)
-    }
-
-    /// Gives back claims `owner` will not start (shutdown), without counting an attempt.
-    pub async fn release_claims(&self, owner: &str, ids: &[DeliveryId]) -> Result<u64> {
-        let _turn = self.write_turn().await;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let res = back_to_pending(delivery::Entity::update_many())
-            .filter(delivery::Column::Id.is_in(ids.iter().copied()))
-            .filter(delivery::Column::LeaseOwner.eq(owner))
-            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
-            .exec(&self.db)
-            .await?;
-        Ok(res.rows_affected)
-    }
-
-    /// The messages of a claimed batch, in one query.
-    pub async fn messages_by_ids(
-        &self,
-        ids: &[MessageId],
-    ) -> Result<HashMap<MessageId, message::Model>> {
-        let rows = message::Entity::find()
-            .filter(message::Column::Id.is_in(ids.iter().copied()))
-            .all(&self.db)
-            .await?;
-        Ok(rows.into_iter().map(|m| (m.id, m)).collect())
-    }
-
-    /// Endpoints with their active secrets, in two queries.
-    pub async fn dispatch_endpoints(
-        &self,
-        ids: &[EndpointId],
-        now: Timestamp,
-    ) -> Result<HashMap<EndpointId, DispatchEndpoint>> {
-        let endpoints = endpoint::Entity::find()
-            .filter(endpoint::Column::Id.is_in(ids.iter().copied()))
-            .all(&self.db)
-            .await?;
-        let secrets = endpoint_secret::Entity::find()
-            .filter(endpoint_secret::Column::EndpointId.is_in(ids.iter().copied()))
-            .all(&self.db)
-            .await?;
-        Ok(with_secrets(endpoints, secrets, now))
-    }
-
-    /// Writes a batch of attempt results in one transaction: the attempts, each delivery's new
-    /// state (only while the writer still holds its lease), endpoint health, and 410 disables.
-    /// Returns the ids of deliveries whose lease had been lost (their state was left alone).
-    pub async fn record_results(
-        &self,
-        owner: &str,
-        results: &[AttemptResult],
-        public_url: &str,
-    ) -> Result<Vec<DeliveryId>> {
-        let turn = self.write_turn().await;
-        self.record_results_in(turn, owner, results, public_url)
-            .await
-    }
-
-    /// [`Store::record_results`] in a write turn already taken (the turn only batches the
-    /// caller's results; each database's writer takes its own).
-    ///
-    /// One write path per database: on SQLite the writer thread's transaction, on PostgreSQL
-    /// one statement. Endpoints that answered 410 stop at once in this process; their disable
-    /// (pausing their deliveries, the event, the email) follows in a transaction of its own
-    /// once the results are written. Should that fail, it is logged and the results stand: the
-    /// endpoint's next 410 disables it.
-    pub async fn record_results_in(
-        &self,
-        turn: crate::WriteTurn,
-        owner: &str,
-        results: &[AttemptResult],
-        public_url: &str,
-    ) -> Result<Vec<DeliveryId>> {
-        drop(turn);
-        if results.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = Timestamp::now().as_millis();
-        let backend = self.db.get_database_backend();
-        let mut rest = health_updates(results, backend);
-        rest.extend(crate::stats::stats_upserts(
-            self.backend,
-            &stats_of(results),
-        ));
-        let mut gone: HashMap<EndpointId, &str> = HashMap::new();
-        for r in results {
-            if let Some(reason) = &r.disable_endpoint {
-                gone.entry(r.delivery.endpoint_id).or_insert(reason);
-            }
-        }
-        let ids: Vec<EndpointId> = gone.keys().copied().collect();
-        let write = async {
-            match (&self.lite, self.backend) {
-                (Some(lite), _) => write_results_lite(lite, owner, results, now, rest).await,
-                (None, Backend::Postgres) => {
-                    self.record_results_at_once(owner, results, now, rest).await
-                }
-                (None, Backend::Sqlite) => Err(crate::lite::stopped()),
-            }
-        };
-        let written = self.stopping(&ids, write).await?;
-        if !gone.is_empty() {
-            let disable = async {
-                let txn = self.write_txn().await?;
-                for (id, reason) in &gone {
-                    disable_and_notify(&txn, *id, reason, public_url, now).await?;
-                }
-                txn.commit().await
-            };
-            if let Err(e) = self.stopping(&ids, disable).await {
-                tracing::error!(error = %e, endpoints = ?ids, "could not disable endpoints that answered 410; their next 410 tries again");
-            }
-        }
-        Ok(results
-            .iter()
-            .filter(|r| !written.contains(&r.delivery.id))
-            .map(|r| r.delivery.id)
-            .collect())
-    }
-
     /// [`Store::record_results_in`] on PostgreSQL: the attempts, the
     /// endpoints' health and the statistics (`rest`) are CTEs of the statement that finishes the
     /// deliveries, so the batch is one round trip. Returns the ids of the deliveries written.
@@ -313,7 +150,7 @@ impl Store {
         msg_id: MessageId,
         endpoint_id: EndpointId,
     ) -> Result<bool> {
-        let res = delivery::Entity::update_many()
+        let res = delivery::Entity::update_in(tenant)
             .col_expr(
                 delivery::Column::State,
                 Expr::value(DeliveryState::Skipped.as_str()),
@@ -322,7 +159,6 @@ impl Store {
                 delivery::Column::UpdatedAt,
                 Expr::value(Timestamp::now().as_millis()),
             )
-            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
             .filter(delivery::Column::MsgId.eq(msg_id))
             .filter(delivery::Column::EndpointId.eq(endpoint_id))
             .filter(delivery::Column::State.is_in([
@@ -332,19 +168,6 @@ impl Store {
             .exec(&self.db)
             .await?;
         Ok(res.rows_affected == 1)
-    }
-
-    /// The earliest time a pending delivery becomes due, to know how long to sleep.
-    pub async fn next_due_at(&self) -> Result<Option<Timestamp>> {
-        let backend = self.db.get_database_backend();
-        let sql = "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'";
-        let row = self
-            .db
-            .query_one(Statement::from_string(backend, sql))
-            .await?;
-        Ok(row
-            .and_then(|r| r.try_get::<Option<i64>>("", "at").ok().flatten())
-            .map(Timestamp::from_millis))
     }
 }
 
@@ -575,7 +398,269 @@ pub fn attempt_row(
     }
 }
 
-impl Store {
+/// Disables an enabled endpoint with `reason`, records an `endpoint.disabled` operational event
+/// and queues the email to the tenant's notification address, all in the caller's transaction.
+/// Returns false when the endpoint was already disabled (nothing is sent twice).
+async fn disable_and_notify(
+    txn: &sea_orm::DatabaseTransaction,
+    endpoint_id: EndpointId,
+    reason: &str,
+    public_url: &str,
+    now: i64,
+) -> Result<bool> {
+    use crate::entities::{email, tenant};
+    let res = endpoint::Entity::update_many()
+        .col_expr(endpoint::Column::Disabled, Expr::value(true))
+        .col_expr(endpoint::Column::DisabledReason, Expr::value(reason))
+        .col_expr(endpoint::Column::DisabledAt, Expr::value(now))
+        .col_expr(endpoint::Column::UpdatedAt, Expr::value(now))
+        .filter(endpoint::Column::Id.eq(endpoint_id))
+        .filter(endpoint::Column::Disabled.eq(false))
+        .exec(txn)
+        .await?;
+    if res.rows_affected == 0 {
+        return Ok(false);
+    }
+    crate::gate::pause_or_resume(txn, endpoint_id, true, now).await?;
+    let Some(ep) = endpoint::Entity::find_by_id(endpoint_id).one(txn).await? else {
+        return Ok(false);
+    };
+    operational_event::Entity::insert(operational_event::ActiveModel {
+        id: Set(OperationalEventId::new()),
+        tenant_id: Set(ep.tenant_id),
+        kind: Set("endpoint.disabled".to_owned()),
+        app_id: Set(Some(ep.app_id)),
+        endpoint_id: Set(Some(ep.id)),
+        detail: Set(serde_json::json!({ "reason": reason, "url": ep.url }).to_string()),
+        created_at: Set(now),
+    })
+    .exec(txn)
+    .await?;
+    if let Some(t) = tenant::Entity::find_by_id(ep.tenant_id).one(txn).await? {
+        let (subject, body) = domain::notify::render_endpoint_disabled(
+            &ep.url,
+            &ep.id.to_string(),
+            &ep.app_id.to_string(),
+            reason,
+            public_url,
+        );
+        email::Entity::insert(crate::ops::email_row(
+            Some(t.id),
+            &t.notification_email,
+            &subject,
+            &body,
+            now,
+        ))
+        .exec(txn)
+        .await?;
+    }
+    Ok(true)
+}
+
+/// The columns that hand a claimed delivery back to the queue, without counting an attempt.
+fn back_to_pending(
+    update: sea_orm::UpdateMany<delivery::Entity>,
+) -> sea_orm::UpdateMany<delivery::Entity> {
+    hand_back(update, DeliveryState::Pending)
+}
+
+/// The columns that end a claim (or any lease) and leave the delivery in `state`.
+pub(crate) fn hand_back(
+    update: sea_orm::UpdateMany<delivery::Entity>,
+    state: DeliveryState,
+) -> sea_orm::UpdateMany<delivery::Entity> {
+    update
+        .col_expr(delivery::Column::State, Expr::value(state.as_str()))
+        .col_expr(
+            delivery::Column::LeaseOwner,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(
+            delivery::Column::LeaseExpiresAt,
+            Expr::value(Option::<i64>::None),
+        )
+}
+
+/// Cross-tenant work (claims, sweeps, authentication): reached only through
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
+    /// Claims up to `limit` due deliveries for `owner` until `lease_until`, oldest due first,
+    /// or, with `fresh_since`, only those created since then. An ordered delivery
+    /// is due only when no earlier sequence number of its (endpoint, key) is still pending,
+    /// being sent or dead: that keeps per-key order and makes a dead head block its key.
+    pub async fn claim_due(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u64,
+        fresh_since: Option<Timestamp>,
+    ) -> Result<Vec<delivery::Model>> {
+        let mut values: Vec<Value> = vec![
+            owner.into(),
+            lease_until.as_millis().into(),
+            now.as_millis().into(),
+            now.as_millis().into(),
+            (limit as i64).into(),
+        ];
+        if let Some(since) = fresh_since {
+            values.push(since.as_millis().into());
+        }
+        let backend = self.db.get_database_backend();
+        let sql = claim_sql(self.backend, fresh_since.is_some());
+        let stmt = Statement::from_sql_and_values(backend, sql, values);
+        let _turn = self.write_turn().await;
+        let rows = delivery::Model::find_by_statement(stmt)
+            .all(&self.db)
+            .await?;
+        Ok(rows)
+    }
+
+    /// Returns deliveries whose lease ran out (their worker died) to pending, without counting
+    /// an attempt. Returns how many.
+    pub async fn reap_expired_leases(&self, now: Timestamp) -> Result<u64> {
+        let _turn = self.write_turn().await;
+        let res = back_to_pending(delivery::Entity::update_many())
+            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
+            .filter(delivery::Column::LeaseExpiresAt.lt(now.as_millis()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected)
+    }
+
+    /// Gives back claims `owner` will not start (shutdown), without counting an attempt.
+    pub async fn release_claims(&self, owner: &str, ids: &[DeliveryId]) -> Result<u64> {
+        let _turn = self.write_turn().await;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let res = back_to_pending(delivery::Entity::update_many())
+            .filter(delivery::Column::Id.is_in(ids.iter().copied()))
+            .filter(delivery::Column::LeaseOwner.eq(owner))
+            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected)
+    }
+
+    /// The messages of a claimed batch, in one query.
+    pub async fn messages_by_ids(
+        &self,
+        ids: &[MessageId],
+    ) -> Result<HashMap<MessageId, message::Model>> {
+        let rows = message::Entity::find()
+            .filter(message::Column::Id.is_in(ids.iter().copied()))
+            .all(&self.db)
+            .await?;
+        Ok(rows.into_iter().map(|m| (m.id, m)).collect())
+    }
+
+    /// Endpoints with their active secrets, in two queries.
+    pub async fn dispatch_endpoints(
+        &self,
+        ids: &[EndpointId],
+        now: Timestamp,
+    ) -> Result<HashMap<EndpointId, DispatchEndpoint>> {
+        let endpoints = endpoint::Entity::find()
+            .filter(endpoint::Column::Id.is_in(ids.iter().copied()))
+            .all(&self.db)
+            .await?;
+        let secrets = endpoint_secret::Entity::find()
+            .filter(endpoint_secret::Column::EndpointId.is_in(ids.iter().copied()))
+            .all(&self.db)
+            .await?;
+        Ok(with_secrets(endpoints, secrets, now))
+    }
+
+    /// Writes a batch of attempt results in one transaction: the attempts, each delivery's new
+    /// state (only while the writer still holds its lease), endpoint health, and 410 disables.
+    /// Returns the ids of deliveries whose lease had been lost (their state was left alone).
+    pub async fn record_results(
+        &self,
+        owner: &str,
+        results: &[AttemptResult],
+        public_url: &str,
+    ) -> Result<Vec<DeliveryId>> {
+        let turn = self.write_turn().await;
+        self.record_results_in(turn, owner, results, public_url)
+            .await
+    }
+
+    /// [`Store::record_results`] in a write turn already taken (the turn only batches the
+    /// caller's results; each database's writer takes its own).
+    ///
+    /// One write path per database: on SQLite the writer thread's transaction, on PostgreSQL
+    /// one statement. Endpoints that answered 410 stop at once in this process; their disable
+    /// (pausing their deliveries, the event, the email) follows in a transaction of its own
+    /// once the results are written. Should that fail, it is logged and the results stand: the
+    /// endpoint's next 410 disables it.
+    pub async fn record_results_in(
+        &self,
+        turn: crate::WriteTurn,
+        owner: &str,
+        results: &[AttemptResult],
+        public_url: &str,
+    ) -> Result<Vec<DeliveryId>> {
+        drop(turn);
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = Timestamp::now().as_millis();
+        let backend = self.db.get_database_backend();
+        let mut rest = health_updates(results, backend);
+        rest.extend(crate::stats::stats_upserts(
+            self.backend,
+            &stats_of(results),
+        ));
+        let mut gone: HashMap<EndpointId, &str> = HashMap::new();
+        for r in results {
+            if let Some(reason) = &r.disable_endpoint {
+                gone.entry(r.delivery.endpoint_id).or_insert(reason);
+            }
+        }
+        let ids: Vec<EndpointId> = gone.keys().copied().collect();
+        let write = async {
+            match (&self.lite, self.backend) {
+                (Some(lite), _) => write_results_lite(lite, owner, results, now, rest).await,
+                (None, Backend::Postgres) => {
+                    self.record_results_at_once(owner, results, now, rest).await
+                }
+                (None, Backend::Sqlite) => Err(crate::lite::stopped()),
+            }
+        };
+        let written = self.stopping(&ids, write).await?;
+        if !gone.is_empty() {
+            let disable = async {
+                let txn = self.write_txn().await?;
+                for (id, reason) in &gone {
+                    disable_and_notify(&txn, *id, reason, public_url, now).await?;
+                }
+                txn.commit().await
+            };
+            if let Err(e) = self.stopping(&ids, disable).await {
+                tracing::error!(error = %e, endpoints = ?ids, "could not disable endpoints that answered 410; their next 410 tries again");
+            }
+        }
+        Ok(results
+            .iter()
+            .filter(|r| !written.contains(&r.delivery.id))
+            .map(|r| r.delivery.id)
+            .collect())
+    }
+
+    /// The earliest time a pending delivery becomes due, to know how long to sleep.
+    pub async fn next_due_at(&self) -> Result<Option<Timestamp>> {
+        let backend = self.db.get_database_backend();
+        let sql = "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'";
+        let row = self
+            .db
+            .query_one(Statement::from_string(backend, sql))
+            .await?;
+        Ok(row
+            .and_then(|r| r.try_get::<Option<i64>>("", "at").ok().flatten())
+            .map(Timestamp::from_millis))
+    }
+
     /// Extends to `until` the leases `owner` holds on `ids`.
     pub async fn renew_leases(
         &self,
@@ -619,9 +704,7 @@ impl Store {
         }
         Ok(renewed)
     }
-}
 
-impl Store {
     /// Puts claimed deliveries back, each until its time, without counting an attempt (flow
     /// control: breaker open, endpoint saturated, throttled).
     pub async fn defer_claims(
@@ -704,70 +787,9 @@ impl Store {
             .await?;
         Ok(res.rows_affected())
     }
-}
 
-/// Disables an enabled endpoint with `reason`, records an `endpoint.disabled` operational event
-/// and queues the email to the tenant's notification address, all in the caller's transaction.
-/// Returns false when the endpoint was already disabled (nothing is sent twice).
-async fn disable_and_notify(
-    txn: &sea_orm::DatabaseTransaction,
-    endpoint_id: EndpointId,
-    reason: &str,
-    public_url: &str,
-    now: i64,
-) -> Result<bool> {
-    use crate::entities::{email, tenant};
-    let res = endpoint::Entity::update_many()
-        .col_expr(endpoint::Column::Disabled, Expr::value(true))
-        .col_expr(endpoint::Column::DisabledReason, Expr::value(reason))
-        .col_expr(endpoint::Column::DisabledAt, Expr::value(now))
-        .col_expr(endpoint::Column::UpdatedAt, Expr::value(now))
-        .filter(endpoint::Column::Id.eq(endpoint_id))
-        .filter(endpoint::Column::Disabled.eq(false))
-        .exec(txn)
-        .await?;
-    if res.rows_affected == 0 {
-        return Ok(false);
-    }
-    crate::gate::pause_or_resume(txn, endpoint_id, true, now).await?;
-    let Some(ep) = endpoint::Entity::find_by_id(endpoint_id).one(txn).await? else {
-        return Ok(false);
-    };
-    operational_event::Entity::insert(operational_event::ActiveModel {
-        id: Set(OperationalEventId::new()),
-        tenant_id: Set(ep.tenant_id),
-        kind: Set("endpoint.disabled".to_owned()),
-        app_id: Set(Some(ep.app_id)),
-        endpoint_id: Set(Some(ep.id)),
-        detail: Set(serde_json::json!({ "reason": reason, "url": ep.url }).to_string()),
-        created_at: Set(now),
-    })
-    .exec(txn)
-    .await?;
-    if let Some(t) = tenant::Entity::find_by_id(ep.tenant_id).one(txn).await? {
-        let (subject, body) = domain::notify::render_endpoint_disabled(
-            &ep.url,
-            &ep.id.to_string(),
-            &ep.app_id.to_string(),
-            reason,
-            public_url,
-        );
-        email::Entity::insert(crate::ops::email_row(
-            Some(t.id),
-            &t.notification_email,
-            &subject,
-            &body,
-            now,
-        ))
-        .exec(txn)
-        .await?;
-    }
-    Ok(true)
-}
-
-impl Store {
     /// Scheduler sweep (all tenants): enabled endpoints failing since before `cutoff`.
-    pub async fn system_failing_endpoints(
+    pub async fn failing_endpoints(
         &self,
         cutoff: Timestamp,
         limit: u64,
@@ -804,30 +826,6 @@ impl Store {
         })
         .await
     }
-}
-
-/// The columns that hand a claimed delivery back to the queue, without counting an attempt.
-fn back_to_pending(
-    update: sea_orm::UpdateMany<delivery::Entity>,
-) -> sea_orm::UpdateMany<delivery::Entity> {
-    hand_back(update, DeliveryState::Pending)
-}
-
-/// The columns that end a claim (or any lease) and leave the delivery in `state`.
-pub(crate) fn hand_back(
-    update: sea_orm::UpdateMany<delivery::Entity>,
-    state: DeliveryState,
-) -> sea_orm::UpdateMany<delivery::Entity> {
-    update
-        .col_expr(delivery::Column::State, Expr::value(state.as_str()))
-        .col_expr(
-            delivery::Column::LeaseOwner,
-            Expr::value(Option::<String>::None),
-        )
-        .col_expr(
-            delivery::Column::LeaseExpiresAt,
-            Expr::value(Option::<i64>::None),
-        )
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use domain::ids::{EndpointId, MessageId, TenantId};
 use sea_orm::sea_query::{Expr, Query};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 
+use crate::entities::Owned;
 use crate::entities::{attempt, delivery, endpoint, message};
 use crate::gate::enabled_endpoint_in;
 use crate::resources::check_owner;
@@ -87,11 +88,10 @@ impl Store {
         tenant: TenantId,
         endpoint_id: EndpointId,
     ) -> Result<DeliveryStats> {
-        let rows: Vec<(String, i64)> = delivery::Entity::find()
+        let rows: Vec<(String, i64)> = delivery::Entity::find_in(tenant)
             .select_only()
             .column(delivery::Column::State)
             .column_as(delivery::Column::Id.count(), "n")
-            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
             .filter(delivery::Column::EndpointId.eq(endpoint_id))
             .group_by(delivery::Column::State)
             .into_tuple()
@@ -193,12 +193,11 @@ impl Store {
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
             enabled_endpoint_in(&*txn, self.backend, tenant, endpoint_id).await?;
-            let mut ids = delivery::Entity::find()
+            let mut ids = delivery::Entity::find_in(tenant)
                 .select_only()
                 .column(delivery::Column::Id)
                 .filter(delivery::Column::EndpointId.eq(endpoint_id))
                 .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
-                .filter(delivery::Column::TenantId.eq(tenant.to_string()))
                 .filter(delivery::Column::CreatedAt.gte(since.as_millis()));
             if let Some(until) = until {
                 ids = ids.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
@@ -257,8 +256,7 @@ impl Store {
                 )
                 .and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.id))
                 .to_owned();
-            let mut select = message::Entity::find()
-                .filter(message::Column::TenantId.eq(tenant.to_string()))
+            let mut select = message::Entity::find_in(tenant)
                 .filter(message::Column::AppId.eq(ep.app_id))
                 .filter(match &after {
                     None => message::Column::Id.gte(start.as_str()),
@@ -322,9 +320,8 @@ impl Store {
         state: Option<DeliveryState>,
         params: &ListParams,
     ) -> Result<Page<(delivery::Model, message::Model)>> {
-        let mut select = delivery::Entity::find()
-            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
-            .filter(delivery::Column::EndpointId.eq(endpoint_id));
+        let mut select =
+            delivery::Entity::find_in(tenant).filter(delivery::Column::EndpointId.eq(endpoint_id));
         if let Some(state) = state {
             select = select.filter(delivery::Column::State.eq(state.as_str()));
         }
@@ -337,8 +334,7 @@ impl Store {
         )
         .await?;
         let ids: Vec<MessageId> = page.data.iter().map(|d| d.msg_id).collect();
-        let mut messages: HashMap<MessageId, message::Model> = message::Entity::find()
-            .filter(message::Column::TenantId.eq(tenant.to_string()))
+        let mut messages: HashMap<MessageId, message::Model> = message::Entity::find_in(tenant)
             .filter(message::Column::Id.is_in(ids))
             .all(&self.db)
             .await?
@@ -365,8 +361,7 @@ impl Store {
         msg_id: MessageId,
         attempt_id: &str,
     ) -> Result<attempt::Model> {
-        attempt::Entity::find()
-            .filter(attempt::Column::TenantId.eq(tenant.to_string()))
+        attempt::Entity::find_in(tenant)
             .filter(attempt::Column::MsgId.eq(msg_id))
             .filter(attempt::Column::Id.eq(attempt_id))
             .one(&self.db)
@@ -377,9 +372,6 @@ impl Store {
     /// How many deliveries a tenant has, in any state.
     pub async fn count_deliveries(&self, tenant: TenantId) -> Result<u64> {
         use sea_orm::PaginatorTrait;
-        Ok(delivery::Entity::find()
-            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
-            .count(&self.db)
-            .await?)
+        Ok(delivery::Entity::find_in(tenant).count(&self.db).await?)
     }
 }

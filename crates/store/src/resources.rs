@@ -11,6 +11,7 @@ use sea_orm::{
     QueryOrder, Set,
 };
 
+use crate::entities::Owned;
 use crate::entities::{
     application, attempt, delivery, endpoint, endpoint_secret, event_type, message,
     ordering_sequence,
@@ -125,8 +126,7 @@ impl Store {
         // A copy at most a second old (see `cache`); this process's changes clear it. The
         // query is built only on a miss.
         let load = async {
-            application::Entity::find()
-                .filter(application::Column::TenantId.eq(tenant.to_string()))
+            application::Entity::find_in(tenant)
                 .filter(by_id_or_uid(
                     application::Column::Id,
                     application::Column::Uid,
@@ -148,8 +148,7 @@ impl Store {
         tenant: TenantId,
         params: &ListParams,
     ) -> Result<Page<application::Model>> {
-        let select = application::Entity::find()
-            .filter(application::Column::TenantId.eq(tenant.to_string()));
+        let select = application::Entity::find_in(tenant);
         fetch_page(
             &self.db,
             select,
@@ -245,8 +244,7 @@ impl Store {
     }
 
     pub async fn get_event_type(&self, tenant: TenantId, name: &str) -> Result<event_type::Model> {
-        event_type::Entity::find()
-            .filter(event_type::Column::TenantId.eq(tenant.to_string()))
+        event_type::Entity::find_in(tenant)
             .filter(event_type::Column::Name.eq(name))
             .one(&self.db)
             .await?
@@ -259,8 +257,7 @@ impl Store {
         include_archived: bool,
         params: &ListParams,
     ) -> Result<Page<event_type::Model>> {
-        let mut select =
-            event_type::Entity::find().filter(event_type::Column::TenantId.eq(tenant.to_string()));
+        let mut select = event_type::Entity::find_in(tenant);
         if !include_archived {
             select = select.filter(event_type::Column::Archived.eq(false));
         }
@@ -356,8 +353,7 @@ impl Store {
         app_id: ApplicationId,
         id_or_uid: &str,
     ) -> Result<endpoint::Model> {
-        endpoint::Entity::find()
-            .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
+        endpoint::Entity::find_in(tenant)
             .filter(endpoint::Column::AppId.eq(app_id))
             .filter(by_id_or_uid(
                 endpoint::Column::Id,
@@ -375,9 +371,7 @@ impl Store {
         app_id: ApplicationId,
         params: &ListParams,
     ) -> Result<Page<endpoint::Model>> {
-        let select = endpoint::Entity::find()
-            .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
-            .filter(endpoint::Column::AppId.eq(app_id));
+        let select = endpoint::Entity::find_in(tenant).filter(endpoint::Column::AppId.eq(app_id));
         fetch_page(
             &self.db,
             select,
@@ -399,8 +393,7 @@ impl Store {
         if app_ids.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(endpoint::Entity::find()
-            .filter(endpoint::Column::TenantId.eq(tenant.to_string()))
+        Ok(endpoint::Entity::find_in(tenant)
             .filter(endpoint::Column::AppId.is_in(app_ids.iter().copied()))
             .order_by_desc(endpoint::Column::Id)
             .all(&self.db)
@@ -525,8 +518,7 @@ impl Store {
         endpoint_id: EndpointId,
         now: Timestamp,
     ) -> Result<Vec<endpoint_secret::Model>> {
-        Ok(endpoint_secret::Entity::find()
-            .filter(endpoint_secret::Column::TenantId.eq(tenant.to_string()))
+        Ok(endpoint_secret::Entity::find_in(tenant)
             .filter(endpoint_secret::Column::EndpointId.eq(endpoint_id))
             .filter(
                 Condition::any()
@@ -548,12 +540,11 @@ impl Store {
     ) -> Result<()> {
         let now = Timestamp::now();
         let txn = self.write_txn().await?;
-        endpoint_secret::Entity::update_many()
+        endpoint_secret::Entity::update_in(tenant)
             .col_expr(
                 endpoint_secret::Column::ExpiresAt,
                 Expr::value(now.plus(grace).as_millis()),
             )
-            .filter(endpoint_secret::Column::TenantId.eq(tenant.to_string()))
             .filter(endpoint_secret::Column::EndpointId.eq(endpoint_id))
             .filter(endpoint_secret::Column::ExpiresAt.is_null())
             .exec(&*txn)

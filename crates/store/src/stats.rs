@@ -27,48 +27,6 @@ pub struct QueueGauges {
     pub email_outbox_pending: u64,
 }
 
-impl Store {
-    /// Reads [`QueueGauges`] in one statement; every count is served by an index on `state`
-    /// except the two over endpoints, which are small.
-    pub async fn queue_gauges(&self, now: Timestamp) -> Result<QueueGauges> {
-        let now_ms = now.as_millis();
-        let sql = format!(
-            "SELECT \
-               (SELECT COUNT(*) FROM deliveries WHERE state = 'pending') AS pending, \
-               (SELECT COUNT(*) FROM deliveries WHERE state = 'sending') AS sending, \
-               (SELECT COUNT(*) FROM deliveries WHERE state = 'failed') AS dead, \
-               (SELECT MIN(next_attempt_at) FROM deliveries \
-                  WHERE state = 'pending' AND next_attempt_at <= {now_ms}) AS oldest_due, \
-               (SELECT COUNT(*) FROM endpoints WHERE breaker_state = 'open') AS open_breakers, \
-               (SELECT COUNT(*) FROM endpoints WHERE disabled) AS disabled, \
-               (SELECT COUNT(*) FROM email_outbox WHERE state = 'pending') AS outbox"
-        );
-        let backend = self.db.get_database_backend();
-        let Some(row) = self
-            .db
-            .query_one(Statement::from_string(backend, sql))
-            .await?
-        else {
-            return Ok(QueueGauges::default());
-        };
-        let count = |col: &str| -> Result<u64> {
-            Ok(u64::try_from(row.try_get::<i64>("", col)?).unwrap_or(0))
-        };
-        let oldest_due = row.try_get::<Option<i64>>("", "oldest_due")?;
-        Ok(QueueGauges {
-            pending: count("pending")?,
-            sending: count("sending")?,
-            dead_letters: count("dead")?,
-            oldest_due_age: oldest_due
-                .map(|at| now.since(Timestamp::from_millis(at)))
-                .unwrap_or_default(),
-            open_breakers: count("open_breakers")?,
-            disabled_endpoints: count("disabled")?,
-            email_outbox_pending: count("outbox")?,
-        })
-    }
-}
-
 /// Upper bounds (ms) of the attempt-latency buckets; the last bucket holds everything above.
 /// Matches the migration's `lat_0` … `lat_11` columns.
 pub const LATENCY_BOUNDS_MS: [i64; 11] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
@@ -312,6 +270,50 @@ impl Store {
         }
         Ok(points)
     }
+}
+
+/// Cross-tenant work (claims, sweeps, authentication): reached only through
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
+    /// Reads [`QueueGauges`] in one statement; every count is served by an index on `state`
+    /// except the two over endpoints, which are small.
+    pub async fn queue_gauges(&self, now: Timestamp) -> Result<QueueGauges> {
+        let now_ms = now.as_millis();
+        let sql = format!(
+            "SELECT \
+               (SELECT COUNT(*) FROM deliveries WHERE state = 'pending') AS pending, \
+               (SELECT COUNT(*) FROM deliveries WHERE state = 'sending') AS sending, \
+               (SELECT COUNT(*) FROM deliveries WHERE state = 'failed') AS dead, \
+               (SELECT MIN(next_attempt_at) FROM deliveries \
+                  WHERE state = 'pending' AND next_attempt_at <= {now_ms}) AS oldest_due, \
+               (SELECT COUNT(*) FROM endpoints WHERE breaker_state = 'open') AS open_breakers, \
+               (SELECT COUNT(*) FROM endpoints WHERE disabled) AS disabled, \
+               (SELECT COUNT(*) FROM email_outbox WHERE state = 'pending') AS outbox"
+        );
+        let backend = self.db.get_database_backend();
+        let Some(row) = self
+            .db
+            .query_one(Statement::from_string(backend, sql))
+            .await?
+        else {
+            return Ok(QueueGauges::default());
+        };
+        let count = |col: &str| -> Result<u64> {
+            Ok(u64::try_from(row.try_get::<i64>("", col)?).unwrap_or(0))
+        };
+        let oldest_due = row.try_get::<Option<i64>>("", "oldest_due")?;
+        Ok(QueueGauges {
+            pending: count("pending")?,
+            sending: count("sending")?,
+            dead_letters: count("dead")?,
+            oldest_due_age: oldest_due
+                .map(|at| now.since(Timestamp::from_millis(at)))
+                .unwrap_or_default(),
+            open_breakers: count("open_breakers")?,
+            disabled_endpoints: count("disabled")?,
+            email_outbox_pending: count("outbox")?,
+        })
+    }
 
     /// Deletes per-minute statistics older than `before` (retention); returns how many rows.
     pub async fn prune_attempt_stats(&self, before: Timestamp) -> Result<u64> {
@@ -416,6 +418,7 @@ mod tests {
             );
             assert_eq!(
                 store
+                    .system()
                     .prune_attempt_stats(Timestamp::from_millis(base + MINUTE_MS))
                     .await
                     .unwrap(),
@@ -427,7 +430,12 @@ mod tests {
     #[tokio::test]
     async fn an_empty_database_reads_all_zero() {
         for db in TestDb::all().await {
-            let g = db.store.queue_gauges(Timestamp::now()).await.unwrap();
+            let g = db
+                .store
+                .system()
+                .queue_gauges(Timestamp::now())
+                .await
+                .unwrap();
             assert_eq!(g, QueueGauges::default(), "{}", db.backend_name);
         }
     }

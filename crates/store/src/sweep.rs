@@ -23,6 +23,34 @@ pub struct Swept {
 }
 
 impl Store {
+    async fn delete_in_batches(&self, sql: &str, before: Timestamp) -> Result<u64> {
+        let mut total = 0;
+        for _ in 0..MAX_BATCHES {
+            let n = {
+                let _turn = self.write_turn().await;
+                self.db
+                    .execute(Statement::from_sql_and_values(
+                        self.db.get_database_backend(),
+                        sql,
+                        [Value::from(before.as_millis())],
+                    ))
+                    .await?
+                    .rows_affected()
+            };
+            total += n;
+            if n < SWEEP_BATCH {
+                break;
+            }
+            // Let the hot path have the writer between batches.
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        Ok(total)
+    }
+}
+
+/// Cross-tenant work (claims, sweeps, authentication): reached only through
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
     /// Deletes idempotency records created before `idempotency_before` and sessions that
     /// expired before `now`.
     pub async fn sweep_expired(
@@ -53,29 +81,5 @@ impl Store {
             sessions: self.delete_in_batches(&sessions, now).await?,
             pending_signups: self.delete_in_batches(&signups, now).await?,
         })
-    }
-
-    async fn delete_in_batches(&self, sql: &str, before: Timestamp) -> Result<u64> {
-        let mut total = 0;
-        for _ in 0..MAX_BATCHES {
-            let n = {
-                let _turn = self.write_turn().await;
-                self.db
-                    .execute(Statement::from_sql_and_values(
-                        self.db.get_database_backend(),
-                        sql,
-                        [Value::from(before.as_millis())],
-                    ))
-                    .await?
-                    .rows_affected()
-            };
-            total += n;
-            if n < SWEEP_BATCH {
-                break;
-            }
-            // Let the hot path have the writer between batches.
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        Ok(total)
     }
 }

@@ -11,6 +11,7 @@ use sea_orm::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::entities::Owned;
 use crate::entities::{api_key, session, tenant, user};
 use crate::error::conflict_as;
 use crate::{ListParams, Page, Result, Store, StoreError, page::fetch_page};
@@ -91,8 +92,7 @@ impl Store {
         tenant: TenantId,
         params: &ListParams,
     ) -> Result<Page<api_key::Model>> {
-        let select =
-            api_key::Entity::find().filter(api_key::Column::TenantId.eq(tenant.to_string()));
+        let select = api_key::Entity::find_in(tenant);
         fetch_page(
             &self.db,
             select,
@@ -104,12 +104,11 @@ impl Store {
     }
 
     pub async fn revoke_api_key(&self, tenant: TenantId, key: ApiKeyId) -> Result<()> {
-        let res = api_key::Entity::update_many()
+        let res = api_key::Entity::update_in(tenant)
             .col_expr(
                 api_key::Column::RevokedAt,
                 Expr::value(Timestamp::now().as_millis()),
             )
-            .filter(api_key::Column::TenantId.eq(tenant.to_string()))
             .filter(api_key::Column::Id.eq(key.to_string()))
             .filter(api_key::Column::RevokedAt.is_null())
             .exec(&self.db)
@@ -120,24 +119,6 @@ impl Store {
             return Err(StoreError::not_found("api key"));
         }
         Ok(())
-    }
-
-    /// Authentication: the tenant owning a live API key. Runs before any tenant is known.
-    /// Answers from a copy at most a second old (see `cache`).
-    pub async fn authenticate_api_key(&self, token: &str) -> Result<Option<TenantId>> {
-        let hash = hash_token(token);
-        let load = async {
-            let found = api_key::Entity::find()
-                .filter(api_key::Column::KeyHash.eq(hash.as_str()))
-                .filter(api_key::Column::RevokedAt.is_null())
-                .one(&self.db)
-                .await?;
-            if let Some(k) = &found {
-                self.note_key_used(k);
-            }
-            Ok(found.map(|k| k.tenant_id))
-        };
-        self.keys.get_or_load(hash.clone(), load).await
     }
 
     /// Writes when a key was last used (shown to tenants, to spot unused or leaked keys), at
@@ -184,6 +165,60 @@ impl Store {
             last_login_at: Set(None),
         };
         model.insert(&self.db).await.map_err(conflict_as("email"))
+    }
+
+    /// Opens a dashboard session; returns the plaintext token for the cookie.
+    pub async fn create_session(
+        &self,
+        tenant: TenantId,
+        user: UserId,
+        csrf_token: &str,
+        expires_at: Timestamp,
+    ) -> Result<(session::Model, String)> {
+        let token = random_token("");
+        let model = session::ActiveModel {
+            id: Set(SessionId::new()),
+            tenant_id: Set(tenant),
+            user_id: Set(user),
+            token_hash: Set(hash_token(&token)),
+            csrf_token: Set(csrf_token.to_owned()),
+            created_at: Set(Timestamp::now().as_millis()),
+            expires_at: Set(expires_at.as_millis()),
+        };
+        Ok((model.insert(&self.db).await?, token))
+    }
+
+    pub async fn delete_session(&self, tenant: TenantId, session: SessionId) -> Result<()> {
+        session::Entity::delete_in(tenant)
+            .filter(session::Column::Id.eq(session.to_string()))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+}
+
+/// How precisely an API key's last use is kept.
+const KEY_USE_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Cross-tenant work (claims, sweeps, authentication): reached only through
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
+    /// Authentication: the tenant owning a live API key. Runs before any tenant is known.
+    /// Answers from a copy at most a second old (see `cache`).
+    pub async fn authenticate_api_key(&self, token: &str) -> Result<Option<TenantId>> {
+        let hash = hash_token(token);
+        let load = async {
+            let found = api_key::Entity::find()
+                .filter(api_key::Column::KeyHash.eq(hash.as_str()))
+                .filter(api_key::Column::RevokedAt.is_null())
+                .one(&self.db)
+                .await?;
+            if let Some(k) = &found {
+                self.note_key_used(k);
+            }
+            Ok(found.map(|k| k.tenant_id))
+        };
+        self.keys.get_or_load(hash.clone(), load).await
     }
 
     /// Login: the user with this email in any tenant (emails are unique across hookd).
@@ -245,27 +280,6 @@ impl Store {
         Ok(())
     }
 
-    /// Opens a dashboard session; returns the plaintext token for the cookie.
-    pub async fn create_session(
-        &self,
-        tenant: TenantId,
-        user: UserId,
-        csrf_token: &str,
-        expires_at: Timestamp,
-    ) -> Result<(session::Model, String)> {
-        let token = random_token("");
-        let model = session::ActiveModel {
-            id: Set(SessionId::new()),
-            tenant_id: Set(tenant),
-            user_id: Set(user),
-            token_hash: Set(hash_token(&token)),
-            csrf_token: Set(csrf_token.to_owned()),
-            created_at: Set(Timestamp::now().as_millis()),
-            expires_at: Set(expires_at.as_millis()),
-        };
-        Ok((model.insert(&self.db).await?, token))
-    }
-
     /// Authentication: the unexpired session behind a cookie token.
     pub async fn find_session(
         &self,
@@ -278,16 +292,4 @@ impl Store {
             .one(&self.db)
             .await?)
     }
-
-    pub async fn delete_session(&self, tenant: TenantId, session: SessionId) -> Result<()> {
-        session::Entity::delete_many()
-            .filter(session::Column::TenantId.eq(tenant.to_string()))
-            .filter(session::Column::Id.eq(session.to_string()))
-            .exec(&self.db)
-            .await?;
-        Ok(())
-    }
 }
-
-/// How precisely an API key's last use is kept.
-const KEY_USE_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(60);

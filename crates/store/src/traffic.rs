@@ -10,6 +10,7 @@ use sea_orm::{
     QueryOrder, QueryTrait, Select, Set,
 };
 
+use crate::entities::Owned;
 use crate::entities::{attempt, delivery, endpoint, message, ordering_sequence};
 use crate::page::{fetch_page, page_query};
 use crate::resources::check_owner;
@@ -75,8 +76,7 @@ impl Store {
         } else {
             message::Column::EventId
         };
-        message::Entity::find()
-            .filter(message::Column::TenantId.eq(tenant.to_string()))
+        message::Entity::find_in(tenant)
             .filter(message::Column::AppId.eq(app_id))
             .filter(by.eq(id_or_event_id))
             .one(&self.db)
@@ -144,8 +144,7 @@ impl Store {
         tenant: TenantId,
         msg_id: MessageId,
     ) -> Result<Vec<delivery::Model>> {
-        Ok(delivery::Entity::find()
-            .filter(delivery::Column::TenantId.eq(tenant.to_string()))
+        Ok(delivery::Entity::find_in(tenant)
             .filter(delivery::Column::MsgId.eq(msg_id))
             .order_by_asc(delivery::Column::Id)
             .all(&self.db)
@@ -211,9 +210,7 @@ impl Store {
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select = attempt::Entity::find()
-            .filter(attempt::Column::TenantId.eq(tenant.to_string()))
-            .filter(attempt::Column::MsgId.eq(msg_id));
+        let select = attempt::Entity::find_in(tenant).filter(attempt::Column::MsgId.eq(msg_id));
         let select = filter.apply(select);
         fetch_page(
             &self.db,
@@ -232,9 +229,8 @@ impl Store {
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select = attempt::Entity::find()
-            .filter(attempt::Column::TenantId.eq(tenant.to_string()))
-            .filter(attempt::Column::EndpointId.eq(endpoint_id));
+        let select =
+            attempt::Entity::find_in(tenant).filter(attempt::Column::EndpointId.eq(endpoint_id));
         let select = filter.apply(select);
         fetch_page(
             &self.db,
@@ -304,9 +300,7 @@ fn message_listing(
     app_id: ApplicationId,
     filter: &MessageFilter,
 ) -> Select<message::Entity> {
-    let mut select = message::Entity::find()
-        .filter(message::Column::TenantId.eq(tenant.to_string()))
-        .filter(message::Column::AppId.eq(app_id));
+    let mut select = message::Entity::find_in(tenant).filter(message::Column::AppId.eq(app_id));
     if !filter.event_types.is_empty() {
         select = select.filter(message::Column::EventType.is_in(filter.event_types.clone()));
     }

@@ -274,6 +274,7 @@ pub async fn fail_due_deliveries(app: &TestApp, response: &str) -> usize {
     let now = Timestamp::now();
     let due = now.plus(Duration::from_secs(1));
     let claimed = store
+        .system()
         .claim_due("test", due, due.plus(Duration::from_secs(60)), 100, None)
         .await
         .expect("claim");
@@ -298,6 +299,7 @@ pub async fn fail_due_deliveries(app: &TestApp, response: &str) -> usize {
         })
         .collect();
     store
+        .system()
         .record_results("test", &results, "http://localhost")
         .await
         .expect("record");

@@ -29,7 +29,12 @@ fn tenant_create_json_prints_the_id_and_a_working_key_once() {
         let store = store::Store::connect(&url, &Default::default())
             .await
             .unwrap();
-        let t = store.authenticate_api_key(api_key).await.unwrap().unwrap();
+        let t = store
+            .system()
+            .authenticate_api_key(api_key)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(t.to_string(), tenant_id);
         let db = store.connection();
         let row = db

@@ -222,7 +222,8 @@ async fn a_refused_recipient_is_given_up_after_three_tries_and_tenants_never_see
         let much_later = now.plus(Duration::from_secs(30 * 86_400));
         assert!(
             store
-                .system_due_emails(much_later, 10)
+                .system()
+                .due_emails(much_later, 10)
                 .await
                 .unwrap()
                 .is_empty()

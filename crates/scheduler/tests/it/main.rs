@@ -202,20 +202,26 @@ async fn a_job_whose_runner_died_is_taken_over_after_its_lease() {
         let now = Timestamp::now();
         let lease = Duration::from_secs(60);
         let first = store
-            .system_claim_job("dead-node", now, lease)
+            .system()
+            .claim_job("dead-node", now, lease)
             .await
             .unwrap();
         assert_eq!(first.map(|j| j.id), Some(job.id));
         assert!(
             store
-                .system_claim_job("other", now, lease)
+                .system()
+                .claim_job("other", now, lease)
                 .await
                 .unwrap()
                 .is_none(),
             "leased"
         );
         let later = now.plus(Duration::from_secs(61));
-        let taken = store.system_claim_job("other", later, lease).await.unwrap();
+        let taken = store
+            .system()
+            .claim_job("other", later, lease)
+            .await
+            .unwrap();
         assert_eq!(taken.map(|j| j.id), Some(job.id));
     })
     .await;
@@ -278,13 +284,15 @@ async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases
         let now = Timestamp::now();
         let lease = Duration::from_secs(60);
         let first = store
-            .system_claim_job_except("n", now, lease, &[])
+            .system()
+            .claim_job_except("n", now, lease, &[])
             .await
             .unwrap();
         assert_eq!(first.map(|j| j.id), Some(a1.id));
         // With A busy, the next slot goes to B, not to A's second job.
         let next = store
-            .system_claim_job_except("n", now, lease, &[a])
+            .system()
+            .claim_job_except("n", now, lease, &[a])
             .await
             .unwrap();
         assert_eq!(next.map(|j| j.id), Some(b1.id));
@@ -293,19 +301,22 @@ async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases
         let later = now.plus(Duration::from_secs(50));
         assert!(
             store
-                .system_renew_job(a1.id, "n", later.plus(lease))
+                .system()
+                .renew_job(a1.id, "n", later.plus(lease))
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .system_renew_job(a1.id, "intruder", later.plus(lease))
+                .system()
+                .renew_job(a1.id, "intruder", later.plus(lease))
                 .await
                 .unwrap()
         );
         let after_first_lease = now.plus(Duration::from_secs(61));
         let stolen = store
-            .system_claim_job_except("other", after_first_lease, lease, &[b])
+            .system()
+            .claim_job_except("other", after_first_lease, lease, &[b])
             .await
             .unwrap()
             .map(|j| j.id);

@@ -15,30 +15,33 @@ async fn the_outbox_keeps_mail_until_it_is_sent() {
             .await
             .unwrap();
         let now = Timestamp::now();
-        let due = store.system_due_emails(now, 10).await.unwrap();
+        let due = store.system().due_emails(now, 10).await.unwrap();
         assert_eq!(due.len(), 1);
 
         let retry_at = now.plus(Duration::from_secs(60));
         store
-            .system_email_outcome(
+            .system()
+            .email_outcome(
                 e.id,
                 Err(("connection refused".into(), Some(retry_at))),
                 now,
             )
             .await
             .unwrap();
-        assert!(store.system_due_emails(now, 10).await.unwrap().is_empty());
-        let later = store.system_due_emails(retry_at, 10).await.unwrap();
+        assert!(store.system().due_emails(now, 10).await.unwrap().is_empty());
+        let later = store.system().due_emails(retry_at, 10).await.unwrap();
         assert_eq!(later[0].attempts, 1);
         assert_eq!(later[0].last_error.as_deref(), Some("connection refused"));
 
         store
-            .system_email_outcome(e.id, Ok(()), retry_at)
+            .system()
+            .email_outcome(e.id, Ok(()), retry_at)
             .await
             .unwrap();
         assert!(
             store
-                .system_due_emails(retry_at, 10)
+                .system()
+                .due_emails(retry_at, 10)
                 .await
                 .unwrap()
                 .is_empty()
@@ -101,15 +104,18 @@ async fn heartbeats_upsert_and_expire() {
         let node = NodeId::new();
         let start = Timestamp::now();
         store
+            .system()
             .heartbeat(node, "api,dispatcher", "host", start, start)
             .await
             .unwrap();
         let later = start.plus(Duration::from_secs(10));
         store
+            .system()
             .heartbeat(node, "api,dispatcher", "host", start, later)
             .await
             .unwrap();
         let live = store
+            .system()
             .live_nodes(start.plus(Duration::from_secs(5)))
             .await
             .unwrap();
@@ -117,6 +123,7 @@ async fn heartbeats_upsert_and_expire() {
         assert_eq!(live[0].last_seen_at, later.as_millis());
         assert!(
             store
+                .system()
                 .live_nodes(later.plus(Duration::from_secs(1)))
                 .await
                 .unwrap()
@@ -160,7 +167,7 @@ async fn expired_idempotency_records_and_sessions_are_swept_in_batches() {
             .unwrap();
 
         let horizon = Timestamp::from_millis(now.as_millis() - day.as_millis() as i64);
-        let swept = store.sweep_expired(horizon, now).await.unwrap();
+        let swept = store.system().sweep_expired(horizon, now).await.unwrap();
         assert_ne!(swept, old);
         assert_eq!(
             (swept.idempotency_keys, swept.sessions),
@@ -172,9 +179,16 @@ async fn expired_idempotency_records_and_sessions_are_swept_in_batches() {
             store.idempotency_begin(t, "new-0", "h", now).await.unwrap(),
             store::IdempotencyStart::InFlight
         ));
-        assert!(store.find_session(&live, now).await.unwrap().is_some());
+        assert!(
+            store
+                .system()
+                .find_session(&live, now)
+                .await
+                .unwrap()
+                .is_some()
+        );
         assert_eq!(
-            store.sweep_expired(horizon, now).await.unwrap(),
+            store.system().sweep_expired(horizon, now).await.unwrap(),
             store::Swept::default()
         );
     })

@@ -22,8 +22,18 @@ async fn api_keys_authenticate_until_revoked_and_only_a_hash_is_stored() {
         let t = tenant(&store, "acme").await;
         let (key, token) = store.create_api_key(t, "default").await.unwrap();
         assert!(token.starts_with("hk_") && token.len() > 40, "{token}");
-        assert_eq!(store.authenticate_api_key(&token).await.unwrap(), Some(t));
-        assert_eq!(store.authenticate_api_key("hk_wrong").await.unwrap(), None);
+        assert_eq!(
+            store.system().authenticate_api_key(&token).await.unwrap(),
+            Some(t)
+        );
+        assert_eq!(
+            store
+                .system()
+                .authenticate_api_key("hk_wrong")
+                .await
+                .unwrap(),
+            None
+        );
 
         let rows = api_key::Entity::find()
             .all(store.connection())
@@ -41,10 +51,16 @@ async fn api_keys_authenticate_until_revoked_and_only_a_hash_is_stored() {
             store.revoke_api_key(other, key_id).await,
             Err(StoreError::NotFound { .. })
         ));
-        assert_eq!(store.authenticate_api_key(&token).await.unwrap(), Some(t));
+        assert_eq!(
+            store.system().authenticate_api_key(&token).await.unwrap(),
+            Some(t)
+        );
 
         store.revoke_api_key(t, key_id).await.unwrap();
-        assert_eq!(store.authenticate_api_key(&token).await.unwrap(), None);
+        assert_eq!(
+            store.system().authenticate_api_key(&token).await.unwrap(),
+            None
+        );
         let listed = store
             .list_api_keys(t, &ListParams::first(10))
             .await
@@ -76,6 +92,7 @@ async fn user_emails_are_unique_and_sessions_expire() {
             Err(StoreError::Conflict { field: "email" })
         ));
         let found = store
+            .system()
             .find_user_for_login("ANN@example.com")
             .await
             .unwrap()
@@ -89,11 +106,30 @@ async fn user_emails_are_unique_and_sessions_expire() {
             .create_session(t, user, "csrf", expires)
             .await
             .unwrap();
-        let got = store.find_session(&token, now).await.unwrap().unwrap();
+        let got = store
+            .system()
+            .find_session(&token, now)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(got.id, sess.id);
         assert_eq!(got.tenant_id, t);
-        assert!(store.find_session(&token, expires).await.unwrap().is_none());
-        assert!(store.find_session("nope", now).await.unwrap().is_none());
+        assert!(
+            store
+                .system()
+                .find_session(&token, expires)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .system()
+                .find_session("nope", now)
+                .await
+                .unwrap()
+                .is_none()
+        );
     })
     .await;
 }
@@ -135,7 +171,10 @@ async fn a_key_revoked_or_an_app_deleted_by_another_process_is_seen_within_a_sec
         let (key, token) = here.create_api_key(t, "default").await.unwrap();
         let a = app(here, t, "shop").await;
         // Both lookups are now copied in this process.
-        assert_eq!(here.authenticate_api_key(&token).await.unwrap(), Some(t));
+        assert_eq!(
+            here.system().authenticate_api_key(&token).await.unwrap(),
+            Some(t)
+        );
         here.get_application(t, &a.id.to_string()).await.unwrap();
 
         let there = store::Store::connect(&db.url, &Default::default())
@@ -148,7 +187,12 @@ async fn a_key_revoked_or_an_app_deleted_by_another_process_is_seen_within_a_sec
             .unwrap();
         let changed = Instant::now();
         loop {
-            let key_live = here.authenticate_api_key(&token).await.unwrap().is_some();
+            let key_live = here
+                .system()
+                .authenticate_api_key(&token)
+                .await
+                .unwrap()
+                .is_some();
             let app_live = here.get_application(t, &a.id.to_string()).await.is_ok();
             if !key_live && !app_live {
                 break;

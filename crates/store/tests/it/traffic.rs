@@ -745,16 +745,22 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
         let lost = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
         let now = Timestamp::now().plus(Duration::from_secs(1));
         let lease = now.plus(Duration::from_secs(60));
-        let claimed = store.claim_due("a", now, lease, 10, None).await.unwrap();
+        let claimed = store
+            .system()
+            .claim_due("a", now, lease, 10, None)
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 2);
         // The second delivery's claim passes to another dispatcher before "a" reports.
         let lost_id = lost.deliveries[0].id;
         store
+            .system()
             .release_claims("a", std::slice::from_ref(&lost_id))
             .await
             .unwrap();
         assert_eq!(
             store
+                .system()
                 .claim_due("b", now, lease, 10, None)
                 .await
                 .unwrap()
@@ -793,6 +799,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
             })
             .collect();
         let not_written = store
+            .system()
             .record_results("a", &results, "http://localhost")
             .await
             .unwrap();
@@ -862,7 +869,11 @@ async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
         let m = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
         let now = Timestamp::now().plus(Duration::from_secs(1));
         let lease = now.plus(Duration::from_secs(60));
-        let claimed = store.claim_due("a", now, lease, 10, None).await.unwrap();
+        let claimed = store
+            .system()
+            .claim_due("a", now, lease, 10, None)
+            .await
+            .unwrap();
         let d = &claimed[0];
         // PostgreSQL text cannot hold NUL: written as is, the whole batch of results failed.
         let body = Some("ok\0done".to_owned());
@@ -885,6 +896,7 @@ async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
             disable_endpoint: None,
         }];
         let lost = store
+            .system()
             .record_results("a", &results, "http://localhost")
             .await
             .unwrap();
@@ -938,7 +950,7 @@ async fn deferring_an_endpoints_backlog_never_waits_on_rows_another_transaction_
     let until = Timestamp::now().plus(Duration::from_secs(60));
     let moved = tokio::time::timeout(
         Duration::from_secs(5),
-        store.defer_endpoint_backlog(ep.id, until),
+        store.system().defer_endpoint_backlog(ep.id, until),
     )
     .await
     .expect("deferring the backlog waited for a row another transaction holds")
