@@ -58,9 +58,14 @@ async fn app_of(req: &HttpRequest) -> Result<App, ApiError> {
     let app = store_of(req)?
         .get_application(tenant, path_part(req, "app_id")?)
         .await?;
+    note("app", app.id);
     Ok(App { tenant, app })
 }
 
+/// Records `value` as the field `name` of the request's span (see `in_span`).
+pub(crate) fn note(name: &str, value: impl std::fmt::Display) {
+    tracing::Span::current().record(name, tracing::field::display(value));
+}
 
 impl FromRequest for App {
     type Error = ApiError;
@@ -83,6 +88,7 @@ impl FromRequest for AppEndpoint {
             let endpoint = store_of(&req)?
                 .get_endpoint(tenant, app.id, path_part(&req, "endpoint_id")?)
                 .await?;
+            note("endpoint", endpoint.id);
             Ok(AppEndpoint {
                 tenant,
                 app,
@@ -115,6 +121,7 @@ pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError
         .await?
         .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;
     req.extensions_mut().insert(tenant);
+    note("tenant", tenant);
     Ok(tenant)
 }
 

@@ -11,6 +11,7 @@ use store::entities::delivery;
 use store::{AttemptResult, DispatchEndpoint, Next, Store};
 use tokio::sync::{Mutex, Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::flow::{BreakerChange, Flow, Gate, Then};
 use crate::metrics::Metrics;
@@ -575,7 +576,21 @@ impl Slots {
                 self.held.drop_ids(&ids);
                 return;
             }
-            let result = send::attempt(&self.client, &job.ep, &job.msg, &job.d).await;
+            // At debug, the request runs in a span naming whose delivery it is; at the default
+            // level the span is disabled (one check, no formatting) and `log_attempt` below
+            // names the same ids.
+            let span = tracing::debug_span!(
+                "delivery",
+                tenant = %job.d.tenant_id,
+                app = %job.d.app_id,
+                endpoint = %job.d.endpoint_id,
+                msg = %job.d.msg_id,
+                delivery = %job.d.id,
+                attempt = job.d.attempt_count + 1,
+            );
+            let result = send::attempt(&self.client, &job.ep, &job.msg, &job.d)
+                .instrument(span)
+                .await;
             let success = result.attempt.classification == "success";
             let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
             record_metrics(&self.metrics, &result, &job.msg, took);

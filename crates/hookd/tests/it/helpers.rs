@@ -108,7 +108,12 @@ impl Server {
                 .recv_timeout(left)
                 .expect("hookd serve did not report listening within 30 s");
             if let Some(rest) = line.split("listening on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or_default();
+                // Text or JSON logs: the address ends at its port's last digit.
+                let addr = rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_end_matches(|c: char| !c.is_ascii_digit());
                 server.base = format!("http://{addr}");
                 return server;
             }

@@ -108,3 +108,95 @@ async fn serve_runs_on_postgres_too() {
     server.signal("TERM");
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
 }
+
+/// An operator reading the log of a request that failed sees whose request it was: every line
+/// logged while serving it carries the tenant, application and endpoint of its span.
+#[tokio::test]
+async fn a_failed_requests_log_line_names_its_tenant_application_and_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(hookd(dir.path()).args([
+        "tenant",
+        "create",
+        "--name",
+        "Acme",
+        "--email",
+        "ops@acme.test",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let (tenant, key) = (
+        v["tenant_id"].as_str().unwrap(),
+        v["api_key"].as_str().unwrap(),
+    );
+    let mut cmd = hookd(dir.path());
+    cmd.env("HOOKD_LOG_FORMAT", "json")
+        .env("HOOKD_ROLES", "api")
+        .env("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8");
+    let server = Server::start(cmd);
+    let http = reqwest::Client::new();
+    let post = |path: String, body: serde_json::Value| {
+        let req = http
+            .post(format!("{}/api/v1{path}", server.base))
+            .bearer_auth(key)
+            .json(&body);
+        async move {
+            let res = req.send().await.unwrap();
+            assert!(res.status().is_success(), "{path}: {}", res.status());
+            res.json::<serde_json::Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let app = post("/app".into(), serde_json::json!({"name": "a"})).await;
+    let url = serde_json::json!({"url": "http://127.0.0.1:9/hook"});
+    let ep = post(format!("/app/{app}/endpoint"), url).await;
+    let body = serde_json::json!({"eventType": "x", "payload": {}});
+    post(format!("/app/{app}/msg"), body).await;
+    // A hand-edited row the endpoint's listing cannot read: the request fails with a 500.
+    let db = store::Store::connect(
+        &format!("sqlite://{}/data/hookd.db", dir.path().display()),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    use sea_orm::ConnectionTrait;
+    db.connection()
+        .execute_unprepared("UPDATE deliveries SET msg_id = 'msg_not-an-id'")
+        .await
+        .unwrap();
+    let res = http
+        .get(format!(
+            "{}/api/v1/app/{app}/endpoint/{ep}/msg",
+            server.base
+        ))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 500);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = server
+            ._log
+            .recv_timeout(left)
+            .expect("a log line for the failure");
+        if line.contains("store error") {
+            break line;
+        }
+    };
+    let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let span = &record["span"];
+    assert_eq!(span["name"], "request", "{line}");
+    assert_eq!(span["tenant"], tenant, "{line}");
+    assert_eq!(span["app"], app.as_str(), "{line}");
+    assert_eq!(span["endpoint"], ep.as_str(), "{line}");
+    assert!(
+        line.contains("msg_not-an-id"),
+        "the error names the bad value: {line}"
+    );
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+}
