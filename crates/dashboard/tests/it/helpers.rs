@@ -1,11 +1,9 @@
 //! `spawn_app()`: the real hookd (API + dashboard) in-process on port 0 over a fresh SQLite
-//! file, and `Browser`, a client that keeps cookies, does not follow redirects, and reads the
-//! CSRF token out of pages the way a form would.
+//! file (testkit's `TestApp`), and `Browser`, a client that keeps cookies, does not follow
+//! redirects, and reads the CSRF token out of pages the way a form would.
 
 use std::collections::BTreeMap;
 
-use hookd::config::{Overrides, Settings};
-use hookd::startup::Application;
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
 use serde_json::Value;
@@ -13,34 +11,11 @@ use store::testing::TestDb;
 
 pub const PASSWORD: &str = "correct horse battery staple";
 
-pub struct TestApp {
-    pub base: String,
-    /// The app's database, for setting up what only the dispatcher could (failed attempts).
-    pub db: TestDb,
-}
+pub use testkit::TestApp;
 
+/// The real hookd (API + dashboard) in-process over a fresh SQLite file (see `testkit`).
 pub async fn spawn_app() -> TestApp {
-    if std::env::var("TEST_LOG").is_ok() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("info")
-            .with_test_writer()
-            .try_init();
-    }
-    let db = TestDb::sqlite().await;
-    let env: BTreeMap<String, String> = [
-        ("HOOKD_DATABASE_URL", db.url.as_str()),
-        ("HOOKD_BIND", "127.0.0.1:0"),
-        ("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8"),
-        ("HOOKD_ROLES", "api"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let settings = Settings::load_from(None, &env, &Overrides::default()).expect("settings");
-    let app = Application::build(&settings).await.expect("build app");
-    let base = format!("http://127.0.0.1:{}", app.port().expect("api role"));
-    tokio::spawn(app.run_until_stopped());
-    TestApp { base, db }
+    TestApp::start(TestDb::sqlite().await, &[("HOOKD_ROLES", "api")]).await
 }
 
 pub struct Page {

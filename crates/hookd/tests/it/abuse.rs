@@ -411,7 +411,7 @@ async fn serve_all(
     db: &store::testing::TestDb,
     env: &[(&str, &str)],
 ) -> (Server, String) {
-    let (_, key) = crate::app::new_tenant(&db.store, "abuse").await;
+    let (_, key) = testkit::new_tenant(&db.store, "abuse").await;
     let mut cmd = hookd(dir.path());
     cmd.env("HOOKD_DATABASE_URL", &db.url)
         .env("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8")
@@ -506,7 +506,7 @@ async fn deliveries_ignore_proxy_variables_and_use_only_delivery_proxy() {
 
 #[tokio::test]
 async fn with_smtp_sign_up_answers_the_same_whether_or_not_the_email_has_an_account() {
-    let smtp = crate::smtp_server::TestSmtpServer::start().await;
+    let smtp = testkit::smtp::TestSmtpServer::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = hookd(dir.path());
     cmd.env("HOOKD_DATABASE_URL", "sqlite://hookd.db")

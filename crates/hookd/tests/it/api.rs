@@ -5,7 +5,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::app::{TestApp, new_tenant};
+use testkit::{TestApp, new_tenant};
 
 #[tokio::test]
 async fn requests_without_a_valid_key_answer_401_json() {

@@ -6,7 +6,7 @@ use hookd::bench::{BenchOptions, Server, run, scenarios};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_bench_delivers_every_message_and_reports_positive_figures() {
-    crate::app::init_test_log();
+    testkit::init_test_log();
     let report = run(&BenchOptions {
         messages: 200,
         concurrency: 8,
@@ -43,7 +43,7 @@ async fn a_small_bench_delivers_every_message_and_reports_positive_figures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_drains_from_a_child_server_whose_own_resources_are_reported() {
-    crate::app::init_test_log();
+    testkit::init_test_log();
     let report = run(&BenchOptions {
         server: Server::Child(env!("CARGO_BIN_EXE_hookd").into()),
         backlog: true,
@@ -74,7 +74,7 @@ async fn a_backlog_drains_from_a_child_server_whose_own_resources_are_reported()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_load_can_be_pointed_at_a_running_server_by_url_and_key() {
     let db = store::testing::TestDb::sqlite().await;
-    let server = crate::app::TestApp::start(db, &[("HOOKD_ROLES", "all")]).await;
+    let server = testkit::TestApp::start(db, &[("HOOKD_ROLES", "all")]).await;
     let report = run(&BenchOptions {
         server: Server::Remote {
             url: server.base.clone(),
@@ -123,7 +123,7 @@ fn the_suite_covers_every_scenario_of_the_issue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whole_suite_runs_in_one_call_and_accounts_for_every_delivery() {
-    crate::app::init_test_log();
+    testkit::init_test_log();
     let base = BenchOptions {
         messages: 40,
         concurrency: 4,

@@ -13,8 +13,8 @@ use serde_json::json;
 use store::entities::{delivery, message};
 use store::testing::TestDb;
 
-use crate::app::new_tenant;
 use crate::delivery::{SECRET, eventually, sink};
+use testkit::new_tenant;
 
 /// A child process that is killed when dropped, so a failing test never leaves one running.
 struct Proc(Child);

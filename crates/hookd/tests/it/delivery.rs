@@ -8,7 +8,7 @@ use hookd::sink::{Behaviour, Received, Sink, SinkConfig};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::app::TestApp;
+use testkit::TestApp;
 
 pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 

@@ -10,8 +10,8 @@ use hookd::sink::{Behaviour, Sink};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::app::TestApp;
 use crate::delivery::{apps, endpoint_at, eventually, sink};
+use testkit::TestApp;
 
 /// Requests the sink received after `t`.
 fn arrived_after(s: &Sink, t: Timestamp) -> usize {

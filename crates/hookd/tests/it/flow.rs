@@ -8,8 +8,8 @@ use hookd::sink::Behaviour;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::app::new_tenant;
 use crate::delivery::{apps_with, endpoint_at, eventually, send, sink};
+use testkit::new_tenant;
 
 #[tokio::test]
 async fn over_its_ingest_limit_a_tenant_gets_429_and_nothing_is_written() {
@@ -342,13 +342,7 @@ async fn another_tenants_backlog_does_not_delay_new_messages() {
 }
 
 /// `n` pending deliveries to `endpoint_id`, due at `due_ms`, written in bulk.
-async fn backlog(
-    app: &crate::app::TestApp,
-    app_id: &str,
-    endpoint_id: &str,
-    n: usize,
-    due_ms: i64,
-) {
+async fn backlog(app: &testkit::TestApp, app_id: &str, endpoint_id: &str, n: usize, due_ms: i64) {
     use sea_orm::EntityTrait;
     use store::entities::{delivery, message};
     for chunk in 0..n.div_ceil(500) {

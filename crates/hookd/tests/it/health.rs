@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::delivery::{apps_with, endpoint_at, eventually, send, sink};
-use crate::smtp_server::TestSmtpServer;
+use testkit::smtp::TestSmtpServer;
 
 #[tokio::test]
 async fn an_endpoint_failing_past_the_window_is_disabled_and_the_tenant_emailed() {

@@ -2,7 +2,6 @@
 
 mod abuse;
 mod api;
-mod app;
 mod bench;
 mod cli;
 mod crash;
@@ -13,5 +12,3 @@ mod health;
 mod helpers;
 mod metrics;
 mod serve;
-#[path = "../../../scheduler/tests/it/smtp_server.rs"]
-mod smtp_server;

@@ -8,8 +8,8 @@ use hookd::sink::Behaviour;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::app::TestApp;
 use crate::delivery::{apps_with, endpoint_at, eventually, send, sink};
+use testkit::TestApp;
 
 /// Every sample of one scrape, keyed `name{labels}` as written.
 struct Scrape(HashMap<String, f64>);

@@ -9,7 +9,7 @@ use store::entities::email;
 use store::testing::each_backend;
 use store::{ListParams, NewTenant, Store};
 
-use crate::smtp_server::{REJECTED_MARK, TestSmtpServer};
+use testkit::smtp::{REJECTED_MARK, TestSmtpServer};
 
 const FROM: &str = "hookd <hookd@hookd.test>";
 const TO: &str = "ops@tenant.test";

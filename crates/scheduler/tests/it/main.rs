@@ -1,7 +1,6 @@
 //! Scheduler tests, on SQLite and (when configured) PostgreSQL.
 
 mod email;
-mod smtp_server;
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! `spawn_app`: the real application in-process on port 0 over a fresh database, with a
+//! [`TestApp`]: the real application in-process on port 0 over a fresh database, with a
 //! tenant and its API key, and a client that speaks JSON.
 
 use std::collections::BTreeMap;
@@ -18,7 +18,8 @@ pub struct TestApp {
     pub store: Store,
     pub client: reqwest::Client,
     pub backend: &'static str,
-    _db: TestDb,
+    /// The app's database, for setting up what only the dispatcher could (failed attempts).
+    pub db: TestDb,
 }
 
 pub struct Resp {
@@ -57,7 +58,7 @@ impl TestApp {
             store,
             client: reqwest::Client::new(),
             backend: db.backend_name,
-            _db: db,
+            db,
         }
     }
 
