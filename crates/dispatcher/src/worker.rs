@@ -186,49 +186,15 @@ impl Dispatcher {
         ));
         let mut tasks = JoinSet::new();
         let mut last_reap = Instant::now() - Duration::from_secs(60);
-        // New deliveries of this process's API come straight from the message writer, and are
-        // started by a task of their own so they never wait for a claim round.
-        let (handoff_tx, mut handoff_rx) = mpsc::unbounded_channel();
-        self.store.set_handoff(Some(store::Handoff {
-            owner: self.cfg.node_id.clone(),
-            lease: self.cfg.lease,
-            taker: Arc::new(PermitTaker {
-                permits: in_flight.clone(),
-                keep_free: self.cfg.max_in_flight / 8,
-                tx: handoff_tx,
-            }),
-        }));
         let this = Arc::new(self);
-        let taker = {
-            let (this, held, slots) = (this.clone(), held.clone(), slots.clone());
-            tokio::spawn(async move {
-                let mut tasks = JoinSet::new();
-                let mut handed = Vec::new();
-                // Ends once the store drops its sender (`set_handoff(None)` at shutdown).
-                while handoff_rx.recv_many(&mut handed, RESULT_BATCH).await > 0 {
-                    while tasks.try_join_next().is_some() {}
-                    this.take_handed(std::mem::take(&mut handed), &held, &slots, &mut tasks)
-                        .await;
-                }
-                while tasks.join_next().await.is_some() {}
-            })
-        };
+        let taker = this.take_handoffs(&in_flight, &held, &slots);
         let this = &*this;
 
         while !*stop.borrow() {
             while tasks.try_join_next().is_some() {}
             if last_reap.elapsed() > this.cfg.lease / 3 {
                 last_reap = Instant::now();
-                match this
-                    .store
-                    .system()
-                    .reap_expired_leases(Timestamp::now())
-                    .await
-                {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(count = n, "returned expired leases to pending"),
-                    Err(e) => tracing::warn!(error = %e, "lease reaper"),
-                }
+                this.reap().await;
             }
             let room = in_flight
                 .available_permits()
@@ -241,64 +207,13 @@ impl Dispatcher {
                 }
                 continue;
             }
-            let now = Timestamp::now();
-            let lease_until = now.plus(this.cfg.lease);
-            let fresh_since =
-                Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
-            let owner = &this.cfg.node_id;
-            // Half the room for what just became due, the rest oldest first: fair to new
-            // messages without starving a backlog.
-            let claimed = match this
-                .store
-                .system()
-                .claim_due(
-                    owner,
-                    now,
-                    lease_until,
-                    room.div_ceil(2) as u64,
-                    Some(fresh_since),
-                )
-                .await
-            {
-                Ok(mut fresh) => {
-                    let rest = (room - fresh.len()) as u64;
-                    match this
-                        .store
-                        .system()
-                        .claim_due(owner, now, lease_until, rest, None)
-                        .await
-                    {
-                        Ok(old) => {
-                            fresh.extend(old);
-                            Ok(fresh)
-                        }
-                        Err(e) => Err((e, fresh)),
-                    }
-                }
-                Err(e) => Err((e, Vec::new())),
-            };
-            let claimed = match claimed {
-                Ok(c) => c,
-                Err((e, partial)) => {
-                    tracing::warn!(error = %e, "claim failed; retrying");
-                    let ids: Vec<DeliveryId> = partial.into_iter().map(|d| d.id).collect();
-                    let _ = this.store.system().release_claims(owner, &ids).await;
-                    sleep_or_stop(&mut stop, this.cfg.poll_interval).await;
-                    continue;
-                }
+            let Some(claimed) = this.claim(room).await else {
+                sleep_or_stop(&mut stop, this.cfg.poll_interval).await;
+                continue;
             };
             let full = claimed.len() == room;
-            let ids: Vec<DeliveryId> = claimed.iter().map(|d| d.id).collect();
-            held.add(ids.iter().cloned());
-            if !claimed.is_empty()
-                && let Err(e) = this.start(claimed, &in_flight, &slots, &mut tasks).await
-            {
-                tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
-                held.drop_ids(&ids);
-                if let Err(e) = this.store.system().release_claims(owner, &ids).await {
-                    tracing::warn!(error = %e, "could not release claims; their leases will expire");
-                }
-            }
+            this.start_claimed(claimed, &in_flight, &held, &slots, &mut tasks)
+                .await;
             if !full {
                 tokio::select! {
                     _ = this.wake.notified() => {}
@@ -312,12 +227,140 @@ impl Dispatcher {
         while tasks.join_next().await.is_some() {}
         // Whatever was handed over by then is started or, being late, set aside as unstarted.
         let _ = taker.await;
-        let mut leftover = std::mem::take(&mut *slots.unstarted.lock().await);
-        leftover.extend(this.flow.drain_all().into_iter().map(|j| j.d.id));
-        match this
+        this.release_unstarted(&slots).await;
+        drop(slots);
+        let _ = writer.await;
+        let _ = stop_renewing.send(true);
+        let _ = renewer.await;
+        let _ = watcher.await;
+    }
+
+    /// Registers this dispatcher as the store's taker of new deliveries (see [`PermitTaker`])
+    /// and starts the task that starts them, so they never wait for a claim round. The task
+    /// ends once the store drops its sender (`set_handoff(None)` at shutdown).
+    fn take_handoffs(
+        self: &Arc<Self>,
+        in_flight: &Arc<Semaphore>,
+        held: &Held,
+        slots: &Arc<Slots>,
+    ) -> tokio::task::JoinHandle<()> {
+        let (handoff_tx, mut handoff_rx) = mpsc::unbounded_channel();
+        self.store.set_handoff(Some(store::Handoff {
+            owner: self.cfg.node_id.clone(),
+            lease: self.cfg.lease,
+            taker: Arc::new(PermitTaker {
+                permits: in_flight.clone(),
+                keep_free: self.cfg.max_in_flight / 8,
+                tx: handoff_tx,
+            }),
+        }));
+        let (this, held, slots) = (self.clone(), held.clone(), slots.clone());
+        tokio::spawn(async move {
+            let mut tasks = JoinSet::new();
+            let mut handed = Vec::new();
+            while handoff_rx.recv_many(&mut handed, RESULT_BATCH).await > 0 {
+                while tasks.try_join_next().is_some() {}
+                this.take_handed(std::mem::take(&mut handed), &held, &slots, &mut tasks)
+                    .await;
+            }
+            while tasks.join_next().await.is_some() {}
+        })
+    }
+
+    /// Returns expired leases (a crashed process's claims) to pending.
+    async fn reap(&self) {
+        match self
             .store
             .system()
-            .release_claims(&this.cfg.node_id, &leftover)
+            .reap_expired_leases(Timestamp::now())
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(count = n, "returned expired leases to pending"),
+            Err(e) => tracing::warn!(error = %e, "lease reaper"),
+        }
+    }
+
+    /// Claims up to `room` due deliveries: half the room for what just became due, the rest
+    /// oldest first, fair to new messages without starving a backlog. `None` when a claim
+    /// failed (what the first query claimed is given back).
+    async fn claim(&self, room: usize) -> Option<Vec<delivery::Model>> {
+        let now = Timestamp::now();
+        let lease_until = now.plus(self.cfg.lease);
+        let fresh_since = Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
+        let owner = &self.cfg.node_id;
+        let system = self.store.system();
+        let fresh = system
+            .claim_due(
+                owner,
+                now,
+                lease_until,
+                room.div_ceil(2) as u64,
+                Some(fresh_since),
+            )
+            .await;
+        let result = match fresh {
+            Ok(mut fresh) => {
+                let rest = (room - fresh.len()) as u64;
+                match system.claim_due(owner, now, lease_until, rest, None).await {
+                    Ok(old) => {
+                        fresh.extend(old);
+                        Ok(fresh)
+                    }
+                    Err(e) => Err((e, fresh)),
+                }
+            }
+            Err(e) => Err((e, Vec::new())),
+        };
+        match result {
+            Ok(claimed) => Some(claimed),
+            Err((e, partial)) => {
+                tracing::warn!(error = %e, "claim failed; retrying");
+                let ids: Vec<DeliveryId> = partial.into_iter().map(|d| d.id).collect();
+                let _ = system.release_claims(owner, &ids).await;
+                None
+            }
+        }
+    }
+
+    /// Holds `claimed` and starts it; gives the claims back if its messages and endpoints
+    /// cannot be read.
+    async fn start_claimed(
+        &self,
+        claimed: Vec<delivery::Model>,
+        in_flight: &Arc<Semaphore>,
+        held: &Held,
+        slots: &Arc<Slots>,
+        tasks: &mut JoinSet<()>,
+    ) {
+        if claimed.is_empty() {
+            return;
+        }
+        let ids: Vec<DeliveryId> = claimed.iter().map(|d| d.id).collect();
+        held.add(ids.iter().copied());
+        if let Err(e) = self.start(claimed, in_flight, slots, tasks).await {
+            tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
+            held.drop_ids(&ids);
+            if let Err(e) = self
+                .store
+                .system()
+                .release_claims(&self.cfg.node_id, &ids)
+                .await
+            {
+                tracing::warn!(error = %e, "could not release claims; their leases will expire");
+            }
+        }
+    }
+
+    /// At shutdown: gives back the claims that were never started (late hand-offs, deliveries
+    /// still waiting in an endpoint's line).
+    async fn release_unstarted(&self, slots: &Slots) {
+        let mut leftover = std::mem::take(&mut *slots.unstarted.lock().await);
+        leftover.extend(self.flow.drain_all().into_iter().map(|j| j.d.id));
+        match self
+            .store
+            .system()
+            .release_claims(&self.cfg.node_id, &leftover)
             .await
         {
             Ok(n) if n > 0 => tracing::info!(count = n, "released unstarted claims"),
@@ -326,11 +369,6 @@ impl Dispatcher {
                 tracing::warn!(error = %e, "could not release claims; their leases will expire")
             }
         }
-        drop(slots);
-        let _ = writer.await;
-        let _ = stop_renewing.send(true);
-        let _ = renewer.await;
-        let _ = watcher.await;
     }
 
     /// Starts deliveries the message writer claimed for this process at their creation.
