@@ -340,15 +340,21 @@ impl Dispatcher {
         held.add(ids.iter().copied());
         if let Err(e) = self.start(claimed, in_flight, slots, tasks).await {
             tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
-            held.drop_ids(&ids);
-            if let Err(e) = self
-                .store
-                .system()
-                .release_claims(&self.cfg.node_id, &ids)
-                .await
-            {
-                tracing::warn!(error = %e, "could not release claims; their leases will expire");
-            }
+            self.give_back(held, &ids).await;
+        }
+    }
+
+    /// Forgets claims this process will not start and hands them back to pending at once
+    /// (should that fail, their leases expire and the reaper does it).
+    async fn give_back(&self, held: &Held, ids: &[DeliveryId]) {
+        held.drop_ids(ids);
+        if let Err(e) = self
+            .store
+            .system()
+            .release_claims(&self.cfg.node_id, ids)
+            .await
+        {
+            tracing::warn!(error = %e, "could not release claims; their leases will expire");
         }
     }
 
@@ -395,24 +401,11 @@ impl Dispatcher {
                 count = stray.len(),
                 "handed over without a permit; released"
             );
-            held.drop_ids(&stray);
-            let _ = self
-                .store
-                .system()
-                .release_claims(&self.cfg.node_id, &stray)
-                .await;
+            self.give_back(held, &stray).await;
         }
         if let Err(e) = self.admit(items, slots, tasks).await {
             tracing::warn!(error = %e, "loading new work failed; giving the claims back");
-            held.drop_ids(&ids);
-            if let Err(e) = self
-                .store
-                .system()
-                .release_claims(&self.cfg.node_id, &ids)
-                .await
-            {
-                tracing::warn!(error = %e, "could not release claims; their leases will expire");
-            }
+            self.give_back(held, &ids).await;
         }
     }
 

@@ -235,17 +235,8 @@ impl crate::System<'_> {
     /// Gives claims of a disabled endpoint back as paused (the dispatcher found the endpoint
     /// disabled when it read it for a claimed batch).
     pub async fn pause_claims(&self, owner: &str, ids: &[DeliveryId]) -> Result<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let _turn = self.write_turn().await;
-        let res = crate::queue::hand_back(delivery::Entity::update_many(), DeliveryState::Paused)
-            .filter(delivery::Column::Id.is_in(ids.iter().copied()))
-            .filter(delivery::Column::LeaseOwner.eq(owner))
-            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
-            .exec(&self.db)
-            .await?;
-        Ok(res.rows_affected)
+        self.hand_back_claims(owner, ids, DeliveryState::Paused)
+            .await
     }
 }
 

@@ -530,11 +530,22 @@ impl crate::System<'_> {
 
     /// Gives back claims `owner` will not start (shutdown), without counting an attempt.
     pub async fn release_claims(&self, owner: &str, ids: &[DeliveryId]) -> Result<u64> {
-        let _turn = self.write_turn().await;
+        self.hand_back_claims(owner, ids, DeliveryState::Pending)
+            .await
+    }
+
+    /// Ends `owner`'s claims on `ids` that it still holds, leaving them in `state`.
+    pub(crate) async fn hand_back_claims(
+        &self,
+        owner: &str,
+        ids: &[DeliveryId],
+        state: DeliveryState,
+    ) -> Result<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
-        let res = back_to_pending(delivery::Entity::update_many())
+        let _turn = self.write_turn().await;
+        let res = hand_back(delivery::Entity::update_many(), state)
             .filter(delivery::Column::Id.is_in(ids.iter().copied()))
             .filter(delivery::Column::LeaseOwner.eq(owner))
             .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))

@@ -42,6 +42,23 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `hookd tenant create --json` in `dir`: the new tenant's id and API key.
+pub fn create_tenant(dir: &Path) -> (String, String) {
+    let out = run(hookd(dir).args([
+        "tenant",
+        "create",
+        "--name",
+        "Acme",
+        "--email",
+        "ops@acme.test",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    let field = |k: &str| v[k].as_str().expect(k).to_owned();
+    (field("tenant_id"), field("api_key"))
+}
+
 /// A failed run must explain itself on one line, without a panic or backtrace.
 pub fn assert_clean_failure(o: &Output, must_mention: &[&str]) {
     let err = stderr(o);

@@ -58,16 +58,7 @@ async fn sigint_stops_accepting_work_and_exits_cleanly() {
 #[tokio::test]
 async fn a_restart_keeps_the_data() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(hookd(dir.path()).args([
-        "tenant",
-        "create",
-        "--name",
-        "Acme",
-        "--email",
-        "ops@acme.test",
-        "--json",
-    ]));
-    assert!(out.status.success(), "{}", stderr(&out));
+    create_tenant(dir.path());
     for _ in 0..2 {
         let server = Server::start(hookd(dir.path()));
         assert_eq!(health(&server.base).await.0, 200);
@@ -114,21 +105,8 @@ async fn serve_runs_on_postgres_too() {
 #[tokio::test]
 async fn a_failed_requests_log_line_names_its_tenant_application_and_endpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(hookd(dir.path()).args([
-        "tenant",
-        "create",
-        "--name",
-        "Acme",
-        "--email",
-        "ops@acme.test",
-        "--json",
-    ]));
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-    let (tenant, key) = (
-        v["tenant_id"].as_str().unwrap(),
-        v["api_key"].as_str().unwrap(),
-    );
+    let (tenant, key) = create_tenant(dir.path());
+    let (tenant, key) = (tenant.as_str(), key.as_str());
     let mut cmd = hookd(dir.path());
     cmd.env("HOOKD_LOG_FORMAT", "json")
         .env("HOOKD_ROLES", "api")
