@@ -25,10 +25,24 @@ where
         .into()
 }
 
-/// `items` as one PostgreSQL `text[]` parameter, bound as an array (no literal to quote).
-pub(crate) fn text_array(items: impl Iterator<Item = String>) -> Value {
-    let items: Vec<Value> = items.map(Value::from).collect();
-    Value::Array(sea_orm::sea_query::ArrayType::String, Some(Box::new(items)))
+/// A PostgreSQL array literal of `items` (`{"a","b"}`), to be cast to `varchar[]`.
+pub(crate) fn text_array(items: impl Iterator<Item = impl AsRef<str>>) -> String {
+    let mut out = String::from("{");
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in item.as_ref().chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+    }
+    out.push('}');
+    out
 }
 
 /// One statement out of `parts` and `last`: every part becomes a CTE (`s0`, `s1`, …) run with
@@ -95,6 +109,15 @@ mod tests {
             r#"UPDATE "t$1" SET a = $4, b = '$2', c = $15"#
         );
         assert_eq!(shift_params("SELECT $1", 0), "SELECT $1");
+    }
+
+    #[test]
+    fn array_literals_quote_every_item() {
+        assert_eq!(
+            text_array(["a", "b,c", r#"d"e\f"#].into_iter()),
+            r#"{"a","b,c","d\"e\\f"}"#
+        );
+        assert_eq!(text_array(std::iter::empty::<&str>()), "{}");
     }
 
     #[test]

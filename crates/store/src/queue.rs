@@ -278,7 +278,7 @@ fn finish_deliveries_pg(owner: &str, results: &[AttemptResult], now: i64) -> Sta
             owner.into(),
             now.into(),
             serde_json::Value::Array(rows).to_string().into(),
-            crate::pg::text_array(results.iter().map(|r| r.delivery.id.to_string())),
+            crate::pg::text_array(results.iter().map(|r| r.delivery.id.to_string())).into(),
         ],
     )
 }
