@@ -252,7 +252,7 @@ async fn create_account(
             ingest_burst: None,
         })
         .await?;
-    let tenant_id = parse_tenant(&tenant.id.to_string())?;
+    let tenant_id = tenant.id;
     // The email check before and this insert are not one transaction: a concurrent sign-up
     // with the same email leaves an empty tenant behind and this one gets the message.
     let user = match store.create_user(tenant_id, email, hash, "owner").await {
@@ -264,9 +264,7 @@ async fn create_account(
         }
         other => other?,
     };
-    let user_id = UserId::parse(&user.id.to_string())
-        .map_err(|e| PageError::Internal(format!("new user id {}: {e}", user.id)))?;
-    Ok((tenant.name, tenant_id, user_id))
+    Ok((tenant.name, tenant_id, user.id))
 }
 
 /// The page after an account is created: its first API key, shown once, and a session.
@@ -350,10 +348,7 @@ pub async fn login(
         );
     };
     limits.logged_in(&email);
-    let tenant = parse_tenant(&user.tenant_id.to_string())?;
-    let user_id = UserId::parse(&user.id.to_string())
-        .map_err(|e| PageError::Internal(format!("user id {}: {e}", user.id)))?;
-    let (cookie, _) = open_session(store, tenant, user_id).await?;
+    let (cookie, _) = open_session(store, user.tenant_id, user.id).await?;
     let mut resp = HttpResponse::SeeOther();
     resp.insert_header((header::LOCATION, "/"));
     session::set_cookie(&mut resp, &req, SESSION_COOKIE, &cookie, SESSION_TTL, "Lax");
@@ -435,10 +430,6 @@ pub fn see_other(to: &str) -> HttpResponse {
 pub fn base_url(req: &HttpRequest) -> String {
     let info = req.connection_info();
     format!("{}://{}", info.scheme(), info.host())
-}
-
-fn parse_tenant(id: &str) -> Result<TenantId, PageError> {
-    TenantId::parse(id).map_err(|e| PageError::Internal(format!("tenant id {id}: {e}")))
 }
 
 /// One `@`, something on both sides, a dot in the domain, no spaces; the mailbox proves the

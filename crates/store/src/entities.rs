@@ -1,6 +1,7 @@
-//! sea-orm entities, one module a table. Ids are the domain's typed ids (stored as their prefixed
-//! text, decoded in `domain::ids` with one policy: a bad id is an error naming the column), times are epoch
-//! milliseconds, JSON documents are text (see migrations/ and docs/decisions.md).
+//! sea-orm entities, one module a table. Ids are the domain's typed ids (stored as their
+//! prefixed text, decoded in `domain::ids` with one policy: a bad id is an error naming the
+//! column), times are epoch milliseconds, JSON documents are text (see migrations/ and
+//! docs/decisions.md).
 
 macro_rules! entity_boilerplate {
     () => {

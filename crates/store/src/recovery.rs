@@ -240,9 +240,9 @@ impl Store {
         ttl: Duration,
     ) -> Result<u64> {
         check_owner(tenant, &ep.tenant_id, "endpoint")?;
-        let start = MessageId::lower_bound(since).to_string();
-        let mut after: Option<String> = None;
-        let end = until.map(|u| MessageId::lower_bound(u).to_string());
+        let start = MessageId::lower_bound(since);
+        let mut after: Option<MessageId> = None;
+        let end = until.map(MessageId::lower_bound);
         let mut created = 0u64;
         loop {
             // NOT EXISTS, one probe of the (msg_id, endpoint_id) unique index per message,
@@ -258,19 +258,19 @@ impl Store {
                 .to_owned();
             let mut select = message::Entity::find_in(tenant)
                 .filter(message::Column::AppId.eq(ep.app_id))
-                .filter(match &after {
-                    None => message::Column::Id.gte(start.as_str()),
-                    Some(last) => message::Column::Id.gt(last.as_str()),
+                .filter(match after {
+                    None => message::Column::Id.gte(start),
+                    Some(last) => message::Column::Id.gt(last),
                 })
                 .filter(Expr::exists(delivered).not())
                 .order_by_asc(message::Column::Id)
                 .limit(500);
-            if let Some(end) = &end {
-                select = select.filter(message::Column::Id.lt(end.as_str()));
+            if let Some(end) = end {
+                select = select.filter(message::Column::Id.lt(end));
             }
             let batch = select.all(&self.db).await?;
             let Some(last) = batch.last() else { break };
-            after = Some(last.id.to_string());
+            after = Some(last.id);
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
             let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, ep.id).await?;

@@ -109,7 +109,7 @@ impl Store {
                 api_key::Column::RevokedAt,
                 Expr::value(Timestamp::now().as_millis()),
             )
-            .filter(api_key::Column::Id.eq(key.to_string()))
+            .filter(api_key::Column::Id.eq(key))
             .filter(api_key::Column::RevokedAt.is_null())
             .exec(&self.db)
             .await?;
@@ -190,7 +190,7 @@ impl Store {
 
     pub async fn delete_session(&self, tenant: TenantId, session: SessionId) -> Result<()> {
         session::Entity::delete_in(tenant)
-            .filter(session::Column::Id.eq(session.to_string()))
+            .filter(session::Column::Id.eq(session))
             .exec(&self.db)
             .await?;
         Ok(())

@@ -313,11 +313,11 @@ fn message_listing(
         select = select.filter(message::Column::Tags.contains(format!("\"{tag}\"")));
     }
     if let Some(before) = filter.before {
-        select = select.filter(message::Column::Id.lt(MessageId::lower_bound(before).to_string()));
+        select = select.filter(message::Column::Id.lt(MessageId::lower_bound(before)));
     }
     if let Some(after) = filter.after {
         let bound = after.plus(std::time::Duration::from_millis(1));
-        select = select.filter(message::Column::Id.gte(MessageId::lower_bound(bound).to_string()));
+        select = select.filter(message::Column::Id.gte(MessageId::lower_bound(bound)));
     }
     if let Some(needle) = &filter.id_or_event_id {
         select = select.filter(
