@@ -213,13 +213,13 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
         .with_writer(std::io::stderr)
         .try_init();
-    use crate::bench::Server;
+    use bench::Server;
     let server = match (args.url, args.api_key) {
         (Some(url), Some(api_key)) => Server::Remote { url, api_key },
-        _ if args.in_process => Server::InProcess,
+        _ if args.in_process => crate::in_process::server(),
         _ => Server::Child(std::env::current_exe()?),
     };
-    let opts = crate::bench::BenchOptions {
+    let opts = bench::BenchOptions {
         server,
         backlog: args.backlog,
         database_url: args.database_url,
@@ -233,7 +233,7 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
         loopback: std::time::Duration::from_secs(args.loopback_secs),
     };
     if args.suite {
-        let rows = crate::bench::run_suite(&opts, args.suite_backlog, |sc, r| match r {
+        let rows = bench::run_suite(&opts, args.suite_backlog, |sc, r| match r {
             Ok(r) if !args.json => {
                 eprint!("== {} (hookd bench {})\n{}", sc.name, sc.flags, r.table())
             }
@@ -255,14 +255,14 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
                 .collect();
             println!("{}", serde_json::to_string_pretty(&all)?);
         } else {
-            print!("{}", crate::bench::suite_table(&rows));
+            print!("{}", bench::suite_table(&rows));
         }
         if rows.iter().any(|(_, r)| r.is_err()) {
             return Err("some scenarios failed".into());
         }
         return Ok(());
     }
-    let report = crate::bench::run(&opts).await?;
+    let report = bench::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -272,7 +272,7 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
 }
 
 async fn run_sink(args: SinkArgs) -> Result<(), BoxError> {
-    use crate::sink::{Behaviour, Sink, SinkConfig, write_report};
+    use bench::sink::{Behaviour, Sink, SinkConfig, write_report};
     for (name, rate) in [
         ("--fail-rate", args.fail_rate),
         ("--timeout-rate", args.timeout_rate),

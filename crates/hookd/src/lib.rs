@@ -1,9 +1,8 @@
 //! The hookd binary's library half: settings, the command line, and the wiring of roles.
 
-pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod http_limits;
-pub mod sink;
+pub mod in_process;
 pub mod startup;
 pub mod telemetry;

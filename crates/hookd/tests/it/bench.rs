@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hookd::bench::{BenchOptions, Server, run, scenarios};
+use bench::{BenchOptions, Server, run, scenarios};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_bench_delivers_every_message_and_reports_positive_figures() {
@@ -12,7 +12,7 @@ async fn a_small_bench_delivers_every_message_and_reports_positive_figures() {
         concurrency: 8,
         drain_timeout: Duration::from_secs(30),
         loopback: Duration::from_millis(300),
-        ..BenchOptions::default()
+        ..BenchOptions::new(hookd::in_process::server())
     })
     .await
     .expect("bench runs");
@@ -51,7 +51,7 @@ async fn a_backlog_drains_from_a_child_server_whose_own_resources_are_reported()
         endpoints: 2,
         drain_timeout: Duration::from_secs(60),
         loopback: Duration::ZERO,
-        ..BenchOptions::default()
+        ..BenchOptions::new(hookd::in_process::server())
     })
     .await
     .expect("bench runs");
@@ -84,7 +84,7 @@ async fn the_same_load_can_be_pointed_at_a_running_server_by_url_and_key() {
         concurrency: 4,
         drain_timeout: Duration::from_secs(30),
         loopback: Duration::ZERO,
-        ..BenchOptions::default()
+        ..BenchOptions::new(hookd::in_process::server())
     })
     .await
     .expect("bench runs");
@@ -102,7 +102,7 @@ async fn the_same_load_can_be_pointed_at_a_running_server_by_url_and_key() {
 
 #[test]
 fn the_suite_covers_every_scenario_of_the_issue() {
-    let base = BenchOptions::default();
+    let base = BenchOptions::new(hookd::in_process::server());
     let all = scenarios(&base, 1_000_000);
     let names: Vec<&str> = all.iter().map(|s| s.name).collect();
     assert_eq!(all.len(), 8, "{names:?}");
@@ -129,11 +129,11 @@ async fn the_whole_suite_runs_in_one_call_and_accounts_for_every_delivery() {
         concurrency: 4,
         drain_timeout: Duration::from_secs(60),
         loopback: Duration::ZERO,
-        ..BenchOptions::default()
+        ..BenchOptions::new(hookd::in_process::server())
     };
-    let rows = hookd::bench::run_suite(&base, 100, |_, _| {}).await;
+    let rows = bench::run_suite(&base, 100, |_, _| {}).await;
     assert_eq!(rows.len(), 8);
-    let table = hookd::bench::suite_table(&rows);
+    let table = bench::suite_table(&rows);
     for (sc, r) in &rows {
         let r = r.as_ref().unwrap_or_else(|e| panic!("{}: {e}", sc.name));
         let l = &r.ledger;

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use bench::sink::{Behaviour, Received, Sink, SinkConfig};
 use domain::Timestamp;
-use hookd::sink::{Behaviour, Received, Sink, SinkConfig};
 use reqwest::Method;
 use serde_json::{Value, json};
 

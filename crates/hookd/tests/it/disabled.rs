@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use bench::sink::{Behaviour, Sink};
 use domain::Timestamp;
-use hookd::sink::{Behaviour, Sink};
 use reqwest::Method;
 use serde_json::{Value, json};
 

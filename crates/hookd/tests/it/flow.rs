@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use bench::sink::Behaviour;
 use domain::Timestamp;
-use hookd::sink::Behaviour;
 use reqwest::Method;
 use serde_json::json;
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hookd::sink::Behaviour;
+use bench::sink::Behaviour;
 use reqwest::Method;
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use hookd::sink::Behaviour;
+use bench::sink::Behaviour;
 use reqwest::Method;
 use serde_json::json;
 

@@ -1,4 +1,5 @@
-//! `hookd bench`: starts a receiver (the sink) and hookd on a fresh database (as a child
+//! The load generator behind `hookd bench`, and the receiver (the [`sink`]) behind it and
+//! `hookd sink`, kept out of the production crates. `hookd bench` starts a receiver (the sink) and hookd on a fresh database (as a child
 //! process, or in this process for tests) or points at a running Svix-compatible server,
 //! submits messages over the Svix API at a concurrency (closed loop) or a fixed rate (open
 //! loop), or preloads a backlog and lets it drain, keeps an exact ledger of what the receiver
@@ -17,18 +18,35 @@ use domain::signing::SigningSecret;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cli::BoxError;
-use crate::config::{Overrides, Settings};
 use crate::sink::{Behaviour, Sink, SinkConfig};
-use crate::startup::{Application, open_store};
+
+pub mod sink;
+
+/// Any error, sent across threads; the bench only reports them.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
+/// A hookd started inside the bench's process, as the binary's wiring starts it: this crate
+/// knows nothing of that wiring (the binary depends on this crate, not the other way round).
+#[async_trait::async_trait]
+pub trait Host: Send + Sync {
+    /// Starts hookd with these settings (as `HOOKD_*` variables) and answers once it listens.
+    async fn start(&self, env: &BTreeMap<String, String>) -> Result<Started, BoxError>;
+}
+
+/// A hookd a [`Host`] started: its API port, how to stop it, and its task.
+pub struct Started {
+    pub port: u16,
+    pub stop: Box<dyn FnOnce() + Send>,
+    pub task: tokio::task::JoinHandle<Result<(), BoxError>>,
+}
+
 /// Which server takes the load.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone)]
 pub enum Server {
     /// hookd inside this process (tests): resources include the sink and the load generator.
-    InProcess,
+    InProcess(Arc<dyn Host>),
     /// `BIN serve` as a child process: its own peak RSS and CPU are measured.
     Child(std::path::PathBuf),
     /// A running server speaking the Svix API: the bench creates an application and endpoints
@@ -60,10 +78,21 @@ pub struct BenchOptions {
     pub loopback: Duration,
 }
 
-impl Default for BenchOptions {
-    fn default() -> Self {
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Server::InProcess(_) => f.write_str("InProcess"),
+            Server::Child(bin) => f.debug_tuple("Child").field(bin).finish(),
+            Server::Remote { url, .. } => f.debug_struct("Remote").field("url", url).finish(),
+        }
+    }
+}
+
+impl BenchOptions {
+    /// The defaults of `hookd bench`, against `server`.
+    pub fn new(server: Server) -> Self {
         BenchOptions {
-            server: Server::InProcess,
+            server,
             database_url: None,
             backlog: false,
             messages: 20_000,
@@ -220,10 +249,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BoxError> {
 
 /// A server under load, and how to stop it and read its resources.
 enum Running {
-    InProcess {
-        stop: crate::startup::StopHandle,
-        task: tokio::task::JoinHandle<Result<(), BoxError>>,
-    },
+    InProcess(Started),
     Child(std::process::Child),
     Remote,
 }
@@ -232,7 +258,7 @@ impl Running {
     /// (peak RSS MB, CPU seconds so far) of the server process.
     fn resources(&self) -> (f64, f64) {
         match self {
-            Running::InProcess { .. } => (peak_rss_mb("self"), cpu_secs("self")),
+            Running::InProcess(_) => (peak_rss_mb("self"), cpu_secs("self")),
             Running::Child(c) => {
                 let pid = c.id().to_string();
                 (peak_rss_mb(&pid), cpu_secs(&pid))
@@ -243,8 +269,8 @@ impl Running {
 
     async fn stop(self) {
         match self {
-            Running::InProcess { stop, task } => {
-                stop.stop();
+            Running::InProcess(Started { stop, task, .. }) => {
+                stop();
                 let _ = task.await;
             }
             Running::Child(mut c) => {
@@ -289,9 +315,9 @@ fn payload(opts: &BenchOptions) -> serde_json::Value {
 async fn prepare_database(
     opts: &BenchOptions,
     sink: &Sink,
-    settings: &Settings,
+    database_url: &str,
 ) -> Result<Target, BoxError> {
-    let store = open_store(settings).await?;
+    let store = store::Store::connect(database_url, &store::ConnectOptions::default()).await?;
     store.migrate().await?;
     let tenant = store
         .create_tenant(store::NewTenant {
@@ -364,14 +390,10 @@ async fn start_server(
     settings_env: BTreeMap<String, String>,
 ) -> Result<(Running, u16), BoxError> {
     match &opts.server {
-        Server::InProcess => {
-            let settings = Settings::load_from(None, &settings_env, &Overrides::default())?;
-            let app = Application::build(&settings).await?;
-            let port = app.port().ok_or("hookd started without its API")?;
-            let stop = app.stop_handle();
-            let task =
-                tokio::spawn(async move { app.run_until_stopped().await.map_err(Into::into) });
-            Ok((Running::InProcess { stop, task }, port))
+        Server::InProcess(host) => {
+            let started = host.start(&settings_env).await?;
+            let port = started.port;
+            Ok((Running::InProcess(started), port))
         }
         Server::Child(bin) => {
             let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -441,8 +463,7 @@ async fn run_against(
             },
         ),
         _ => {
-            let settings = Settings::load_from(None, &env, &Overrides::default())?;
-            let mut target = prepare_database(opts, sink, &settings).await?;
+            let mut target = prepare_database(opts, sink, database_url).await?;
             let (running, port) = start_server(opts, env).await?;
             target.base = format!("http://127.0.0.1:{port}/api/v1");
             (running, target)
@@ -469,7 +490,7 @@ async fn run_against(
     };
     Ok(BenchReport {
         server: match &opts.server {
-            Server::InProcess => "in-process".to_owned(),
+            Server::InProcess(_) => "in-process".to_owned(),
             Server::Child(_) => "child process".to_owned(),
             Server::Remote { url, .. } => url.clone(),
         },
