@@ -8,6 +8,7 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use domain::ids::TenantId;
 use serde::de::DeserializeOwned;
+use service::trace::{Field, note};
 use store::entities::{application, endpoint};
 
 use crate::{ApiConfig, ApiError};
@@ -58,13 +59,8 @@ async fn app_of(req: &HttpRequest) -> Result<App, ApiError> {
     let app = store_of(req)?
         .get_application(tenant, path_part(req, "app_id")?)
         .await?;
-    note("app", app.id);
+    note(Field::App, app.id);
     Ok(App { tenant, app })
-}
-
-/// Records `value` as the field `name` of the request's span (see `in_span`).
-pub(crate) fn note(name: &str, value: impl std::fmt::Display) {
-    tracing::Span::current().record(name, tracing::field::display(value));
 }
 
 impl FromRequest for App {
@@ -88,7 +84,7 @@ impl FromRequest for AppEndpoint {
             let endpoint = store_of(&req)?
                 .get_endpoint(tenant, app.id, path_part(&req, "endpoint_id")?)
                 .await?;
-            note("endpoint", endpoint.id);
+            note(Field::Endpoint, endpoint.id);
             Ok(AppEndpoint {
                 tenant,
                 app,
@@ -121,7 +117,7 @@ pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError
         .await?
         .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;
     req.extensions_mut().insert(tenant);
-    note("tenant", tenant);
+    note(Field::Tenant, tenant);
     Ok(tenant)
 }
 

@@ -126,27 +126,6 @@ async fn trim_trailing_slash(
     next.call(req).await
 }
 
-/// Runs every API request in a span naming its method and path; the extractors add the
-/// tenant, application and endpoint once they are known (see `extract::note`), so every line
-/// logged while serving the request says whose it was.
-async fn in_span(
-    req: actix_web::dev::ServiceRequest,
-    next: middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    use tracing::Instrument;
-    use tracing::field::Empty;
-    let span = tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = req.path(),
-        tenant = Empty,
-        app = Empty,
-        endpoint = Empty,
-        msg = Empty,
-    );
-    next.call(req).instrument(span).await
-}
-
 /// Registers every API route. The caller provides `web::Data<store::Store>` and
 /// `web::Data<ApiConfig>`.
 pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
@@ -185,8 +164,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .wrap(middleware::from_fn(idempotency::middleware))
             .wrap(middleware::from_fn(trim_trailing_slash))
-            // Outermost: the span covers every other middleware and the handler.
-            .wrap(middleware::from_fn(in_span))
             .service(at!("/health", get => health::health))
             .service(at!("/openapi.json", get => openapi::serve))
             .service(at!("/background-task", get => eps::list_tasks))

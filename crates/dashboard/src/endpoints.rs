@@ -501,7 +501,7 @@ pub(crate) async fn load(
     app_id: &str,
     ep_id: &str,
 ) -> Result<(application::Model, endpoint::Model), PageError> {
-    let app = store.get_application(session.tenant, app_id).await?;
-    let ep = store.get_endpoint(session.tenant, app.id, ep_id).await?;
+    let app = session.app(store, app_id).await?;
+    let ep = session.endpoint(store, app.id, ep_id).await?;
     Ok((app, ep))
 }

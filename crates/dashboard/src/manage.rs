@@ -245,9 +245,7 @@ pub async fn new_form(
     session: Session,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    let app = session::store_of(&req)?
-        .get_application(session.tenant, &path)
-        .await?;
+    let app = session.app(session::store_of(&req)?, &path).await?;
     form_page(
         session,
         StatusCode::OK,
@@ -268,7 +266,7 @@ pub async fn create_endpoint(
     session.check_csrf(&req, &form.csrf)?;
     let store = session::store_of(&req)?;
     let cfg = service_config(&req)?;
-    let app = store.get_application(session.tenant, &path).await?;
+    let app = session.app(store, &path).await?;
     let form = form.into_inner();
     let new = match parse_form(&form, NewEndpoint::default()) {
         Ok(new) => new,

@@ -67,7 +67,7 @@ pub async fn list(
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
-    let app = store.get_application(session.tenant, &path).await?;
+    let app = session.app(store, &path).await?;
     let event_type = query.event_type.trim().to_owned();
     let status = query.status.trim().to_owned();
     let since = query.since.trim().to_owned();
@@ -197,8 +197,8 @@ pub async fn detail(
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
     let t = session.tenant;
-    let app = store.get_application(t, &path.0).await?;
-    let msg = store.get_message(t, app.id, &path.1).await?;
+    let app = session.app(store, &path.0).await?;
+    let msg = session.message(store, app.id, &path.1).await?;
     let deliveries = store.deliveries_of_message(t, msg.id).await?;
     let attempts = store
         .list_attempts_by_message(
@@ -280,8 +280,8 @@ pub async fn payload(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
-    let app = store.get_application(session.tenant, &path.0).await?;
-    let msg = store.get_message(session.tenant, app.id, &path.1).await?;
+    let app = session.app(store, &path.0).await?;
+    let msg = session.message(store, app.id, &path.1).await?;
     let mut resp = HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((
@@ -314,9 +314,9 @@ pub async fn act(
     if action != "resend" && action != "replay" {
         return Err(PageError::NotFound);
     }
-    let app = store.get_application(t, &app_id).await?;
-    let msg = store.get_message(t, app.id, &msg_id).await?;
-    let ep = store.get_endpoint(t, app.id, &ep_id).await?;
+    let app = session.app(store, &app_id).await?;
+    let msg = session.message(store, app.id, &msg_id).await?;
+    let ep = session.endpoint(store, app.id, &ep_id).await?;
     let page = format!("/app/{}/msg/{}", app.id, msg.id);
     if action == "resend" {
         let target = service::endpoints::Delivery {

@@ -15,9 +15,11 @@ use actix_web::{FromRequest, HttpRequest, HttpResponseBuilder, web};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::Timestamp;
-use domain::ids::{SessionId, TenantId};
+use domain::ids::{ApplicationId, SessionId, TenantId};
 use rand::RngCore;
+use service::trace::{Field, note};
 use store::Store;
+use store::entities::{application, endpoint, message};
 
 use crate::error::PageError;
 
@@ -50,6 +52,41 @@ impl Session {
             Err(PageError::Csrf)
         }
     }
+
+    /// This tenant's application (by id or uid), noted on the request's span.
+    pub async fn app(
+        &self,
+        store: &Store,
+        id_or_uid: &str,
+    ) -> Result<application::Model, PageError> {
+        let app = store.get_application(self.tenant, id_or_uid).await?;
+        note(Field::App, app.id);
+        Ok(app)
+    }
+
+    /// An endpoint (by id or uid) of this tenant's application, noted on the request's span.
+    pub async fn endpoint(
+        &self,
+        store: &Store,
+        app: ApplicationId,
+        id_or_uid: &str,
+    ) -> Result<endpoint::Model, PageError> {
+        let ep = store.get_endpoint(self.tenant, app, id_or_uid).await?;
+        note(Field::Endpoint, ep.id);
+        Ok(ep)
+    }
+
+    /// A message (by id or eventId) of this tenant's application, noted on the request's span.
+    pub async fn message(
+        &self,
+        store: &Store,
+        app: ApplicationId,
+        id_or_event_id: &str,
+    ) -> Result<message::Model, PageError> {
+        let msg = store.get_message(self.tenant, app, id_or_event_id).await?;
+        note(Field::Msg, msg.id);
+        Ok(msg)
+    }
 }
 
 impl FromRequest for Session {
@@ -75,6 +112,7 @@ pub async fn current(req: &HttpRequest) -> Result<Option<Session>, PageError> {
     else {
         return Ok(None);
     };
+    note(Field::Tenant, row.tenant_id);
     Ok(Some(Session {
         id: row.id,
         tenant: row.tenant_id,

@@ -50,6 +50,19 @@ pub async fn open_store(settings: &Settings) -> Result<Store, store::StoreError>
     Store::connect(settings.database_url.expose_secret(), &opts).await
 }
 
+/// Runs every request (API, dashboard, metrics) in the `request` span naming its method and
+/// path; what the request resolves (tenant, application, endpoint, message) is noted on it
+/// as it becomes known (`service::trace`), so every line logged while serving the request
+/// says whose it was.
+async fn in_span(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    use tracing::Instrument;
+    let span = service::trace::request_span(req.method().as_str(), req.path());
+    next.call(req).instrument(span).await
+}
+
 /// Asks a running [`Application`] to stop as SIGTERM would.
 #[derive(Clone)]
 pub struct StopHandle(Arc<Notify>);
@@ -293,6 +306,8 @@ fn http_server(
             .wrap(actix_web::middleware::from_fn(
                 crate::http_limits::body_deadline,
             ))
+            // Outermost: the span covers every other middleware and the handler.
+            .wrap(actix_web::middleware::from_fn(in_span))
             .app_data(body_timeout.clone())
             .app_data(data.clone())
             .app_data(api_data.clone())

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod messages;
 pub mod rules;
 pub mod ssrf;
+pub mod trace;
 
 use std::sync::Arc;
 

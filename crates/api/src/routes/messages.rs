@@ -122,7 +122,7 @@ async fn accept(
         ordering_key: body.ordering_key,
     };
     let created = service::messages::create(store, &cfg.service, t, &app, new).await?;
-    crate::extract::note("msg", created.message.id);
+    service::trace::note(service::trace::Field::Msg, created.message.id);
     Ok(HttpResponse::Created().json(out(created.message, q.with_content.unwrap_or(true))?))
 }
 

@@ -100,14 +100,21 @@ async fn serve_runs_on_postgres_too() {
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
 }
 
-/// An operator reading the log of a request that failed sees whose request it was: every line
-/// logged while serving it carries the tenant, application and endpoint of its span.
-#[tokio::test]
-async fn a_failed_requests_log_line_names_its_tenant_application_and_endpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let (tenant, key) = create_tenant(dir.path());
-    let (tenant, key) = (tenant.as_str(), key.as_str());
-    let mut cmd = hookd(dir.path());
+/// A server logging JSON whose tenant has an application, an endpoint and a message, with a
+/// delivery row hand-edited (a dead letter whose message id cannot be read) so that every
+/// request that reads it fails.
+struct Broken {
+    server: Server,
+    tenant: String,
+    key: String,
+    app: String,
+    ep: String,
+    db: store::Store,
+}
+
+async fn broken_server(dir: &std::path::Path) -> Broken {
+    let (tenant, key) = create_tenant(dir);
+    let mut cmd = hookd(dir);
     cmd.env("HOOKD_LOG_FORMAT", "json")
         .env("HOOKD_ROLES", "api")
         .env("HOOKD_ENDPOINT_ALLOW_NETWORKS", "127.0.0.0/8");
@@ -116,7 +123,7 @@ async fn a_failed_requests_log_line_names_its_tenant_application_and_endpoint() 
     let post = |path: String, body: serde_json::Value| {
         let req = http
             .post(format!("{}/api/v1{path}", server.base))
-            .bearer_auth(key)
+            .bearer_auth(&key)
             .json(&body);
         async move {
             let res = req.send().await.unwrap();
@@ -132,49 +139,103 @@ async fn a_failed_requests_log_line_names_its_tenant_application_and_endpoint() 
     let ep = post(format!("/app/{app}/endpoint"), url).await;
     let body = serde_json::json!({"eventType": "x", "payload": {}});
     post(format!("/app/{app}/msg"), body).await;
-    // A hand-edited row the endpoint's listing cannot read: the request fails with a 500.
     let db = store::Store::connect(
-        &format!("sqlite://{}/data/hookd.db", dir.path().display()),
+        &format!("sqlite://{}/data/hookd.db", dir.display()),
         &Default::default(),
     )
     .await
     .unwrap();
     use sea_orm::ConnectionTrait;
     db.connection()
-        .execute_unprepared("UPDATE deliveries SET msg_id = 'msg_not-an-id'")
+        .execute_unprepared("UPDATE deliveries SET msg_id = 'msg_not-an-id', state = 'failed'")
         .await
         .unwrap();
-    let res = http
-        .get(format!(
-            "{}/api/v1/app/{app}/endpoint/{ep}/msg",
-            server.base
-        ))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 500);
+    Broken {
+        server,
+        tenant,
+        key,
+        app,
+        ep,
+        db,
+    }
+}
+
+/// The first line of the server's log containing `needle`, as JSON.
+fn log_line(server: &Server, needle: &str) -> serde_json::Value {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let line = loop {
+    loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let line = server
             ._log
             .recv_timeout(left)
-            .expect("a log line for the failure");
-        if line.contains("store error") {
-            break line;
+            .unwrap_or_else(|_| panic!("a log line with {needle:?}"));
+        if line.contains(needle) {
+            return serde_json::from_str(&line).unwrap();
         }
-    };
-    let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+    }
+}
+
+/// An operator reading the log of a request that failed sees whose request it was: every line
+/// logged while serving it carries the tenant, application and endpoint of its span.
+#[tokio::test]
+async fn a_failed_requests_log_line_names_its_tenant_application_and_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broken_server(dir.path()).await;
+    let res = reqwest::Client::new()
+        .get(format!(
+            "{}/api/v1/app/{}/endpoint/{}/msg",
+            b.server.base, b.app, b.ep
+        ))
+        .bearer_auth(&b.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 500);
+    let record = log_line(&b.server, "store error");
     let span = &record["span"];
-    assert_eq!(span["name"], "request", "{line}");
-    assert_eq!(span["tenant"], tenant, "{line}");
-    assert_eq!(span["app"], app.as_str(), "{line}");
-    assert_eq!(span["endpoint"], ep.as_str(), "{line}");
+    assert_eq!(span["name"], "request", "{record}");
+    assert_eq!(span["tenant"], b.tenant.as_str(), "{record}");
+    assert_eq!(span["app"], b.app.as_str(), "{record}");
+    assert_eq!(span["endpoint"], b.ep.as_str(), "{record}");
     assert!(
-        line.contains("msg_not-an-id"),
-        "the error names the bad value: {line}"
+        record.to_string().contains("msg_not-an-id"),
+        "the error names the bad value: {record}"
     );
-    server.signal("TERM");
-    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+    b.server.signal("TERM");
+    assert_eq!(b.server.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+/// The same for the dashboard: a page that fails logs the tenant of the session, and the
+/// application and endpoint it was showing.
+#[tokio::test]
+async fn a_failed_dashboard_pages_log_line_names_its_tenant_application_and_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broken_server(dir.path()).await;
+    let tenant: domain::ids::TenantId = b.tenant.parse().unwrap();
+    let user =
+        b.db.create_user(tenant, "ops@acme.test", "not-a-hash", "admin")
+            .await
+            .unwrap();
+    let expires = domain::Timestamp::now().plus(Duration::from_secs(3600));
+    let (_, token) =
+        b.db.create_session(tenant, user.id, "csrf", expires)
+            .await
+            .unwrap();
+    let path = format!("/app/{}/endpoint/{}/dead", b.app, b.ep);
+    let res = reqwest::Client::new()
+        .get(format!("{}{path}", b.server.base))
+        .header("cookie", format!("hookd_session={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 500, "{}", res.text().await.unwrap());
+    let record = log_line(&b.server, "dashboard request failed");
+    let span = &record["span"];
+    assert_eq!(span["name"], "request", "{record}");
+    assert_eq!(span["path"], path.as_str(), "{record}");
+    assert_eq!(span["tenant"], b.tenant.as_str(), "{record}");
+    assert_eq!(span["app"], b.app.as_str(), "{record}");
+    assert_eq!(span["endpoint"], b.ep.as_str(), "{record}");
+    b.server.signal("TERM");
+    assert_eq!(b.server.wait_exit(Duration::from_secs(10)), Some(0));
 }
