@@ -56,6 +56,8 @@ pub struct ListResponse<T: ToSchema> {
     pub data: Vec<T>,
     /// Pass as `iterator` to get the next page; null on an empty page.
     pub iterator: Option<String>,
+    /// Pass as `iterator` to get the page before this one (`-` and the first item's id); null
+    /// on an empty page.
     pub prev_iterator: Option<String>,
     /// True when this is the last page.
     pub done: bool,
@@ -74,7 +76,7 @@ impl<T: ToSchema> ListResponse<T> {
                 .map(f)
                 .collect::<Result<Vec<_>, _>>()?,
             iterator: page.iterator,
-            prev_iterator: None,
+            prev_iterator: page.prev_iterator,
             done: page.done,
         })
     }
@@ -84,7 +86,7 @@ impl<T: ToSchema> ListResponse<T> {
         ListResponse {
             data: page.data,
             iterator: page.iterator,
-            prev_iterator: None,
+            prev_iterator: page.prev_iterator,
             done: page.done,
         }
     }

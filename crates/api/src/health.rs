@@ -34,3 +34,23 @@ pub(crate) async fn health(store: web::Data<Store>) -> Result<HttpResponse, ApiE
         }
     }
 }
+
+/// Load balancers configured for Svix probe with HEAD: the same check, headers only.
+#[utoipa::path(head, path = "/api/v1/health", tag = "Health",
+    responses((status = 200), (status = 503)))]
+pub(crate) async fn health_head(store: web::Data<Store>) -> Result<HttpResponse, ApiError> {
+    health(store).await
+}
+
+/// Liveness only (Svix's `/health/ping`): 204 while the process serves requests, without
+/// touching the database.
+#[utoipa::path(get, path = "/api/v1/health/ping", tag = "Health", responses((status = 204)))]
+pub(crate) async fn ping() -> HttpResponse {
+    HttpResponse::NoContent().finish()
+}
+
+/// `HEAD /api/v1/health/ping`.
+#[utoipa::path(head, path = "/api/v1/health/ping", tag = "Health", responses((status = 204)))]
+pub(crate) async fn ping_head() -> HttpResponse {
+    ping().await
+}

@@ -124,11 +124,7 @@ pub async fn list(
             .list_messages(session.tenant, app.id, &filter, &params)
             .await?
     } else {
-        store::Page {
-            data: Vec::new(),
-            iterator: None,
-            done: true,
-        }
+        store::Page::empty()
     };
     let filters: Vec<(&str, &str)> = [
         ("event_type", event_type.as_str()),

@@ -13,7 +13,8 @@ pub const MAX_LIMIT: u64 = 250;
 pub struct ListParams {
     /// Page size (1..=250; 0 means the default of 50).
     pub limit: u64,
-    /// Continue after this id (the `iterator` of the previous page).
+    /// Continue after this id (the `iterator` of the previous page), or, written `-id` (a
+    /// page's `prev_iterator`), go back: the rows just before it in the listing's order.
     pub iterator: Option<String>,
     /// Oldest first instead of newest first.
     pub ascending: bool,
@@ -26,6 +27,15 @@ impl ListParams {
             iterator: None,
             ascending: false,
         }
+    }
+
+    /// The iterator's id and whether it walks back (`-id`, Svix's reversible iterator).
+    fn cursor(&self) -> Option<(&str, bool)> {
+        let it = self.iterator.as_deref()?;
+        Some(match it.strip_prefix('-') {
+            Some(id) => (id, true),
+            None => (it, false),
+        })
     }
 
     fn effective_limit(&self) -> u64 {
@@ -41,40 +51,62 @@ pub struct Page<T> {
     pub data: Vec<T>,
     /// Pass back as `iterator` for the next page; `None` when the page is empty.
     pub iterator: Option<String>,
+    /// Pass back as `iterator` for the page before this one (`-` and the first row's id);
+    /// `None` when the page is empty.
+    pub prev_iterator: Option<String>,
+    /// No more rows in the direction this page was read (forward, or back with `-id`).
     pub done: bool,
 }
 
 impl<T> Page<T> {
+    /// No rows: a listing whose filter can match nothing.
+    pub fn empty() -> Self {
+        Page {
+            data: Vec::new(),
+            iterator: None,
+            prev_iterator: None,
+            done: true,
+        }
+    }
+
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
         Page {
             data: self.data.into_iter().map(f).collect(),
             iterator: self.iterator,
+            prev_iterator: self.prev_iterator,
             done: self.done,
         }
     }
 }
 
-/// `select` narrowed to one page: ordered by `id_col` descending, after the iterator, one row
-/// more than the limit (to tell whether another page follows).
+/// `select` narrowed to one page: ordered by `id_col` (descending unless `ascending`), after
+/// the iterator, one row more than the limit (to tell whether another page follows). A `-id`
+/// iterator reads the other way from `id`; [`fetch_page`] puts those rows back in order.
 pub(crate) fn page_query<E: EntityTrait>(
     select: Select<E>,
     id_col: E::Column,
     params: &ListParams,
 ) -> Select<E> {
     let select = select.limit(params.effective_limit() + 1);
-    match (params.ascending, &params.iterator) {
-        (false, None) => select.order_by_desc(id_col),
-        (false, Some(after)) => select
-            .order_by_desc(id_col)
-            .filter(id_col.lt(after.as_str())),
-        (true, None) => select.order_by_asc(id_col),
-        (true, Some(after)) => select
-            .order_by_asc(id_col)
-            .filter(id_col.gt(after.as_str())),
+    let (after, back) = match params.cursor() {
+        Some((id, back)) => (Some(id), back),
+        None => (None, false),
+    };
+    // Reading back through a newest-first listing is reading oldest-first, and so on.
+    let ascending = params.ascending != back;
+    let select = match after {
+        None => select,
+        Some(id) if ascending => select.filter(id_col.gt(id)),
+        Some(id) => select.filter(id_col.lt(id)),
+    };
+    if ascending {
+        select.order_by_asc(id_col)
+    } else {
+        select.order_by_desc(id_col)
     }
 }
 
-/// Runs `select` as one page ordered by `id_col` descending.
+/// Runs `select` as one page ordered by `id_col` (see [`page_query`]).
 pub(crate) async fn fetch_page<E, C>(
     db: &C,
     select: Select<E>,
@@ -90,10 +122,15 @@ where
     let mut data = page_query(select, id_col, params).all(db).await?;
     let done = data.len() as u64 <= limit;
     data.truncate(limit as usize);
+    if params.cursor().is_some_and(|(_, back)| back) {
+        data.reverse();
+    }
     let iterator = data.last().map(&key);
+    let prev_iterator = data.first().map(|m| format!("-{}", key(m)));
     Ok(Page {
         data,
         iterator,
+        prev_iterator,
         done,
     })
 }

@@ -351,6 +351,7 @@ impl Store {
         Ok(Page {
             data,
             iterator: page.iterator,
+            prev_iterator: page.prev_iterator,
             done: page.done,
         })
     }

@@ -72,11 +72,7 @@ fn respond(page: store::Page<attempt::Model>) -> HttpResponse {
 }
 
 fn empty() -> HttpResponse {
-    respond(store::Page {
-        data: vec![],
-        iterator: None,
-        done: true,
-    })
+    respond(store::Page::empty())
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}", tag = "Message Attempt",

@@ -543,7 +543,7 @@ pub async fn list_messages(
     Ok(HttpResponse::Ok().json(ListResponse {
         data,
         iterator: page.iterator,
-        prev_iterator: None,
+        prev_iterator: page.prev_iterator,
         done: page.done,
     }))
 }

@@ -139,6 +139,47 @@ async fn listing_pages_newest_first_without_gaps_or_repeats() {
     .await;
 }
 
+/// A page's `prev_iterator` leads back to exactly the page before it, in the same order,
+/// newest first and oldest first alike; going back from the first page finds nothing.
+#[tokio::test]
+async fn prev_iterator_walks_back_to_the_same_pages() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        for i in 0..25 {
+            app(&store, t, &format!("app {i}")).await;
+        }
+        for ascending in [false, true] {
+            let mut params = ListParams {
+                ascending,
+                ..ListParams::first(10)
+            };
+            let mut pages = Vec::new();
+            loop {
+                let page = store.list_applications(t, &params).await.unwrap();
+                let ids: Vec<_> = page.data.iter().map(|a| a.id).collect();
+                pages.push((ids, page.prev_iterator.clone()));
+                if page.done {
+                    break;
+                }
+                params.iterator = page.iterator;
+            }
+            assert_eq!(pages.len(), 3);
+            // From the last page back: each prev_iterator gives the page before.
+            for i in (1..pages.len()).rev() {
+                params.iterator = pages[i].1.clone();
+                let back = store.list_applications(t, &params).await.unwrap();
+                let ids: Vec<_> = back.data.iter().map(|a| a.id).collect();
+                assert_eq!(ids, pages[i - 1].0, "page {i} back, ascending {ascending}");
+                assert_eq!(back.done, i == 1, "nothing before the first page");
+            }
+            params.iterator = pages[0].1.clone();
+            let before_first = store.list_applications(t, &params).await.unwrap();
+            assert!(before_first.data.is_empty() && before_first.done);
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn event_type_names_are_unique_and_archiving_hides_them() {
     each_backend(|store| async move {

@@ -1,0 +1,36 @@
+"""What a team migrating from Svix hits first (issue 16): each test is one thing that used to
+fail against hookd and works against Svix, checked through the official Python SDK where the
+SDK has the call, and with plain HTTP where only load balancers or receivers see it."""
+
+from __future__ import annotations
+
+import httpx
+from svix.api import ApplicationIn
+from svix.api.application import ApplicationListOptions
+
+
+# --- health probes (item 8) -----------------------------------------------------------------
+
+
+def test_health_answers_head_and_ping_as_svix_does(server):
+    base_url, _ = server
+    r = httpx.head(f"{base_url}/api/v1/health")
+    assert r.status_code == 200, r.text
+    assert r.content == b""
+    for method in ("GET", "HEAD"):
+        r = httpx.request(method, f"{base_url}/api/v1/health/ping")
+        assert r.status_code == 204, (method, r.status_code, r.text)
+
+
+# --- prevIterator on lists (item 7) ---------------------------------------------------------
+
+
+def test_prev_iterator_leads_back_to_the_previous_page(svix, uniq):
+    for i in range(5):
+        svix.application.create(ApplicationIn(name=f"page-{uniq}-{i}"))
+    first = svix.application.list(ApplicationListOptions(limit=2))
+    second = svix.application.list(ApplicationListOptions(limit=2, iterator=first.iterator))
+    assert second.prev_iterator, "every non-empty page has a prevIterator"
+    back = svix.application.list(ApplicationListOptions(limit=2, iterator=second.prev_iterator))
+    assert [a.id for a in back.data] == [a.id for a in first.data]
+    assert back.done, "nothing comes before the first page"
