@@ -154,7 +154,7 @@ async function main() {
       body: JSON.stringify({ eventType: 'order.paid', eventId: `order-${n}`, payload: { order: n, total: n * 10 } }),
     });
     const body = await r.text();
-    assert.equal(r.status, 201, body);
+    assert.equal(r.status, 202, body);
     return JSON.parse(body).id;
   };
 

@@ -24,7 +24,7 @@ def main(base_url: str, api_key: str) -> int:
 
     def post(path: str, body: dict) -> dict:
         r = c.post(path, json=body)
-        if r.status_code not in (200, 201):
+        if r.status_code not in (200, 201, 202):
             raise SystemExit(f"st_fixtures: POST {path} -> {r.status_code} {r.text}")
         return r.json()
 

@@ -34,3 +34,17 @@ def test_prev_iterator_leads_back_to_the_previous_page(svix, uniq):
     back = svix.application.list(ApplicationListOptions(limit=2, iterator=second.prev_iterator))
     assert [a.id for a in back.data] == [a.id for a in first.data]
     assert back.done, "nothing comes before the first page"
+
+
+# --- status codes (item 11) -----------------------------------------------------------------
+
+
+def test_creating_a_message_answers_202_as_svix_does(server, app):
+    base_url, key = server
+    r = httpx.post(
+        f"{base_url}/api/v1/app/{app.id}/msg",
+        headers={"Authorization": f"Bearer {key}"},
+        json={"eventType": "status.check", "payload": {}},
+    )
+    assert r.status_code == 202, r.text
+    assert r.json()["id"].startswith("msg_")

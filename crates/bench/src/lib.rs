@@ -138,7 +138,7 @@ impl Percentiles {
 /// Every message id the API accepted, accounted for at the receiver (per endpoint).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Ledger {
-    /// Messages the API accepted (201).
+    /// Messages the API accepted (any 2xx: hookd and Svix answer 202).
     pub accepted: u64,
     /// Ingest requests answered otherwise (or not at all), by status ("error" = transport).
     pub rejected: BTreeMap<String, u64>,
@@ -634,7 +634,7 @@ async fn create(
     let resp = client.post(url).bearer_auth(key).json(&body).send().await?;
     let status = resp.status();
     let text = resp.text().await?;
-    if status.as_u16() != 201 {
+    if !status.is_success() {
         return Err(format!("POST {url}: {status}: {text}").into());
     }
     let v: serde_json::Value = serde_json::from_str(&text)?;
@@ -663,7 +663,8 @@ async fn send_one(
         Ok(r) => {
             let status = r.status().as_u16();
             let text = r.text().await.unwrap_or_default();
-            let id = (status == 201)
+            let id = (200..300)
+                .contains(&status)
                 .then(|| {
                     serde_json::from_str::<serde_json::Value>(&text)
                         .ok()

@@ -66,7 +66,7 @@ pub fn event_types_param(value: Option<&str>) -> Result<Vec<String>, ApiError> {
 /// transaction. A repeated `eventId` in the application answers 409.
 #[utoipa::path(post, path = "/api/v1/app/{app_id}/msg", tag = "Message",
     params(("app_id" = String, Path), WithContent), request_body = MessageIn,
-    responses((status = 201, body = MessageOut), (status = 404, body = crate::error::HttpErrorOut),
+    responses((status = 202, body = MessageOut), (status = 404, body = crate::error::HttpErrorOut),
         (status = 409, body = crate::error::HttpErrorOut), (status = 413, body = crate::error::HttpErrorOut),
         (status = 429, description = "rate limited; see Retry-After", body = crate::error::HttpErrorOut),
         (status = 422, body = crate::error::HttpValidationError)),
@@ -123,7 +123,8 @@ async fn accept(
     };
     let created = service::messages::create(store, &cfg.service, t, &app, new).await?;
     service::trace::note(service::trace::Field::Msg, created.message.id);
-    Ok(HttpResponse::Created().json(out(created.message, q.with_content.unwrap_or(true))?))
+    // 202 as in Svix: stored, delivery to follow.
+    Ok(HttpResponse::Accepted().json(out(created.message, q.with_content.unwrap_or(true))?))
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/msg", tag = "Message",

@@ -449,7 +449,7 @@ async fn app_and_endpoint(c: &reqwest::Client, base: &str, key: &str, url: &str)
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
     a
 }
 

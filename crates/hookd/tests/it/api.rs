@@ -57,7 +57,7 @@ async fn another_tenants_ids_answer_404_on_every_route() {
                 Method::POST,
                 &format!("/app/{a}/msg"),
                 Some(json!({"eventType": "user.created", "payload": {}})),
-                201,
+                202,
             )
             .await;
         let msg = m["id"].as_str().unwrap().to_owned();
@@ -166,7 +166,7 @@ async fn a_message_fans_out_once_to_enabled_matching_endpoints_and_keeps_its_byt
             .send()
             .await
             .unwrap();
-        assert_eq!(resp.status(), 201);
+        assert_eq!(resp.status(), 202);
         let text = resp.text().await.unwrap();
         assert!(
             text.contains(r#""payload":{"b" : [1,2],  "a":"é"}"#),
@@ -209,7 +209,7 @@ async fn event_ids_and_idempotency_keys_never_duplicate_a_message() {
                 &[("idempotency-key", "k-1")],
             )
             .await;
-        assert_eq!(first.status, 201);
+        assert_eq!(first.status, 202);
         let again = app
             .call_as(
                 &app.key,
@@ -219,7 +219,7 @@ async fn event_ids_and_idempotency_keys_never_duplicate_a_message() {
                 &[("idempotency-key", "k-1")],
             )
             .await;
-        assert_eq!(again.status, 201, "the first response, replayed");
+        assert_eq!(again.status, 202, "the first response, replayed");
         assert_eq!(again.body, first.body);
         assert_eq!(
             again
@@ -550,7 +550,7 @@ async fn recover_runs_as_a_background_task_and_resend_rearms_one_delivery() {
                     Method::POST,
                     &format!("/app/{a}/msg"),
                     Some(json!({"eventType": "x", "payload": {"i": i}})),
-                    201,
+                    202,
                 )
                 .await;
             ids.push(m["id"].as_str().unwrap().to_owned());
@@ -840,7 +840,8 @@ async fn svix_compatible_edges_wrong_methods_arrays_order_and_tasks() {
             )
             .await;
         assert_eq!(r.status, 422);
-        // Rotation returns the new key; tasks list and carry data.
+        // Rotation returns the new key (Svix's cloud API and SDK 2.x read it; the open-source
+        // server's 204 would break them); tasks list and carry data.
         let rotated = app
             .ok(
                 Method::POST,
@@ -887,7 +888,7 @@ async fn replay_from_a_message_rearms_it_and_every_later_failure_only() {
                     Method::POST,
                     &format!("/app/{a}/msg"),
                     Some(json!({"eventType": "x", "eventId": format!("e{i}"), "payload": {}})),
-                    201,
+                    202,
                 )
                 .await;
             ids.push(m["id"].as_str().unwrap().to_owned());
@@ -979,7 +980,7 @@ async fn payloads_nest_at_most_64_levels() {
         };
         assert_eq!(
             send(nested(64)).await.unwrap().status(),
-            201,
+            202,
             "{}",
             app.backend
         );
@@ -1018,7 +1019,7 @@ async fn a_429_is_not_replayed_to_a_client_that_retries_with_the_same_key() {
                 .await
             }
         };
-        assert_eq!(post("first").await.status.as_u16(), 201);
+        assert_eq!(post("first").await.status.as_u16(), 202);
         let refused = post("second").await;
         assert_eq!(refused.status.as_u16(), 429, "{}", app.backend);
         let wait: u64 = refused.headers["retry-after"]
@@ -1031,7 +1032,7 @@ async fn a_429_is_not_replayed_to_a_client_that_retries_with_the_same_key() {
         let retried = post("second").await;
         assert_eq!(
             retried.status.as_u16(),
-            201,
+            202,
             "on {}: {}",
             app.backend,
             retried.body
@@ -1080,12 +1081,12 @@ async fn an_answer_whose_record_cannot_be_written_is_replayed_not_run_twice() {
             }
         };
         let first = post().await;
-        assert_eq!(first.status.as_u16(), 201, "{}", app.backend);
+        assert_eq!(first.status.as_u16(), 202, "{}", app.backend);
         // The answer got lost on its way; the client retries.
         let retried = post().await;
         assert_eq!(
             (retried.status.as_u16(), &retried.body["id"]),
-            (201, &first.body["id"]),
+            (202, &first.body["id"]),
             "on {}: {}",
             app.backend,
             retried.body

@@ -59,7 +59,7 @@ pub async fn send(app: &TestApp, a: &str, payload: Value) -> String {
             Method::POST,
             &format!("/app/{a}/msg"),
             Some(json!({"eventType": "test.event", "payload": payload})),
-            201,
+            202,
         )
         .await;
     m["id"].as_str().unwrap().to_owned()
@@ -435,7 +435,7 @@ async fn twenty_keys_of_fifty_messages_arrive_in_order_despite_failures() {
             for k in 0..20 {
                 let body = json!({"eventType": "test.event", "payload": {"n": n}, "orderingKey": format!("key-{k}")});
                 let m = app
-                    .ok(Method::POST, &format!("/app/{a}/msg"), Some(body), 201)
+                    .ok(Method::POST, &format!("/app/{a}/msg"), Some(body), 202)
                     .await;
                 sent.insert(m["id"].as_str().unwrap().to_owned());
             }
@@ -502,7 +502,7 @@ async fn a_dead_head_blocks_only_its_key_until_skipped_or_resent() {
                 Method::POST,
                 &format!("/app/{a}/msg"),
                 Some(ordered(1, "A")),
-                201,
+                202,
             )
             .await["id"]
             .as_str()
@@ -515,7 +515,7 @@ async fn a_dead_head_blocks_only_its_key_until_skipped_or_resent() {
                 Method::POST,
                 &format!("/app/{a}/msg"),
                 Some(ordered(2, "A")),
-                201,
+                202,
             )
             .await["id"]
             .as_str()
@@ -526,7 +526,7 @@ async fn a_dead_head_blocks_only_its_key_until_skipped_or_resent() {
                 Method::POST,
                 &format!("/app/{a}/msg"),
                 Some(ordered(1, "B")),
-                201,
+                202,
             )
             .await["id"]
             .as_str()
@@ -581,7 +581,7 @@ async fn a_dead_head_blocks_only_its_key_until_skipped_or_resent() {
                 Method::POST,
                 &format!("/app/{a}/msg"),
                 Some(ordered(1, "C")),
-                201,
+                202,
             )
             .await["id"]
             .as_str()
@@ -594,7 +594,7 @@ async fn a_dead_head_blocks_only_its_key_until_skipped_or_resent() {
                 Method::POST,
                 &format!("/app/{a}/msg"),
                 Some(ordered(2, "C")),
-                201,
+                202,
             )
             .await["id"]
             .as_str()

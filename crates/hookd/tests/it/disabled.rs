@@ -24,7 +24,7 @@ async fn send_keyed(app: &TestApp, a: &str, key: Option<&str>) -> String {
         body["orderingKey"] = json!(key);
     }
     let m = app
-        .ok(Method::POST, &format!("/app/{a}/msg"), Some(body), 201)
+        .ok(Method::POST, &format!("/app/{a}/msg"), Some(body), 202)
         .await;
     m["id"].as_str().unwrap().to_owned()
 }

@@ -65,7 +65,7 @@ async fn over_its_ingest_limit_a_tenant_gets_429_and_nothing_is_written() {
                 &[],
             )
             .await;
-        assert_eq!(r.status, 201);
+        assert_eq!(r.status, 202);
         // After the wait, the first tenant may send again.
         tokio::time::sleep(Duration::from_secs(retry_after)).await;
         assert_eq!(
@@ -75,7 +75,7 @@ async fn over_its_ingest_limit_a_tenant_gets_429_and_nothing_is_written() {
             )
             .await
             .status,
-            201
+            202
         );
         s.stop().await;
     }

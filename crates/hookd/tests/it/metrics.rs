@@ -169,7 +169,7 @@ async fn refused_messages_are_counted_by_result() {
         let first = app
             .call(Method::POST, &format!("/app/{a}/msg"), Some(body.clone()))
             .await;
-        assert_eq!(first.status, 201, "{}", first.body);
+        assert_eq!(first.status, 202, "{}", first.body);
         let second = app
             .call(Method::POST, &format!("/app/{a}/msg"), Some(body))
             .await;
