@@ -5,8 +5,10 @@ SDK has the call, and with plain HTTP where only load balancers or receivers see
 from __future__ import annotations
 
 import httpx
-from svix.api import ApplicationIn
+import pytest
+from svix.api import ApplicationIn, MessageGetOptions, MessageIn
 from svix.api.application import ApplicationListOptions
+from svix.exceptions import HTTPValidationError
 
 
 # --- health probes (item 8) -----------------------------------------------------------------
@@ -48,3 +50,39 @@ def test_creating_a_message_answers_202_as_svix_does(server, app):
     )
     assert r.status_code == 202, r.text
     assert r.json()["id"].startswith("msg_")
+
+
+# --- implicit application creation (item 3) -------------------------------------------------
+
+
+def test_a_message_can_create_its_application(svix, uniq):
+    uid = f"implicit-{uniq}"
+    msg = svix.message.create(
+        uid,
+        MessageIn(
+            event_type="user.created",
+            payload={"n": 1},
+            application=ApplicationIn(name="Implicit", uid=uid),
+        ),
+    )
+    app = svix.application.get(uid)
+    assert (app.name, app.uid) == ("Implicit", uid)
+    got = svix.message.get(uid, msg.id, MessageGetOptions(with_content=True))
+    assert got.payload == {"n": 1}
+    # Once it exists, the body's application is ignored and the same app is used.
+    again = svix.message.create(
+        uid,
+        MessageIn(event_type="user.created", payload={}, application=ApplicationIn(name="Other", uid=uid)),
+    )
+    assert svix.message.get(app.id, again.id).id == again.id
+    assert svix.application.get(uid).name == "Implicit"
+
+
+def test_implicit_creation_needs_the_paths_uid(svix, uniq):
+    for application in (ApplicationIn(name="x"), ApplicationIn(name="x", uid=f"other-{uniq}")):
+        with pytest.raises(HTTPValidationError) as e:
+            svix.message.create(
+                f"missing-{uniq}",
+                MessageIn(event_type="e", payload={}, application=application),
+            )
+        assert e.value.detail[0].loc == ["body", "application", "uid"]

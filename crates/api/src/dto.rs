@@ -523,6 +523,9 @@ pub struct MessageIn {
     /// Not supported: hookd sends a message as soon as it is accepted (given: 422).
     #[schema(value_type = Option<String>, format = DateTime)]
     pub deliver_at: Option<serde_json::Value>,
+    /// Creates the application with its first message when the path's application does not
+    /// exist yet; its `uid` must be the path's. Ignored when the application exists.
+    pub application: Option<ApplicationIn>,
 }
 
 #[derive(Serialize, ToSchema)]

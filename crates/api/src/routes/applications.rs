@@ -23,7 +23,7 @@ pub fn out(m: application::Model) -> Result<ApplicationOut, ApiError> {
     })
 }
 
-fn new_app(body: ApplicationIn) -> Result<NewApplication, ApiError> {
+pub(crate) fn new_app(body: ApplicationIn) -> Result<NewApplication, ApiError> {
     if let Some(uid) = &body.uid {
         rules::uid("uid", uid, ApplicationId::PREFIX)?;
     }

@@ -2,8 +2,8 @@ use actix_web::{HttpResponse, web};
 use domain::ids::TenantId;
 use serde_json::value::RawValue;
 use service::rules;
-use store::entities::message;
-use store::{MessageFilter, NewMessage, Store};
+use store::entities::{application, message};
+use store::{MessageFilter, NewMessage, Store, StoreError};
 
 use crate::dto::{
     ListResponse, MessageIn, MessageListQuery, MessageOut, WithContent, list_params, time,
@@ -112,7 +112,12 @@ async fn accept(
             "scheduled delivery (deliverAt) is not supported: hookd sends a message as soon as it is accepted",
         ));
     }
-    let app = store.get_application(t, path).await?;
+    let app = match (store.get_application(t, path).await, body.application) {
+        (Err(StoreError::NotFound { .. }), Some(new_app)) => {
+            create_app_for(store, t, path, new_app).await?
+        }
+        (found, _) => found?,
+    };
     let new = NewMessage {
         event_type: body.event_type,
         event_id: body.event_id,
@@ -125,6 +130,38 @@ async fn accept(
     service::trace::note(service::trace::Field::Msg, created.message.id);
     // 202 as in Svix: stored, delivery to follow.
     Ok(HttpResponse::Accepted().json(out(created.message, q.with_content.unwrap_or(true))?))
+}
+
+/// Svix's implicit application creation: the message names the application it belongs to by
+/// the uid in the path, and carries what to create it with.
+async fn create_app_for(
+    store: &Store,
+    t: TenantId,
+    path: &str,
+    body: crate::dto::ApplicationIn,
+) -> Result<application::Model, ApiError> {
+    match body.uid.as_deref() {
+        Some(uid) if uid == path => {}
+        Some(_) => {
+            return Err(ApiError::validation(
+                ["body", "application", "uid"],
+                "the application's uid must be the one in the path",
+            ));
+        }
+        None => {
+            return Err(ApiError::validation(
+                ["body", "application", "uid"],
+                "to create the application with its first message, give its uid (the one in the path)",
+            ));
+        }
+    }
+    let new = crate::routes::applications::new_app(body)?;
+    match store.create_application(t, new).await {
+        Ok(app) => Ok(app),
+        // Another request created it meanwhile: use that one.
+        Err(StoreError::Conflict { .. }) => Ok(store.get_application(t, path).await?),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/msg", tag = "Message",
