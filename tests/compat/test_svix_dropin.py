@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from svix.api import ApplicationIn, MessageGetOptions, MessageIn
+from svix.api import ApplicationIn, EndpointIn, EndpointPatch, EventTypeIn, MessageGetOptions, MessageIn
 from svix.api.application import ApplicationListOptions
 from svix.exceptions import HTTPValidationError
 
@@ -86,3 +86,36 @@ def test_implicit_creation_needs_the_paths_uid(svix, uniq):
                 MessageIn(event_type="e", payload={}, application=application),
             )
         assert e.value.detail[0].loc == ["body", "application", "uid"]
+
+
+# --- input checks Svix makes (item 10) ------------------------------------------------------
+
+
+def test_an_endpoint_cannot_filter_on_an_event_type_that_does_not_exist(svix, app, uniq):
+    with pytest.raises(HTTPValidationError) as e:
+        svix.endpoint.create(
+            app.id, EndpointIn(url="http://127.0.0.1:9/x", event_types=[f"nope.{uniq}"])
+        )
+    assert e.value.detail[0].loc == ["body", "filterTypes"]
+    assert f"nope.{uniq}" in e.value.detail[0].msg
+    svix.event_type.create(EventTypeIn(name=f"yes.{uniq}", description="d"))
+    ep = svix.endpoint.create(
+        app.id, EndpointIn(url="http://127.0.0.1:9/x", event_types=[f"yes.{uniq}"])
+    )
+    with pytest.raises(HTTPValidationError):
+        svix.endpoint.patch(app.id, ep.id, EndpointPatch(event_types=[f"yes.{uniq}", f"no.{uniq}"]))
+    # An archived type is gone for new filters, but an endpoint keeps the ones it had.
+    svix.event_type.delete(f"yes.{uniq}")
+    svix.endpoint.patch(app.id, ep.id, EndpointPatch(description="still fine"))
+    with pytest.raises(HTTPValidationError):
+        svix.endpoint.create(app.id, EndpointIn(url="http://127.0.0.1:9/y", event_types=[f"yes.{uniq}"]))
+
+
+def test_event_type_schemas_must_be_json_schema_objects(svix, uniq):
+    for bad in ({"1": "not a schema"}, {"1": 5}, {"1": {"type": "object"}, "2": []}):
+        with pytest.raises(HTTPValidationError) as e:
+            svix.event_type.create(EventTypeIn(name=f"s.{uniq}", description="d", schemas=bad))
+        assert e.value.detail[0].loc == ["body", "schemas"]
+    good = {"1": {"type": "object", "properties": {"id": {"type": "string"}}}}
+    et = svix.event_type.create(EventTypeIn(name=f"s.{uniq}", description="d", schemas=good))
+    assert et.schemas == good

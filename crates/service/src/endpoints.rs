@@ -78,6 +78,7 @@ pub async fn create(
     secret: SigningSecret,
 ) -> Result<endpoint::Model> {
     new = checked(new)?;
+    known_event_types(store, tenant, new.filter_types.as_deref(), &[]).await?;
     new.url = check_url(cfg, &new.url).await?;
     Ok(store
         .create_endpoint(tenant, app, new, &secret.to_string())
@@ -92,10 +93,40 @@ pub async fn update(
     mut new: NewEndpoint,
 ) -> Result<endpoint::Model> {
     new = checked(new)?;
+    // Names the endpoint already listed stay allowed (their type may have been archived since).
+    let had = current.filter_types()?.unwrap_or_default();
+    known_event_types(store, tenant, new.filter_types.as_deref(), &had).await?;
     if new.url != current.url {
         new.url = check_url(cfg, &new.url).await?;
     }
     Ok(store.update_endpoint(tenant, current, new).await?)
+}
+
+/// An endpoint may only filter on event types the tenant has defined (and not archived), as
+/// in Svix: a typo would otherwise silently filter out every message. Names in `allowed` pass.
+async fn known_event_types(
+    store: &Store,
+    tenant: TenantId,
+    types: Option<&[String]>,
+    allowed: &[String],
+) -> Result<()> {
+    let new: Vec<String> = types
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| !allowed.contains(t))
+        .cloned()
+        .collect();
+    let unknown = store.unknown_event_types(tenant, &new).await?;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(ServiceError::Invalid(vec![FieldError::new(
+        "filterTypes",
+        format!(
+            "these event types do not exist (create them first): {}",
+            unknown.join(", ")
+        ),
+    )]))
 }
 
 /// The endpoint as a `NewEndpoint`, for read-modify-write updates.

@@ -116,6 +116,24 @@ pub fn event_type_list(field: &str, values: &[String]) -> Result<(), FieldError>
     }
 }
 
+/// An event type's `schemas`: an object of JSON Schemas by version (`{"1": {"type":
+/// "object", …}}`), as in Svix; a schema is itself an object.
+pub fn schemas(value: &serde_json::Value) -> Result<(), FieldError> {
+    let Some(versions) = value.as_object() else {
+        return Err(FieldError::new(
+            "schemas",
+            "schemas must be an object of JSON Schemas by version, like {\"1\": {\"type\": \"object\"}}",
+        ));
+    };
+    match versions.iter().find(|(_, schema)| !schema.is_object()) {
+        Some((version, _)) => Err(FieldError::new(
+            "schemas",
+            format!("schemas.{version} must be a JSON Schema object"),
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn throttle_rate(value: Option<u32>) -> Result<Option<i32>, FieldError> {
     match value {
         None => Ok(None),

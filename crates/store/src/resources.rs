@@ -243,6 +243,31 @@ impl Store {
         model.insert(&self.db).await.map_err(conflict_as("name"))
     }
 
+    /// Those of `names` that are not a live (unarchived) event type of the tenant, in the
+    /// order given.
+    pub async fn unknown_event_types(
+        &self,
+        tenant: TenantId,
+        names: &[String],
+    ) -> Result<Vec<String>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let known: std::collections::HashSet<String> = event_type::Entity::find_in(tenant)
+            .filter(event_type::Column::Name.is_in(names.iter().map(String::as_str)))
+            .filter(event_type::Column::Archived.eq(false))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        Ok(names
+            .iter()
+            .filter(|n| !known.contains(*n))
+            .cloned()
+            .collect())
+    }
+
     pub async fn get_event_type(&self, tenant: TenantId, name: &str) -> Result<event_type::Model> {
         event_type::Entity::find_in(tenant)
             .filter(event_type::Column::Name.eq(name))

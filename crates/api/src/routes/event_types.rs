@@ -28,10 +28,8 @@ fn out(m: event_type::Model) -> Result<EventTypeOut, ApiError> {
 fn checked(new: NewEventType) -> Result<NewEventType, ApiError> {
     rules::ident("name", &new.name)?;
     rules::description(&new.description)?;
-    if let Some(s) = &new.schemas
-        && !s.is_object()
-    {
-        return Err(ApiError::field("schemas", "schemas must be a JSON object"));
+    if let Some(s) = &new.schemas {
+        rules::schemas(s)?;
     }
     if let Some(flags) = &new.feature_flags {
         rules::labels("featureFlags", flags, rules::MAX_FEATURE_FLAGS)?;

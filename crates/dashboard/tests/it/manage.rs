@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::{Browser, TestApp, app_with_endpoint, fail_due_deliveries, spawn_app};
+use crate::helpers::{Browser, TestApp, api, app_with_endpoint, fail_due_deliveries, spawn_app};
 
 async fn api_get(app: &TestApp, key: &str, path: &str) -> Value {
     let resp = reqwest::Client::new()
@@ -31,6 +31,11 @@ async fn create_an_application_then_an_endpoint_with_every_setting() {
     let app = spawn_app().await;
     let mut b = Browser::new(&app);
     let key = b.sign_up("Acme", "ops@acme.example").await;
+    // Endpoints filter only on event types the tenant has defined.
+    for name in ["user.created", "invoice.paid"] {
+        let body = serde_json::json!({"name": name, "description": name});
+        api(&app, &key, "/event-type", body).await;
+    }
     let home = b.get("/").await;
     home.assert(200, "Create application");
     let csrf = home.csrf();
@@ -257,6 +262,11 @@ async fn test_events_reach_the_endpoint_and_the_fragments_refresh() {
     let app = spawn_app().await;
     let mut b = Browser::new(&app);
     let key = b.sign_up("Acme", "ops@acme.example").await;
+    // Endpoints filter only on event types the tenant has defined.
+    for name in ["user.created", "invoice.paid"] {
+        let body = serde_json::json!({"name": name, "description": name});
+        api(&app, &key, "/event-type", body).await;
+    }
     let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
     let ep_page = format!("/app/{app_id}/endpoint/{ep_id}");
 

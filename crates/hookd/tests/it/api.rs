@@ -139,6 +139,8 @@ async fn another_tenants_ids_answer_404_on_every_route() {
 async fn a_message_fans_out_once_to_enabled_matching_endpoints_and_keeps_its_bytes() {
     for app in TestApp::all(&[]).await {
         let (a, all) = app.app_with_endpoint("shop").await;
+        let et = json!({"name": "invoice.paid", "description": "paid"});
+        app.ok(Method::POST, "/event-type", Some(et), 201).await;
         let only_invoices = app
             .ok(
                 Method::POST,
@@ -441,6 +443,8 @@ async fn bad_input_gets_a_clear_error_never_a_500() {
 async fn endpoints_round_trip_their_settings_and_secrets_rotate_with_grace() {
     for app in TestApp::all(&[]).await {
         let (a, _) = app.app_with_endpoint("shop").await;
+        let et = json!({"name": "user.created", "description": "new user"});
+        app.ok(Method::POST, "/event-type", Some(et), 201).await;
         let created = app
             .ok(Method::POST, &format!("/app/{a}/endpoint"), Some(json!({
                 "url": "http://127.0.0.1:9/full", "uid": "primary", "description": "main",
