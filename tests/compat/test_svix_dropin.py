@@ -4,9 +4,23 @@ SDK has the call, and with plain HTTP where only load balancers or receivers see
 
 from __future__ import annotations
 
+import time
+from datetime import datetime, timedelta, timezone
+
 import httpx
 import pytest
-from svix.api import ApplicationIn, EndpointIn, EndpointPatch, EventTypeIn, MessageGetOptions, MessageIn
+from svix.api import (
+    ApplicationIn,
+    BackgroundTaskListOptions,
+    EndpointIn,
+    EndpointPatch,
+    EventTypeIn,
+    EventTypeListOptions,
+    MessageAttemptListByMsgOptions,
+    MessageGetOptions,
+    MessageIn,
+    RecoverIn,
+)
 from svix.api.application import ApplicationListOptions
 from svix.exceptions import HTTPValidationError
 
@@ -119,3 +133,87 @@ def test_event_type_schemas_must_be_json_schema_objects(svix, uniq):
     good = {"1": {"type": "object", "properties": {"id": {"type": "string"}}}}
     et = svix.event_type.create(EventTypeIn(name=f"s.{uniq}", description="d", schemas=good))
     assert et.schemas == good
+
+
+# --- documented filters are honoured or refused, never ignored (item 9) ---------------------
+
+
+def _attempts_for_both(svix, app, eps, msg_id, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = svix.message_attempt.list_by_msg(app.id, msg_id).data
+        if {a.endpoint_id for a in got} >= {e.id for e in eps}:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("no attempt to every endpoint")
+
+
+def test_attempts_of_a_message_filter_by_endpoint_channel_tag_and_type(svix, app, base_port, uniq):
+    eps = [
+        svix.endpoint.create(app.id, EndpointIn(url=f"http://127.0.0.1:{base_port}/f/{uniq}/{i}"))
+        for i in range(2)
+    ]
+    msg = svix.message.create(
+        app.id, MessageIn(event_type="f.e", payload={}, channels=["c1"], tags=["t1"])
+    )
+    _attempts_for_both(svix, app, eps, msg.id)
+    only = svix.message_attempt.list_by_msg(
+        app.id, msg.id, MessageAttemptListByMsgOptions(endpoint_id=eps[0].id)
+    ).data
+    assert only and {a.endpoint_id for a in only} == {eps[0].id}
+    opts = MessageAttemptListByMsgOptions
+    for matching in (opts(channel="c1"), opts(tag="t1"), opts(event_types=["x.y", "f.e"])):
+        assert len(svix.message_attempt.list_by_msg(app.id, msg.id, matching).data) >= 2
+    for other in (opts(channel="c2"), opts(tag="t2"), opts(event_types=["x.y"])):
+        assert svix.message_attempt.list_by_msg(app.id, msg.id, other).data == []
+
+
+def test_unsupported_filters_are_refused_by_name(server, app):
+    base_url, key = server
+    auth = {"Authorization": f"Bearer {key}"}
+    ep = httpx.post(
+        f"{base_url}/api/v1/app/{app.id}/endpoint", headers=auth, json={"url": "http://127.0.0.1:9/r"}
+    ).json()["id"]
+    for path, param in [
+        (f"/app/{app.id}/attempt/endpoint/{ep}", "channel"),
+        (f"/app/{app.id}/attempt/endpoint/{ep}", "tag"),
+        (f"/app/{app.id}/attempt/endpoint/{ep}", "event_types"),
+        (f"/app/{app.id}/attempt/endpoint/{ep}", "with_msg"),
+        (f"/app/{app.id}/endpoint/{ep}/stats", "since"),
+        (f"/app/{app.id}/endpoint/{ep}/stats", "until"),
+        ("/app", "exclude_apps_with_no_endpoints"),
+        ("/app", "exclude_apps_with_disabled_endpoints"),
+    ]:
+        value = "true" if param.startswith(("with", "exclude")) else (
+            "2030-01-01T00:00:00Z" if param in ("since", "until") else "x")
+        r = httpx.get(f"{base_url}/api/v1{path}", params={param: value}, headers=auth)
+        assert r.status_code == 422, (path, param, r.text)
+        assert r.json()["detail"][0]["loc"] == ["query", param], r.text
+        # Left out, or given its neutral value, the same call works.
+        assert httpx.get(f"{base_url}/api/v1{path}", headers=auth).status_code == 200
+    r = httpx.delete(f"{base_url}/api/v1/event-type/whatever", params={"expunge": "true"}, headers=auth)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "expunge"], r.text
+
+
+def test_background_tasks_filter_by_kind_and_status(svix, app, base_port, uniq):
+    ep = svix.endpoint.create(app.id, EndpointIn(url=f"http://127.0.0.1:{base_port}/t/{uniq}"))
+    task = svix.endpoint.recover(
+        app.id, ep.id, RecoverIn(since=datetime.now(timezone.utc) - timedelta(hours=1))
+    )
+    recovers = svix.background_task.list(BackgroundTaskListOptions(task="endpoint.recover"))
+    assert task.id in [t.id for t in recovers.data]
+    replays = svix.background_task.list(BackgroundTaskListOptions(task="endpoint.replay"))
+    assert task.id not in [t.id for t in replays.data]
+    assert all(t.task == "endpoint.replay" for t in replays.data)
+    failed = svix.background_task.list(BackgroundTaskListOptions(status="failed"))
+    assert task.id not in [t.id for t in failed.data]
+
+
+def test_event_types_leave_out_schemas_when_asked(svix, uniq):
+    schema = {"1": {"type": "object"}}
+    svix.event_type.create(EventTypeIn(name=f"wc.{uniq}", description="d", schemas=schema))
+    def find(opts):
+        page = svix.event_type.list(opts)
+        return next(e for e in page.data if e.name == f"wc.{uniq}")
+    assert find(EventTypeListOptions(limit=250, with_content=True)).schemas == schema
+    assert find(EventTypeListOptions(limit=250, with_content=False)).schemas is None

@@ -113,6 +113,31 @@ impl ListQuery {
     }
 }
 
+/// Refuses query parameters that Svix documents on an operation and hookd does not implement,
+/// when given with a value that would change the answer (anything but empty or `false`):
+/// answering unfiltered data to a filter is worse than an error naming it.
+pub fn refuse_unsupported(
+    req: &actix_web::HttpRequest,
+    names: &[&str],
+) -> Result<(), crate::ApiError> {
+    if req.query_string().is_empty() {
+        return Ok(());
+    }
+    let given = actix_web::web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(|q| q.into_inner())
+        .unwrap_or_default();
+    match given
+        .iter()
+        .find(|(k, v)| names.contains(&k.as_str()) && !v.is_empty() && v != "false")
+    {
+        Some((k, _)) => Err(crate::ApiError::validation(
+            ["query", k.as_str()],
+            format!("hookd does not support `{k}` on this operation; leave it out"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Svix's `order` query parameter.
 pub fn ascending(order: Option<&str>) -> Result<bool, crate::ApiError> {
     match order {
@@ -294,6 +319,8 @@ pub struct EventTypeListQuery {
     pub iterator: Option<String>,
     /// Include archived event types.
     pub include_archived: Option<bool>,
+    /// `false`: leave out each type's `schemas` (hookd includes them unless told not to).
+    pub with_content: Option<bool>,
     /// `descending` (the default) or `ascending`.
     #[param(inline, value_type = Option<String>, pattern = "^(ascending|descending)$")]
     pub order: Option<String>,

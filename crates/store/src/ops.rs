@@ -4,6 +4,7 @@ use domain::Timestamp;
 use domain::ids::{
     ApplicationId, EmailId, EndpointId, JobId, NodeId, OperationalEventId, TenantId,
 };
+use domain::jobs::JobKind;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -227,12 +228,21 @@ impl Store {
         .await?)
     }
 
+    /// The tenant's jobs, of one kind and in one state when given.
     pub async fn list_jobs(
         &self,
         tenant: TenantId,
+        kind: Option<JobKind>,
+        state: Option<&str>,
         params: &ListParams,
     ) -> Result<Page<job::Model>> {
-        let select = job::Entity::find_in(tenant);
+        let mut select = job::Entity::find_in(tenant);
+        if let Some(kind) = kind {
+            select = select.filter(job::Column::Kind.eq(kind.as_str()));
+        }
+        if let Some(state) = state {
+            select = select.filter(job::Column::State.eq(state));
+        }
         fetch_page(
             &self.db,
             select,

@@ -36,6 +36,8 @@ pub struct AttemptFilter {
     pub status_code_class: Option<u16>,
     pub before: Option<Timestamp>,
     pub after: Option<Timestamp>,
+    /// Attempts to this endpoint only.
+    pub endpoint: Option<EndpointId>,
 }
 
 impl AttemptFilter {
@@ -59,6 +61,9 @@ impl AttemptFilter {
         }
         if let Some(after) = self.after {
             select = select.filter(C::StartedAt.gt(after.as_millis()));
+        }
+        if let Some(ep) = self.endpoint {
+            select = select.filter(C::EndpointId.eq(ep));
         }
         select
     }

@@ -40,10 +40,18 @@ pub(crate) fn new_app(body: ApplicationIn) -> Result<NewApplication, ApiError> {
 #[utoipa::path(get, path = "/api/v1/app", tag = "Application", params(ListQuery),
     responses((status = 200, body = ListResponse<ApplicationOut>)), security(("bearer" = [])))]
 pub async fn list(
+    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     Tenant(t): Tenant,
     q: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    crate::dto::refuse_unsupported(
+        &req,
+        &[
+            "exclude_apps_with_no_endpoints",
+            "exclude_apps_with_disabled_endpoints",
+        ],
+    )?;
     let page = store.list_applications(t, &q.params()?).await?;
     Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, out)?))
 }

@@ -3,7 +3,9 @@ use domain::delivery::AttemptTrigger;
 use store::entities::attempt;
 use store::{AttemptFilter, Store};
 
-use crate::dto::{AttemptListQuery, ListResponse, MessageAttemptOut, list_params, time};
+use crate::dto::{
+    AttemptListQuery, ListResponse, MessageAttemptOut, list_params, refuse_unsupported, time,
+};
 use crate::extract::App;
 use service::endpoints;
 
@@ -63,6 +65,7 @@ fn filter(q: &AttemptListQuery) -> Result<Option<AttemptFilter>, ApiError> {
         status_code_class,
         before,
         after,
+        endpoint: None,
     };
     Ok((!nothing_matches).then_some(filter))
 }
@@ -80,11 +83,15 @@ fn empty() -> HttpResponse {
     responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list_by_endpoint(
+    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     App { tenant: t, app }: App,
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    // Filters on the attempts' messages, and the message embedded in each attempt.
+    // `with_content` alone changes nothing: an attempt carries no payload.
+    refuse_unsupported(&req, &["channel", "tag", "event_types", "with_msg"])?;
     let ep = store.get_endpoint(t, app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
     let Some(filter) = filter(&q)? else {
@@ -96,8 +103,57 @@ pub async fn list_by_endpoint(
     Ok(respond(page))
 }
 
+/// Svix's filters on the attempts of one message: `endpoint_id`, and `channel`, `tag` and
+/// `event_types` (comma-separated or repeated), which match the message itself, so all or none of its attempts.
+#[derive(Default)]
+struct ByMsgFilters {
+    endpoint_id: Option<String>,
+    channel: Option<String>,
+    tag: Option<String>,
+    event_types: Vec<String>,
+}
+
+impl ByMsgFilters {
+    fn of(req: &actix_web::HttpRequest) -> Result<Self, ApiError> {
+        let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+            .map(|q| q.into_inner())
+            .unwrap_or_default();
+        let mut f = ByMsgFilters::default();
+        for (k, v) in pairs.into_iter().filter(|(_, v)| !v.is_empty()) {
+            match k.as_str() {
+                "endpoint_id" => f.endpoint_id = Some(v),
+                "channel" => f.channel = Some(v),
+                "tag" => f.tag = Some(v),
+                "event_types" | "event_types[]" => f
+                    .event_types
+                    .extend(crate::routes::messages::event_types_param(Some(&v))?),
+                _ => {}
+            }
+        }
+        Ok(f)
+    }
+
+    fn matches(&self, msg: &store::entities::message::Model) -> Result<bool, ApiError> {
+        if let Some(c) = &self.channel
+            && !msg.channels()?.unwrap_or_default().contains(c)
+        {
+            return Ok(false);
+        }
+        if let Some(t) = &self.tag
+            && !msg.tags()?.unwrap_or_default().contains(t)
+        {
+            return Ok(false);
+        }
+        Ok(self.event_types.is_empty() || self.event_types.contains(&msg.event_type))
+    }
+}
+
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/msg/{msg_id}", tag = "Message Attempt",
-    params(("app_id" = String, Path), ("msg_id" = String, Path), AttemptListQuery),
+    params(("app_id" = String, Path), ("msg_id" = String, Path), AttemptListQuery,
+        ("endpoint_id" = Option<String>, Query, description = "attempts to this endpoint (id or uid) only"),
+        ("channel" = Option<String>, Query, description = "only if the message has this channel"),
+        ("tag" = Option<String>, Query, description = "only if the message has this tag"),
+        ("event_types" = Option<Vec<String>>, Query, description = "only if the message is of one of these types")),
     responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list_by_msg(
@@ -105,12 +161,20 @@ pub async fn list_by_msg(
     App { tenant: t, app }: App,
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
+    req: actix_web::HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
-    let Some(filter) = filter(&q)? else {
+    let by = ByMsgFilters::of(&req)?;
+    let Some(mut filter) = filter(&q)? else {
         return Ok(empty());
     };
+    if let Some(ep) = &by.endpoint_id {
+        filter.endpoint = Some(store.get_endpoint(t, app.id, ep).await?.id);
+    }
+    if !by.matches(&msg)? {
+        return Ok(empty());
+    }
     let page = store
         .list_attempts_by_message(t, msg.id, &filter, &params)
         .await?;

@@ -390,6 +390,7 @@ pub async fn patch_headers(
     responses((status = 200, body = EndpointStats), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn stats(
+    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     AppEndpoint {
         tenant: t,
@@ -397,6 +398,8 @@ pub async fn stats(
         ..
     }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
+    // hookd's counts are over the endpoint's whole history.
+    crate::dto::refuse_unsupported(&req, &["since", "until"])?;
     let s = store.endpoint_stats(t, ep.id).await?;
     Ok(HttpResponse::Ok().json(EndpointStats {
         success: s.success,
@@ -562,15 +565,48 @@ pub async fn get_task(
     Ok(HttpResponse::Ok().json(task_out(job)))
 }
 
+/// Svix's filters on the background-task list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TaskFilter {
+    /// `running`, `finished` or `failed`.
+    #[param(inline, value_type = Option<String>, pattern = "^(running|finished|failed)$")]
+    status: Option<String>,
+    /// `endpoint.recover` or `endpoint.replay`.
+    #[param(inline, value_type = Option<String>, pattern = "^(endpoint\\.recover|endpoint\\.replay)$")]
+    task: Option<String>,
+}
+
 /// The tenant's background tasks, newest first.
-#[utoipa::path(get, path = "/api/v1/background-task", tag = "Background Task", params(ListQuery),
-    responses((status = 200, body = ListResponse<BackgroundTaskOut>)), security(("bearer" = [])))]
+#[utoipa::path(get, path = "/api/v1/background-task", tag = "Background Task", params(ListQuery, TaskFilter),
+    responses((status = 200, body = ListResponse<BackgroundTaskOut>), (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
 pub async fn list_tasks(
     store: web::Data<Store>,
     Tenant(t): Tenant,
     q: web::Query<ListQuery>,
+    f: web::Query<TaskFilter>,
 ) -> Result<HttpResponse, ApiError> {
-    let page = store.list_jobs(t, &q.params()?).await?;
+    let status = match f.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s @ ("running" | "finished" | "failed")) => Some(s),
+        Some(_) => {
+            return Err(ApiError::validation(
+                ["query", "status"],
+                "status must be running, finished or failed",
+            ));
+        }
+    };
+    let kind = match f.task.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(k) => Some(k.parse::<JobKind>().map_err(|_| {
+            ApiError::validation(
+                ["query", "task"],
+                "task must be endpoint.recover or endpoint.replay",
+            )
+        })?),
+    };
+    let page = store.list_jobs(t, kind, status, &q.params()?).await?;
     Ok(HttpResponse::Ok().json(ListResponse::from_page(page, task_out)))
 }
 

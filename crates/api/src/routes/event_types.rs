@@ -52,7 +52,16 @@ pub async fn list(
     let page = store
         .list_event_types(t, q.include_archived.unwrap_or(false), &params)
         .await?;
-    Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, out)?))
+    let with_content = q.with_content.unwrap_or(true);
+    Ok(
+        HttpResponse::Ok().json(ListResponse::try_from_page(page, |m| {
+            let mut o = out(m)?;
+            if !with_content {
+                o.schemas = None;
+            }
+            Ok(o)
+        })?),
+    )
 }
 
 #[utoipa::path(post, path = "/api/v1/event-type", tag = "Event Type", request_body = EventTypeIn,
@@ -148,10 +157,13 @@ pub async fn patch(
     responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn delete(
+    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     Tenant(t): Tenant,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    // Deleting for good is not offered: endpoints may still filter on the name.
+    crate::dto::refuse_unsupported(&req, &["expunge"])?;
     store.archive_event_type(t, &path).await?;
     Ok(HttpResponse::NoContent().finish())
 }
