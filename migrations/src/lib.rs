@@ -9,6 +9,7 @@ pub use sea_orm_migration::prelude::*;
 mod m0001_initial;
 mod m0002_attempt_stats;
 mod m0003_pending_signups;
+mod m0004_signature_headers;
 
 pub struct Migrator;
 
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0001_initial::Migration),
             Box::new(m0002_attempt_stats::Migration),
             Box::new(m0003_pending_signups::Migration),
+            Box::new(m0004_signature_headers::Migration),
         ]
     }
 }

@@ -217,3 +217,50 @@ def test_event_types_leave_out_schemas_when_asked(svix, uniq):
         return next(e for e in page.data if e.name == f"wc.{uniq}")
     assert find(EventTypeListOptions(limit=250, with_content=True)).schemas == schema
     assert find(EventTypeListOptions(limit=250, with_content=False)).schemas is None
+
+
+# --- svix-* signature headers (item 1) ------------------------------------------------------
+
+
+def test_deliveries_carry_svix_headers_that_svixs_own_verifier_accepts(server, svix, app, receiver, uniq):
+    from standardwebhooks.exceptions import WebhookVerificationError
+    from svix.webhooks import Webhook
+
+    base_url, key = server
+    auth = {"Authorization": f"Bearer {key}"}
+    eps = {}
+    for choice in ("default", "webhook", "svix"):
+        body = {"url": f"{receiver.url}/sig/{uniq}/{choice}"}
+        if choice != "default":
+            body["signatureHeaders"] = choice
+        r = httpx.post(f"{base_url}/api/v1/app/{app.id}/endpoint", headers=auth, json=body)
+        assert r.status_code == 201, r.text
+        assert r.json()["signatureHeaders"] == (None if choice == "default" else choice)
+        eps[choice] = r.json()["id"]
+    svix.message.create(app.id, MessageIn(event_type="sig.check", payload={"n": 1}))
+    got = {c: receiver.wait_for(f"/sig/{uniq}/{c}") for c in eps}
+    for choice, reqs in got.items():
+        assert reqs, f"nothing reached the {choice} endpoint"
+    # The server default sends both sets with the same values; Svix's verifier, given only the
+    # svix-* headers, accepts the delivery.
+    h = got["default"][0]["headers"]
+    for name in ("id", "timestamp", "signature"):
+        assert h[f"svix-{name}"] == h[f"webhook-{name}"]
+    secret = svix.endpoint.get_secret(app.id, eps["default"]).key
+    svix_only = {k: v for k, v in h.items() if k.startswith("svix-")}
+    Webhook(secret).verify(got["default"][0]["body"], svix_only)  # raises if it does not verify
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(b'{"n":2}', svix_only)
+    assert not any(k.startswith("svix-") for k in got["webhook"][0]["headers"])
+    assert not any(k.startswith("webhook-") and k != "webhook-attempt" for k in got["svix"][0]["headers"])
+    # An endpoint's choice is changed, and cleared back to the server's, by PATCH.
+    r = httpx.patch(
+        f"{base_url}/api/v1/app/{app.id}/endpoint/{eps['svix']}", headers=auth,
+        json={"signatureHeaders": None},
+    )
+    assert r.status_code == 200 and r.json()["signatureHeaders"] is None, r.text
+    r = httpx.patch(
+        f"{base_url}/api/v1/app/{app.id}/endpoint/{eps['svix']}", headers=auth,
+        json={"signatureHeaders": "stripe"},
+    )
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "signatureHeaders"], r.text

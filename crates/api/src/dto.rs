@@ -373,6 +373,10 @@ pub struct EndpointExtIn {
     pub permanent_on: Option<Vec<u16>>,
     /// `default` or `retry-all-but-410`.
     pub status_preset: Option<String>,
+    /// `both` (`webhook-*` and Svix's `svix-*` signature headers), `webhook` or `svix`;
+    /// absent or null: the server's `signature_headers` setting.
+    #[schema(pattern = "^(both|webhook|svix)$")]
+    pub signature_headers: Option<String>,
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -426,6 +430,9 @@ pub struct EndpointPatch {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub status_preset: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^(both|webhook|svix)$")]
+    pub signature_headers: Patch<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -456,6 +463,8 @@ pub struct EndpointOut {
     pub retry_on: Vec<u16>,
     pub permanent_on: Vec<u16>,
     pub status_preset: String,
+    /// `both`, `webhook` or `svix`; null: the server's setting.
+    pub signature_headers: Option<String>,
     /// `closed`, `open` or `half_open`.
     pub breaker_state: String,
 }

@@ -5,12 +5,14 @@ use std::time::{Duration, Instant};
 use domain::Timestamp;
 use domain::classify::{Classification, Outcome, StatusOverrides, classify};
 use domain::delivery::ErrorKind;
-use domain::endpoint_url::{AllowList, EndpointUrl, check_destination};
+use domain::endpoint_url::{EndpointUrl, check_destination};
 use domain::retry::{Decision, next_attempt};
 use domain::retry_after::parse_retry_after;
-use domain::signing::{SigningSecret, signature_header};
+use domain::signing::{SignatureHeaders, SigningSecret, signature_header};
 use store::entities::{delivery, message};
 use store::{AttemptResult, DispatchEndpoint, Next, attempt_row, retry_policy_of};
+
+use crate::DispatcherConfig;
 
 /// How much of a response body is kept with the attempt.
 pub const EXCERPT_BYTES: usize = 1024;
@@ -25,6 +27,8 @@ pub(crate) struct Prepared {
     secrets: Vec<SigningSecret>,
     headers: Vec<(String, String)>,
     overrides: StatusOverrides,
+    /// The endpoint's choice, or the server's.
+    signature_headers: SignatureHeaders,
 }
 
 impl Prepared {
@@ -32,7 +36,8 @@ impl Prepared {
     /// endpoint set before it was turned on gets an attempt error, not a plain-text request.
     /// An endpoint whose stored headers or status overrides cannot be read is not sent to
     /// (without them): each attempt fails with the reason.
-    pub(crate) fn new(ep: DispatchEndpoint, allow: &AllowList, https_only: bool) -> Prepared {
+    pub(crate) fn new(ep: DispatchEndpoint, cfg: &DispatcherConfig) -> Prepared {
+        let (allow, https_only) = (&cfg.allow_networks, cfg.https_only);
         let e = &ep.endpoint;
         let stored = e
             .headers()
@@ -60,6 +65,7 @@ impl Prepared {
             .filter_map(|s| SigningSecret::parse(s).ok())
             .collect();
         Prepared {
+            signature_headers: e.signature_headers.unwrap_or(cfg.signature_headers),
             url,
             secrets,
             headers: headers.into_iter().collect(),
@@ -180,13 +186,17 @@ fn build(
         .post(url)
         .timeout(timeout)
         .header("content-type", "application/json")
-        .header("webhook-id", &msg_id)
-        .header("webhook-timestamp", ts.to_string())
-        .header(
-            "webhook-signature",
-            signature_header(&target.secrets, &msg_id, ts, &msg.payload),
-        )
         .header("webhook-attempt", (d.attempt_count + 1).to_string());
+    let (ts, signature) = (
+        ts.to_string(),
+        signature_header(&target.secrets, &msg_id, ts, &msg.payload),
+    );
+    for [id_name, ts_name, sig_name] in target.signature_headers.names() {
+        req = req
+            .header(*id_name, &msg_id)
+            .header(*ts_name, &ts)
+            .header(*sig_name, &signature);
+    }
     if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
         req = req
             .header("webhook-ordering-key", key)
@@ -286,6 +296,7 @@ fn kind_of(e: &reqwest::Error) -> ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::endpoint_url::AllowList;
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -297,7 +308,8 @@ mod tests {
             endpoint,
             secrets: vec![SECRET.into(), "not a secret".into(), SECRET.into()],
         };
-        Prepared::new(ep, &AllowList::parse(allow).unwrap(), false)
+        let cfg = DispatcherConfig::new("n".into(), AllowList::parse(allow).unwrap());
+        Prepared::new(ep, &cfg)
     }
 
     #[test]
@@ -327,6 +339,58 @@ mod tests {
         );
         let bad = target("not a url", "{}", None, "");
         assert_eq!(bad.url.as_ref().unwrap_err().0, ErrorKind::Http);
+    }
+
+    /// The id, timestamp and signature go out under the endpoint's names, else the server's;
+    /// under both sets the values are the same.
+    #[test]
+    fn signature_headers_follow_the_endpoint_then_the_server() {
+        let client = reqwest::Client::new();
+        let msg = message::Model {
+            payload: br#"{"a":1}"#.to_vec(),
+            ..store::testing::message_model()
+        };
+        let d = store::testing::delivery_model();
+        let sent = |endpoint_choice: Option<SignatureHeaders>, server: SignatureHeaders| {
+            let mut endpoint = store::testing::endpoint_model("ep_1", "http://127.0.0.1:9/h");
+            endpoint.signature_headers = endpoint_choice;
+            let ep = DispatchEndpoint {
+                endpoint,
+                secrets: vec![SECRET.into()],
+            };
+            let mut cfg =
+                DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
+            cfg.signature_headers = server;
+            let target = Prepared::new(ep, &cfg);
+            let req = build(
+                &client,
+                &target,
+                &msg,
+                &d,
+                Timestamp::now(),
+                Duration::from_secs(1),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+            let h = req.headers();
+            let get = |n: &str| h.get(n).map(|v| v.to_str().unwrap().to_owned());
+            (
+                [
+                    get("webhook-id"),
+                    get("webhook-timestamp"),
+                    get("webhook-signature"),
+                ],
+                [get("svix-id"), get("svix-timestamp"), get("svix-signature")],
+            )
+        };
+        let (webhook, svix) = sent(None, SignatureHeaders::Both);
+        assert!(webhook.iter().all(Option::is_some));
+        assert_eq!(webhook, svix, "the same values under both names");
+        let (webhook, svix) = sent(None, SignatureHeaders::Svix);
+        assert!(webhook.iter().all(Option::is_none) && svix.iter().all(Option::is_some));
+        let (webhook, svix) = sent(Some(SignatureHeaders::Webhook), SignatureHeaders::Svix);
+        assert!(webhook.iter().all(Option::is_some) && svix.iter().all(Option::is_none));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use domain::Timestamp;
 use domain::breaker::{BreakerConfig, BreakerState};
 use domain::endpoint_url::AllowList;
 use domain::ids::{DeliveryId, EndpointId, MessageId};
+use domain::signing::SignatureHeaders;
 use store::entities::delivery;
 use store::{AttemptResult, DispatchEndpoint, Next, Store};
 use tokio::sync::{Mutex, Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
@@ -65,6 +66,8 @@ pub struct DispatcherConfig {
     pub allow_networks: AllowList,
     /// Refuse to send to `http://` endpoints (an attempt error instead).
     pub https_only: bool,
+    /// The signature header names of endpoints that do not choose their own.
+    pub signature_headers: SignatureHeaders,
     /// Send every request through this proxy (`http://`, `https://` or `socks5://`); `None`
     /// connects directly. The environment's `HTTP_PROXY` and friends are never used.
     pub proxy: Option<String>,
@@ -84,6 +87,7 @@ impl DispatcherConfig {
             lease: Duration::from_secs(30),
             allow_networks,
             https_only: false,
+            signature_headers: SignatureHeaders::default(),
             proxy: None,
             breaker: BreakerConfig::default(),
             public_url: "http://127.0.0.1:8080".to_owned(),
@@ -459,8 +463,7 @@ impl Dispatcher {
         // process. A delivery handed over at creation comes with its endpoint as its message's
         // transaction read it, and is sent with exactly that (one batch here may hold several
         // such snapshots of one endpoint, before and after a rotation).
-        let allow = &self.cfg.allow_networks;
-        let https_only = self.cfg.https_only;
+        let cfg = &self.cfg;
         let mut endpoints: HashMap<EndpointId, Arc<Prepared>> = HashMap::new();
         // Keyed by the snapshot's address: one per ingest batch, alive while `items` is.
         let mut snapshots: HashMap<usize, Arc<Prepared>> = HashMap::new();
@@ -471,11 +474,7 @@ impl Dispatcher {
                     snapshots
                         .entry(Arc::as_ptr(ep) as usize)
                         .or_insert_with(|| {
-                            Arc::new(Prepared::new(
-                                DispatchEndpoint::clone(ep),
-                                allow,
-                                https_only,
-                            ))
+                            Arc::new(Prepared::new(DispatchEndpoint::clone(ep), cfg))
                         });
                 }
                 None => {
@@ -492,7 +491,7 @@ impl Dispatcher {
                 .await?;
             endpoints.extend(
                 read.into_iter()
-                    .map(|(id, ep)| (id, Arc::new(Prepared::new(ep, allow, https_only)))),
+                    .map(|(id, ep)| (id, Arc::new(Prepared::new(ep, cfg)))),
             );
         }
         let now = Timestamp::now();

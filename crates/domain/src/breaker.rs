@@ -5,13 +5,10 @@
 //! dispatcher node sees the same state. Failure counting uses a fixed (tumbling) window: two
 //! counters and a start time persist easily, where a sliding window would need a log.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::delivery::UnknownVariant;
 use crate::time::Timestamp;
 
 /// When to trip and how long to stay open; operator settings, shared by all endpoints.

@@ -1,8 +1,5 @@
 //! The life-cycle states of a delivery (one message to one endpoint) and of an attempt.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 /// Where a delivery stands. `Failed` is the dead-letter state; `Skipped` is a dead ordered head
@@ -60,17 +57,17 @@ macro_rules! text_enum {
                 match self { $(Self::$variant => $text),+ }
             }
         }
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
-        impl FromStr for $ty {
-            type Err = UnknownVariant;
+        impl ::std::str::FromStr for $ty {
+            type Err = $crate::delivery::UnknownVariant;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($text => Ok(Self::$variant),)+
-                    _ => Err(UnknownVariant { kind: stringify!($ty), value: s.to_owned() }),
+                    _ => Err($crate::delivery::UnknownVariant { kind: stringify!($ty), value: s.to_owned() }),
                 }
             }
         }

@@ -1,9 +1,6 @@
 //! Durable background jobs a tenant starts on one endpoint.
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::delivery::{UnknownVariant, text_enum};
+use crate::delivery::text_enum;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(

@@ -24,6 +24,41 @@ const HMAC_BLOCK: usize = 64;
 pub const HEADER_ID: &str = "webhook-id";
 pub const HEADER_TIMESTAMP: &str = "webhook-timestamp";
 pub const HEADER_SIGNATURE: &str = "webhook-signature";
+/// Svix's names for the same three values, which receivers written for Svix read.
+pub const SVIX_HEADER_ID: &str = "svix-id";
+pub const SVIX_HEADER_TIMESTAMP: &str = "svix-timestamp";
+pub const SVIX_HEADER_SIGNATURE: &str = "svix-signature";
+
+/// Which names a delivery's id, timestamp and signature go out under: Standard Webhooks'
+/// `webhook-*`, Svix's `svix-*`, or both (the default: a receiver written for either accepts
+/// it). The values are the same under both names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
+pub enum SignatureHeaders {
+    #[default]
+    Both,
+    Webhook,
+    Svix,
+}
+
+crate::delivery::text_enum!(SignatureHeaders { Both => "both", Webhook => "webhook", Svix => "svix" });
+
+impl SignatureHeaders {
+    /// The (id, timestamp, signature) header names to send, one or two sets.
+    pub fn names(self) -> &'static [[&'static str; 3]] {
+        const WEBHOOK: [&str; 3] = [HEADER_ID, HEADER_TIMESTAMP, HEADER_SIGNATURE];
+        const SVIX: [&str; 3] = [SVIX_HEADER_ID, SVIX_HEADER_TIMESTAMP, SVIX_HEADER_SIGNATURE];
+        match self {
+            SignatureHeaders::Both => &[WEBHOOK, SVIX],
+            SignatureHeaders::Webhook => &[WEBHOOK],
+            SignatureHeaders::Svix => &[SVIX],
+        }
+    }
+}
 
 /// The textual prefix of a secret, as Svix and the Standard Webhooks libraries write it.
 pub const SECRET_PREFIX: &str = "whsec_";

@@ -47,6 +47,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "true to refuse http:// endpoint URLs",
     },
     SettingSpec {
+        name: "signature_headers",
+        default: "both",
+        help: "signature header names deliveries carry unless an endpoint chooses: both (webhook-* and Svix's svix-*), webhook or svix",
+    },
+    SettingSpec {
         name: "roles",
         default: "api,dispatcher,scheduler",
         help: "what `hookd serve` runs: any of api (REST API), dispatcher (delivery workers), scheduler (background jobs)",
@@ -211,6 +216,7 @@ pub struct Settings {
     pub max_payload_bytes: usize,
     pub endpoint_allow_networks: AllowList,
     pub endpoint_https_only: bool,
+    pub signature_headers: domain::signing::SignatureHeaders,
     pub roles: Roles,
     pub delivery_lease: Duration,
     pub delivery_max_in_flight: usize,
@@ -385,6 +391,10 @@ impl Settings {
                 get("endpoint_https_only"),
                 parse_bool,
             )?,
+            signature_headers: field("signature_headers", get("signature_headers"), |v| {
+                v.parse()
+                    .map_err(|_| "expected both, webhook or svix".to_owned())
+            })?,
             roles: field("roles", get("roles"), Roles::parse)?,
             delivery_lease: field("delivery_lease", get("delivery_lease"), |v| {
                 duration_between(v, Duration::from_secs(1), Duration::from_secs(600))
@@ -579,6 +589,7 @@ impl Settings {
                 self.endpoint_allow_networks.to_string(),
             ),
             ("endpoint_https_only", self.endpoint_https_only.to_string()),
+            ("signature_headers", self.signature_headers.to_string()),
             ("roles", self.roles.to_string()),
             ("delivery_lease", format_duration(self.delivery_lease)),
             (
@@ -878,6 +889,24 @@ mod tests {
         }
         let e = env(&[("HOOKD_DELIVERY_LEASE", "100ms")]);
         assert!(Settings::load_from(None, &e, &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn signature_headers_default_to_both_and_refuse_other_words() {
+        use domain::signing::SignatureHeaders;
+        let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.signature_headers, SignatureHeaders::Both);
+        let e = env(&[("HOOKD_SIGNATURE_HEADERS", "svix")]);
+        let s = Settings::load_from(None, &e, &Overrides::default()).unwrap();
+        assert_eq!(s.signature_headers, SignatureHeaders::Svix);
+        let e = env(&[("HOOKD_SIGNATURE_HEADERS", "stripe")]);
+        let err = Settings::load_from(None, &e, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("signature_headers") && err.contains("stripe"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -121,6 +121,7 @@ impl Application {
             cfg.breaker.open_for = settings.breaker_open_for;
             cfg.public_url = settings.public_url();
             cfg.https_only = settings.endpoint_https_only;
+            cfg.signature_headers = settings.signature_headers;
             cfg.proxy = settings
                 .delivery_proxy
                 .as_ref()

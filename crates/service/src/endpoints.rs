@@ -146,6 +146,7 @@ pub fn as_new(ep: &endpoint::Model) -> Result<NewEndpoint> {
         timeout_ms: ep.timeout_ms,
         retry_policy: ep.retry_policy.clone(),
         status_overrides: ep.status_overrides.clone(),
+        signature_headers: ep.signature_headers,
     })
 }
 

@@ -134,6 +134,22 @@ pub fn schemas(value: &serde_json::Value) -> Result<(), FieldError> {
     }
 }
 
+/// An endpoint's `signatureHeaders`: `both`, `webhook` or `svix`; none follows the server.
+pub fn signature_headers(
+    value: Option<&str>,
+) -> Result<Option<domain::signing::SignatureHeaders>, FieldError> {
+    value
+        .map(|v| {
+            v.parse().map_err(|_| {
+                FieldError::new(
+                    "signatureHeaders",
+                    "signatureHeaders must be both, webhook or svix",
+                )
+            })
+        })
+        .transpose()
+}
+
 pub fn throttle_rate(value: Option<u32>) -> Result<Option<i32>, FieldError> {
     match value {
         None => Ok(None),

@@ -131,6 +131,7 @@ pub mod event_type {
 pub mod endpoint {
     use domain::breaker::BreakerPhase;
     use domain::ids::{ApplicationId, EndpointId, TenantId};
+    use domain::signing::SignatureHeaders;
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "endpoints")]
@@ -158,6 +159,8 @@ pub mod endpoint {
         pub timeout_ms: Option<i64>,
         pub retry_policy: Option<String>,
         pub status_overrides: Option<String>,
+        /// None: the server's `signature_headers` setting.
+        pub signature_headers: Option<SignatureHeaders>,
         pub failing_since: Option<i64>,
         pub last_success_at: Option<i64>,
         pub breaker_state: BreakerPhase,

@@ -159,6 +159,10 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             timeout_ms: r.get("timeout_ms")?,
             retry_policy: r.get("retry_policy")?,
             status_overrides: r.get("status_overrides")?,
+            signature_headers: r
+                .get::<_, Option<String>>("signature_headers")?
+                .map(|_| text_enum(r, "signature_headers"))
+                .transpose()?,
             failing_since: r.get("failing_since")?,
             last_success_at: r.get("last_success_at")?,
             breaker_state: text_enum(r, "breaker_state")?,

@@ -59,6 +59,8 @@ pub struct NewEndpoint {
     pub retry_policy: Option<String>,
     /// JSON of the endpoint's status-code overrides; `None` = the default table.
     pub status_overrides: Option<String>,
+    /// None: the server's setting.
+    pub signature_headers: Option<domain::signing::SignatureHeaders>,
 }
 
 impl Default for NewEndpoint {
@@ -78,6 +80,7 @@ impl Default for NewEndpoint {
             timeout_ms: None,
             retry_policy: None,
             status_overrides: None,
+            signature_headers: None,
         }
     }
 }
@@ -358,6 +361,7 @@ impl Store {
             timeout_ms: Set(new.timeout_ms),
             retry_policy: Set(new.retry_policy),
             status_overrides: Set(new.status_overrides),
+            signature_headers: Set(new.signature_headers),
             failing_since: Set(None),
             last_success_at: Set(None),
             breaker_state: Set(domain::breaker::BreakerPhase::Closed),
@@ -449,6 +453,7 @@ impl Store {
             model.timeout_ms = Set(new.timeout_ms);
             model.retry_policy = Set(new.retry_policy);
             model.status_overrides = Set(new.status_overrides);
+            model.signature_headers = Set(new.signature_headers);
             apply_disabled(model, was_disabled, disabled, "disabled by the tenant", now);
             disabled
         })

@@ -177,10 +177,54 @@ pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
         timeout_ms: None,
         retry_policy: None,
         status_overrides: None,
+        signature_headers: None,
         failing_since: None,
         last_success_at: None,
         breaker_state: domain::breaker::BreakerPhase::Closed,
         breaker_until: None,
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
+/// A message row (`msg_1` of `app_1`, event type `test.event`, payload `{}`), for tests that
+/// need a model without a database.
+pub fn message_model() -> crate::entities::message::Model {
+    crate::entities::message::Model {
+        id: named("msg_1"),
+        tenant_id: named("tnt_1"),
+        app_id: named("app_1"),
+        event_type: "test.event".into(),
+        event_id: None,
+        payload: b"{}".to_vec(),
+        channels: None,
+        tags: None,
+        ordering_key: None,
+        created_at: 0,
+    }
+}
+
+/// A pending first delivery of [`message_model`] to [`endpoint_model`]`("ep_1", …)`.
+pub fn delivery_model() -> crate::entities::delivery::Model {
+    crate::entities::delivery::Model {
+        id: named("dlv_1"),
+        tenant_id: named("tnt_1"),
+        app_id: named("app_1"),
+        endpoint_id: named("ep_1"),
+        msg_id: named("msg_1"),
+        state: domain::delivery::DeliveryState::Pending,
+        attempt_count: 0,
+        attempts_at_arm: 0,
+        next_trigger: domain::delivery::AttemptTrigger::Scheduled,
+        next_attempt_at: 0,
+        lease_owner: None,
+        lease_expires_at: None,
+        give_up_at: i64::MAX,
+        ordering_key: None,
+        seq: None,
+        last_status: None,
+        last_error: None,
+        last_attempt_at: None,
         created_at: 0,
         updated_at: 0,
     }

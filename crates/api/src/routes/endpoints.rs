@@ -55,6 +55,7 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
         created_at: time(m.created_at),
         updated_at: time(m.updated_at),
         breaker_state: m.breaker_state.to_string(),
+        signature_headers: m.signature_headers.map(|s| s.to_string()),
     })
 }
 
@@ -70,6 +71,7 @@ fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
         retry_on,
         permanent_on,
         status_preset,
+        signature_headers,
     } = body.ext;
     Ok(eps::checked(NewEndpoint {
         url: body.url,
@@ -90,6 +92,7 @@ fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
             retry_on.unwrap_or_default(),
             permanent_on.unwrap_or_default(),
         )?,
+        signature_headers: rules::signature_headers(signature_headers.as_deref())?,
     })?)
 }
 
@@ -230,6 +233,11 @@ pub async fn patch(
             p.permanent_on
                 .apply(Some(overrides.permanent_on().to_vec()))
                 .unwrap_or_default(),
+        )?,
+        signature_headers: rules::signature_headers(
+            p.signature_headers
+                .apply(cur.signature_headers.map(|s| s.to_string()))
+                .as_deref(),
         )?,
     })?;
     let ep = eps::update(&store, &cfg.service, t, current, new).await?;
