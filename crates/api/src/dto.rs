@@ -462,7 +462,8 @@ pub struct EndpointOut {
     pub max_concurrency: u32,
     pub retry_on: Vec<u16>,
     pub permanent_on: Vec<u16>,
-    pub status_preset: String,
+    /// `default` or `retry-all-but-410`; null: the server's `status_preset` setting.
+    pub status_preset: Option<String>,
     /// `both`, `webhook` or `svix`; null: the server's setting.
     pub signature_headers: Option<String>,
     /// `closed`, `open` or `half_open`.
@@ -630,6 +631,9 @@ pub struct MessageAttemptOut {
     pub attempt_number: i32,
     /// hookd: `timeout`, `connect`, `dns`, `tls` or `http` when no status arrived.
     pub error_kind: Option<String>,
+    /// hookd: why the attempt failed or ended the retries, in words (a transport error, or
+    /// the receiver's `webhook-delivery: abort-message`).
+    pub error_detail: Option<String>,
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -33,6 +33,8 @@ pub struct Behaviour {
     pub retry_after: Option<String>,
     /// Fail the first N requests of every message id (deterministic retries), then succeed.
     pub fail_first: u32,
+    /// Injected failures also answer `webhook-delivery: abort-message` (stop retrying).
+    pub abort_message: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -355,7 +357,10 @@ async fn receive(req: HttpRequest, body: web::Bytes, state: web::Data<SinkState>
     {
         resp.insert_header(("retry-after", ra.as_str()));
     }
-    if status == 401 {
+    if status != 200 && signed_ok && behaviour.abort_message {
+        resp.insert_header(("webhook-delivery", "abort-message"));
+    }
+    if !signed_ok {
         return resp.body("bad signature");
     }
     resp.body(if status == 200 {

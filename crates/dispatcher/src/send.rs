@@ -65,19 +65,25 @@ impl Prepared {
             .filter_map(|s| SigningSecret::parse(s).ok())
             .collect();
         Prepared {
+            overrides: overrides.or_preset(cfg.status_preset),
             signature_headers: e.signature_headers.unwrap_or(cfg.signature_headers),
             url,
             secrets,
             headers: headers.into_iter().collect(),
-            overrides,
             ep,
         }
     }
 }
 
+/// The response header (and value) with which a receiver stops a message's retries.
+const ABORT_HEADER: &str = "webhook-delivery";
+const ABORT_VALUE: &str = "abort-message";
+
 struct Response {
     status: Option<u16>,
     retry_after: Option<String>,
+    /// The receiver answered `webhook-delivery: abort-message` (Svix's way to stop retries).
+    abort: bool,
     excerpt: Option<String>,
     error: Option<(ErrorKind, String)>,
 }
@@ -100,6 +106,7 @@ pub(crate) async fn attempt(
         Err(err) => Response {
             status: None,
             retry_after: None,
+            abort: false,
             excerpt: None,
             error: Some(err),
         },
@@ -110,7 +117,16 @@ pub(crate) async fn attempt(
         (None, Some((kind, _))) => Outcome::Error(*kind),
         (None, None) => Outcome::Error(ErrorKind::Http),
     };
-    let class = classify(outcome, &target.overrides);
+    let class = match classify(outcome, &target.overrides) {
+        // A receiver may end the retries of a message it will never accept, whatever its
+        // status says; a 2xx is still a success.
+        Classification::Retry | Classification::Permanent { .. } if response.abort => {
+            Classification::Permanent {
+                disable_endpoint: false,
+            }
+        }
+        class => class,
+    };
     // Retry-After counts on 429 and 503 only (DESIGN.md).
     let retry_after = match response.status {
         Some(429 | 503) => response
@@ -149,6 +165,12 @@ pub(crate) async fn attempt(
     };
     let (error_kind, error_detail) = match response.error {
         Some((k, detail)) => (Some(k), Some(detail)),
+        None if response.abort && class != Classification::Success => (
+            None,
+            Some(format!(
+                "the receiver asked to stop retrying this message ({ABORT_HEADER}: {ABORT_VALUE})"
+            )),
+        ),
         None => (None, None),
     };
     let attempt = attempt_row(
@@ -217,6 +239,11 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
                 .get("retry-after")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
+            let abort = resp
+                .headers()
+                .get(ABORT_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case(ABORT_VALUE));
             let mut body = Vec::new();
             loop {
                 match resp.chunk().await {
@@ -235,6 +262,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
             Response {
                 status: Some(status),
                 retry_after,
+                abort,
                 excerpt: Some(String::from_utf8_lossy(&body).into_owned()),
                 error: None,
             }
@@ -242,6 +270,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
         Err(e) => Response {
             status: None,
             retry_after: None,
+            abort: false,
             excerpt: None,
             error: Some((kind_of(&e), error_text(&e))),
         },

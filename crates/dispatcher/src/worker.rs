@@ -68,6 +68,8 @@ pub struct DispatcherConfig {
     pub https_only: bool,
     /// The signature header names of endpoints that do not choose their own.
     pub signature_headers: SignatureHeaders,
+    /// How failures are classified for endpoints that do not choose a `statusPreset`.
+    pub status_preset: domain::classify::StatusPreset,
     /// Send every request through this proxy (`http://`, `https://` or `socks5://`); `None`
     /// connects directly. The environment's `HTTP_PROXY` and friends are never used.
     pub proxy: Option<String>,
@@ -88,6 +90,7 @@ impl DispatcherConfig {
             allow_networks,
             https_only: false,
             signature_headers: SignatureHeaders::default(),
+            status_preset: Default::default(),
             proxy: None,
             breaker: BreakerConfig::default(),
             public_url: "http://127.0.0.1:8080".to_owned(),

@@ -38,7 +38,9 @@ const GONE: u16 = 410;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "OverridesSpec", into = "OverridesSpec")]
 pub struct StatusOverrides {
-    preset: StatusPreset,
+    /// None: the endpoint did not choose; [`StatusOverrides::or_preset`] fills in the server's
+    /// (or tenant's) default, and hookd's own table applies when nothing did.
+    preset: Option<StatusPreset>,
     retry_on: Vec<u16>,
     permanent_on: Vec<u16>,
 }
@@ -69,7 +71,7 @@ impl StatusOverrides {
     /// Checked overrides. A code listed twice in one list is fine; a code in both lists is
     /// refused, because either reading would silently ignore half of what the tenant asked.
     pub fn new(
-        preset: StatusPreset,
+        preset: impl Into<Option<StatusPreset>>,
         mut retry_on: Vec<u16>,
         mut permanent_on: Vec<u16>,
     ) -> Result<Self, StatusOverridesError> {
@@ -95,14 +97,21 @@ impl StatusOverrides {
             return Err(StatusOverridesError::InBothLists { code });
         }
         Ok(StatusOverrides {
-            preset,
+            preset: preset.into(),
             retry_on,
             permanent_on,
         })
     }
 
-    pub fn preset(&self) -> StatusPreset {
+    /// The endpoint's own preset, if it chose one.
+    pub fn preset(&self) -> Option<StatusPreset> {
         self.preset
+    }
+
+    /// These overrides with `fallback` as the preset unless the endpoint chose its own.
+    pub fn or_preset(mut self, fallback: StatusPreset) -> Self {
+        self.preset.get_or_insert(fallback);
+        self
     }
 
     pub fn retry_on(&self) -> &[u16] {
@@ -158,7 +167,7 @@ pub fn classify(outcome: Outcome, overrides: &StatusOverrides) -> Classification
     if overrides.permanent_on.binary_search(&code).is_ok() {
         return permanent;
     }
-    let preset_permanent = match overrides.preset {
+    let preset_permanent = match overrides.preset.unwrap_or_default() {
         StatusPreset::Default => DEFAULT_PERMANENT.contains(&code),
         StatusPreset::RetryAllBut410 => code == GONE,
     };
@@ -173,8 +182,8 @@ pub fn classify(outcome: Outcome, overrides: &StatusOverrides) -> Classification
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct OverridesSpec {
-    #[serde(default)]
-    status_preset: StatusPreset,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status_preset: Option<StatusPreset>,
     #[serde(default)]
     retry_on: Vec<u16>,
     #[serde(default)]
@@ -345,13 +354,28 @@ mod tests {
         assert_eq!(status(503, &o), Retry);
     }
 
+    /// A server or tenant default applies to endpoints that did not choose, never over a choice.
+    #[test]
+    fn a_default_preset_fills_only_an_unchosen_one() {
+        let unchosen = StatusOverrides::default();
+        assert_eq!(status(401, &unchosen), STOP);
+        let svix_like = unchosen.clone().or_preset(StatusPreset::RetryAllBut410);
+        assert_eq!(status(401, &svix_like), Retry);
+        assert_eq!(status(410, &svix_like), GONE_DISABLE);
+        let chosen = StatusOverrides::new(StatusPreset::Default, vec![], vec![]).unwrap();
+        assert_eq!(
+            status(401, &chosen.or_preset(StatusPreset::RetryAllBut410)),
+            STOP
+        );
+    }
+
     #[test]
     fn json_shape() {
         let o: StatusOverrides = serde_json::from_str(
             r#"{"statusPreset": "retry-all-but-410", "retryOn": [410], "permanentOn": [400]}"#,
         )
         .unwrap();
-        assert_eq!(o.preset(), StatusPreset::RetryAllBut410);
+        assert_eq!(o.preset(), Some(StatusPreset::RetryAllBut410));
         assert_eq!(o.retry_on(), [410]);
         assert_eq!(o.permanent_on(), [400]);
         assert_eq!(

@@ -305,6 +305,7 @@ async fn run_sink(args: SinkArgs) -> Result<(), BoxError> {
             timeout_rate: args.timeout_rate,
             retry_after: args.retry_after,
             fail_first: 0,
+            abort_message: false,
         },
         report: args.report.clone(),
         record: false,

@@ -47,6 +47,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "true to refuse http:// endpoint URLs",
     },
     SettingSpec {
+        name: "status_preset",
+        default: "default",
+        help: "how failures are treated unless an endpoint chooses: default (400, 401, 403, 410, 413, 415, 422 end retries at once) or retry-all-but-410 (Svix's rule: everything but 410 is retried)",
+    },
+    SettingSpec {
         name: "signature_headers",
         default: "both",
         help: "signature header names deliveries carry unless an endpoint chooses: both (webhook-* and Svix's svix-*), webhook or svix",
@@ -217,6 +222,7 @@ pub struct Settings {
     pub endpoint_allow_networks: AllowList,
     pub endpoint_https_only: bool,
     pub signature_headers: domain::signing::SignatureHeaders,
+    pub status_preset: domain::classify::StatusPreset,
     pub roles: Roles,
     pub delivery_lease: Duration,
     pub delivery_max_in_flight: usize,
@@ -394,6 +400,10 @@ impl Settings {
             signature_headers: field("signature_headers", get("signature_headers"), |v| {
                 v.parse()
                     .map_err(|_| "expected both, webhook or svix".to_owned())
+            })?,
+            status_preset: field("status_preset", get("status_preset"), |v| {
+                serde_json::from_value(serde_json::Value::String(v.to_owned()))
+                    .map_err(|_| "expected default or retry-all-but-410".to_owned())
             })?,
             roles: field("roles", get("roles"), Roles::parse)?,
             delivery_lease: field("delivery_lease", get("delivery_lease"), |v| {
@@ -590,6 +600,13 @@ impl Settings {
             ),
             ("endpoint_https_only", self.endpoint_https_only.to_string()),
             ("signature_headers", self.signature_headers.to_string()),
+            (
+                "status_preset",
+                serde_json::to_value(self.status_preset)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            ),
             ("roles", self.roles.to_string()),
             ("delivery_lease", format_duration(self.delivery_lease)),
             (

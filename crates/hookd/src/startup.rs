@@ -122,6 +122,7 @@ impl Application {
             cfg.public_url = settings.public_url();
             cfg.https_only = settings.endpoint_https_only;
             cfg.signature_headers = settings.signature_headers;
+            cfg.status_preset = settings.status_preset;
             cfg.proxy = settings
                 .delivery_proxy
                 .as_ref()

@@ -299,8 +299,9 @@ pub fn status_overrides(
     permanent_on: Vec<u16>,
 ) -> Result<Option<String>, FieldError> {
     let preset = match preset {
-        None | Some("default") => StatusPreset::Default,
-        Some("retry-all-but-410") => StatusPreset::RetryAllBut410,
+        None => None,
+        Some("default") => Some(StatusPreset::Default),
+        Some("retry-all-but-410") => Some(StatusPreset::RetryAllBut410),
         Some(other) => {
             return Err(FieldError::new(
                 "statusPreset",

@@ -30,6 +30,7 @@ fn out(a: attempt::Model) -> MessageAttemptOut {
         timestamp: time(a.started_at),
         attempt_number: a.attempt_number,
         error_kind: a.error_kind.map(|k| k.to_string()),
+        error_detail: a.error_detail,
     }
 }
 

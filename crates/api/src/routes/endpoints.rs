@@ -40,10 +40,7 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
             .unwrap_or(rules::DEFAULT_MAX_CONCURRENCY),
         retry_on: overrides.retry_on().to_vec(),
         permanent_on: overrides.permanent_on().to_vec(),
-        status_preset: serde_json::to_value(overrides.preset())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "default".to_owned()),
+        status_preset: overrides.preset().map(preset_text),
         id: m.id.to_string(),
         uid: m.uid,
         url: m.url,
@@ -57,6 +54,13 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
         breaker_state: m.breaker_state.to_string(),
         signature_headers: m.signature_headers.map(|s| s.to_string()),
     })
+}
+
+fn preset_text(p: domain::classify::StatusPreset) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn non_empty(v: Option<Vec<String>>) -> Option<Vec<String>> {
@@ -191,9 +195,7 @@ pub async fn patch(
 ) -> Result<HttpResponse, ApiError> {
     let cur = eps::as_new(&current)?;
     let overrides = current.status_overrides()?;
-    let preset = serde_json::to_value(overrides.preset())
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned));
+    let preset = overrides.preset().map(preset_text);
     let filter_types = match (p.filter_types, p.event_types) {
         (crate::dto::Patch::Absent, other) | (other, _) => other,
     };

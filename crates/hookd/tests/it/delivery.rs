@@ -286,6 +286,65 @@ async fn a_permanent_status_is_dead_after_one_attempt_and_410_disables_the_endpo
     }
 }
 
+/// With the server's `status_preset` set to Svix's rule, an endpoint that did not choose
+/// retries a 401 (a receiver mid-deploy) that hookd's own table would end; an endpoint that
+/// chose `default` still ends it; and a receiver answering `webhook-delivery: abort-message`
+/// ends a message's retries whatever its status, recorded on the attempt.
+#[tokio::test]
+async fn the_server_preset_applies_to_endpoints_that_did_not_choose_and_abort_message_ends_retries()
+{
+    for app in apps_with(&[("HOOKD_STATUS_PRESET", "retry-all-but-410")]).await {
+        let flaky = sink(Behaviour {
+            fail_first: 1,
+            fail_status: 401,
+            ..Default::default()
+        });
+        let quick = json!({"retryPolicy": {"delays": ["100ms"], "maxAttempts": 5}});
+        let (a, e) = endpoint_at(&app, &flaky, quick.clone()).await;
+        let id = send(&app, &a, json!({})).await;
+        let state = wait_final(&app, &a, &e, &id).await;
+        assert_eq!(
+            (state["statusText"].as_str(), state["attemptCount"].as_i64()),
+            (Some("success"), Some(2)),
+            "the 401 was retried under the server's preset"
+        );
+        let mut own = quick.clone();
+        own["statusPreset"] = json!("default");
+        let (a, e) = endpoint_at(&app, &flaky, own).await;
+        let id = send(&app, &a, json!({})).await;
+        let state = wait_final(&app, &a, &e, &id).await;
+        assert_eq!(
+            (state["statusText"].as_str(), state["attemptCount"].as_i64()),
+            (Some("fail"), Some(1)),
+            "the endpoint's own preset wins"
+        );
+        flaky.stop().await;
+
+        let aborting = sink(Behaviour {
+            fail_rate: 1.0,
+            fail_status: 503,
+            abort_message: true,
+            ..Default::default()
+        });
+        let (a, e) = endpoint_at(&app, &aborting, quick).await;
+        let id = send(&app, &a, json!({})).await;
+        let state = wait_final(&app, &a, &e, &id).await;
+        assert_eq!(
+            (state["statusText"].as_str(), state["attemptCount"].as_i64()),
+            (Some("fail"), Some(1)),
+            "a 503 with abort-message is not retried"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(arrivals(&aborting, &id).len(), 1);
+        let attempts = app.get(&format!("/app/{a}/attempt/msg/{id}")).await.body;
+        let detail = attempts["data"][0]["errorDetail"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(detail.contains("abort-message"), "{attempts}");
+        aborting.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn a_receiver_that_never_answers_times_out_and_is_retried() {
     for app in apps().await {
