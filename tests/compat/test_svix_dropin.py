@@ -4,6 +4,7 @@ SDK has the call, and with plain HTTP where only load balancers or receivers see
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -15,6 +16,7 @@ from svix.api import (
     EndpointIn,
     EndpointPatch,
     EventTypeIn,
+    EventExampleIn,
     EventTypeListOptions,
     MessageAttemptListByMsgOptions,
     MessageGetOptions,
@@ -22,7 +24,7 @@ from svix.api import (
     RecoverIn,
 )
 from svix.api.application import ApplicationListOptions
-from svix.exceptions import HTTPValidationError
+from svix.exceptions import HttpError, HTTPValidationError
 
 
 # --- health probes (item 8) -----------------------------------------------------------------
@@ -264,3 +266,57 @@ def test_deliveries_carry_svix_headers_that_svixs_own_verifier_accepts(server, s
         json={"signatureHeaders": "stripe"},
     )
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "signatureHeaders"], r.text
+
+
+# --- send-example and attempted destinations (item 6) ---------------------------------------
+
+
+def test_send_example_reaches_only_that_endpoint_with_the_schemas_example(svix, app, receiver, uniq):
+    schema = {"1": {"type": "object", "examples": [{"first": 1}, {"second": 2}]}}
+    svix.event_type.create(EventTypeIn(name=f"ex.{uniq}", description="d", schemas=schema))
+    svix.event_type.create(EventTypeIn(name=f"bare.{uniq}", description="d"))
+    target, other = (
+        svix.endpoint.create(app.id, EndpointIn(url=f"{receiver.url}/ex/{uniq}/{n}"))
+        for n in ("target", "other")
+    )
+    msg = svix.endpoint.send_example(
+        app.id, target.id, EventExampleIn(event_type=f"ex.{uniq}", example_index=1)
+    )
+    assert msg.event_type == f"ex.{uniq}"
+    got = receiver.wait_for(f"/ex/{uniq}/target")
+    assert got and json.loads(got[0]["body"]) == {"second": 2}
+    ping = svix.endpoint.send_example(app.id, target.id, EventExampleIn(event_type="svix.ping"))
+    got = receiver.wait_for(f"/ex/{uniq}/target", count=2)
+    assert json.loads(got[1]["body"]) == {"success": True}
+    assert ping.id != msg.id
+    time.sleep(0.3)
+    assert receiver.received(f"/ex/{uniq}/other") == [], "an example goes to its endpoint only"
+    # The message is stored and listed like any other, and its only destination is the target.
+    dests = svix.message_attempt.list_attempted_destinations(app.id, msg.id)
+    assert [d.id for d in dests.data] == [target.id]
+    assert dests.data[0].url == target.url
+    with pytest.raises(HttpError) as e:
+        svix.endpoint.send_example(app.id, target.id, EventExampleIn(event_type=f"bare.{uniq}"))
+    assert e.value.status_code == 400
+    with pytest.raises(HttpError) as e:
+        svix.endpoint.send_example(app.id, target.id, EventExampleIn(event_type=f"missing.{uniq}"))
+    assert e.value.status_code == 404
+
+
+def test_attempted_destinations_list_every_endpoint_with_its_delivery_state(svix, app, receiver, uniq):
+    eps = [
+        svix.endpoint.create(app.id, EndpointIn(url=f"{receiver.url}/d/{uniq}/{i}"))
+        for i in range(3)
+    ]
+    msg = svix.message.create(app.id, MessageIn(event_type="d.e", payload={}))
+    for i in range(3):
+        receiver.wait_for(f"/d/{uniq}/{i}")
+    from svix.api import MessageAttemptListAttemptedDestinationsOptions as Opts
+
+    first = svix.message_attempt.list_attempted_destinations(app.id, msg.id, Opts(limit=2))
+    rest = svix.message_attempt.list_attempted_destinations(
+        app.id, msg.id, Opts(limit=2, iterator=first.iterator)
+    )
+    ids = [d.id for d in first.data + rest.data]
+    assert sorted(ids) == sorted(e.id for e in eps) and len(set(ids)) == 3
+    assert rest.done

@@ -108,17 +108,17 @@ impl Modify for CommonResponses {
         endpoints::list, endpoints::create, endpoints::get, endpoints::upsert, endpoints::patch,
         endpoints::delete, endpoints::get_secret, endpoints::rotate_secret, endpoints::get_headers,
         endpoints::set_headers, endpoints::patch_headers, endpoints::stats, endpoints::recover,
-        endpoints::replay_missing, endpoints::list_messages, endpoints::get_task, endpoints::list_tasks, endpoints::list_emails, endpoints::replay_from_message,
+        endpoints::replay_missing, endpoints::send_example, endpoints::list_messages, endpoints::get_task, endpoints::list_tasks, endpoints::list_emails, endpoints::replay_from_message,
         messages::create, messages::list, messages::get,
-        attempts::list_by_endpoint, attempts::list_by_msg, attempts::get, attempts::resend, attempts::skip,
+        attempts::list_by_endpoint, attempts::list_by_msg, attempts::list_destinations, attempts::get, attempts::resend, attempts::skip,
     ),
     components(schemas(
         HttpErrorOut, HttpValidationError, ValidationError, HealthOut,
         ApplicationIn, ApplicationOut, ApplicationPatch,
         EventTypeIn, EventTypeOut, EventTypePatch, EventTypeUpsertIn,
-        EndpointIn, EndpointOut, EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn,
+        EndpointIn, EndpointOut, EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn, crate::routes::endpoints::EventExampleIn,
         EndpointHeadersIn, EndpointHeadersOut, EndpointHeadersPatchIn, EndpointStats, RecoverIn,
-        BackgroundTaskOut, MessageIn, MessageOut, MessageAttemptOut, EndpointMessageOut,
+        BackgroundTaskOut, MessageIn, MessageOut, MessageAttemptOut, EndpointMessageOut, crate::routes::attempts::MessageEndpointOut,
     ))
 )]
 struct ApiDoc;

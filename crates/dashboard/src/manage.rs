@@ -13,7 +13,7 @@ use domain::signing::SigningSecret;
 use serde::Deserialize;
 use service::{FieldError, ServiceError, rules};
 use store::entities::{application, endpoint};
-use store::{NewApplication, NewEndpoint, NewMessage, Store};
+use store::{NewApplication, NewEndpoint, Store};
 
 use crate::auth::see_other;
 use crate::endpoints::load;
@@ -402,10 +402,8 @@ pub async fn rotate_secret(
     Ok(())
 }
 
-/// Sends a `hookd.test` message through the same service as `POST /api/v1/app/{app}/msg`
-/// (ingest limit, one delivery per matching endpoint, dispatcher woken), and makes sure this
-/// endpoint gets it even if its event-type or channel filter would skip it. Returns the
-/// message id.
+/// Sends a `hookd.test` message to this endpoint only (whatever its filters), through the
+/// same service as the API's `send-example`. Returns the message id.
 pub async fn send_test_event(
     req: &HttpRequest,
     store: &Store,
@@ -418,31 +416,22 @@ pub async fn send_test_event(
             "This endpoint is disabled; enable it before sending a test event.",
         ));
     }
-    let cfg = service_config(req)?;
-    service::messages::admit(store, cfg, session.tenant).await?;
     let payload = serde_json::json!({
         "type": TEST_EVENT_TYPE,
         "endpointId": ep.id,
         "sentAt": domain::time::rfc3339::format(Timestamp::now()),
         "note": "A test event sent from the hookd dashboard.",
     });
-    let new = NewMessage {
-        event_type: TEST_EVENT_TYPE.to_owned(),
-        event_id: None,
-        payload: payload.to_string().into_bytes(),
-        channels: Vec::new(),
-        tags: Vec::new(),
-        ordering_key: None,
-    };
-    let created = service::messages::create(store, cfg, session.tenant, app, new).await?;
-    if !created.deliveries.iter().any(|d| d.endpoint_id == ep.id) {
-        let target = service::endpoints::Delivery {
-            tenant: session.tenant,
-            msg: &created.message,
-            ep,
-        };
-        service::endpoints::resend(store, cfg, target).await?;
-    }
+    let created = service::endpoints::send_to_endpoint(
+        store,
+        service_config(req)?,
+        session.tenant,
+        app,
+        ep,
+        TEST_EVENT_TYPE,
+        payload.to_string().into_bytes(),
+    )
+    .await?;
     Ok(created.message.id.to_string())
 }
 

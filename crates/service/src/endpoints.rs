@@ -150,6 +150,58 @@ pub fn as_new(ep: &endpoint::Model) -> Result<NewEndpoint> {
     })
 }
 
+/// The event type whose example is sent when none is named, with Svix's payload.
+pub const PING_EVENT_TYPE: &str = "svix.ping";
+
+/// The example payload of `event_type`: Svix's ping, or the first of the `examples` of the
+/// event type's version-1 schema (`examples[index]`). None when it has none.
+pub async fn example_payload(
+    store: &Store,
+    tenant: TenantId,
+    event_type: &str,
+    index: usize,
+) -> Result<Option<Vec<u8>>> {
+    if event_type == PING_EVENT_TYPE {
+        return Ok(Some(br#"{"success": true}"#.to_vec()));
+    }
+    let et = store.get_event_type(tenant, event_type).await?;
+    let example = et
+        .schemas()?
+        .as_ref()
+        .and_then(|s| s.get("1"))
+        .and_then(|v| v.get("examples"))
+        .and_then(|e| e.get(index))
+        .map(|e| e.to_string().into_bytes());
+    Ok(example)
+}
+
+/// Sends a message to this one endpoint only, whatever its filters (an example or a test
+/// event): admitted like any message (the tenant's rate limit, payload rules), stored, listed,
+/// and delivered like one. A disabled endpoint is refused rather than skipped silently.
+pub async fn send_to_endpoint(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    app: &application::Model,
+    ep: &endpoint::Model,
+    event_type: &str,
+    payload: Vec<u8>,
+) -> Result<store::CreatedMessage> {
+    if ep.disabled {
+        return Err(ServiceError::Conflict(
+            "this endpoint is disabled; enable it before sending it a message".into(),
+        ));
+    }
+    crate::messages::admit(store, cfg, tenant).await?;
+    let new = store::NewMessage {
+        event_type: event_type.to_owned(),
+        payload,
+        to_endpoint: Some(ep.id),
+        ..Default::default()
+    };
+    crate::messages::create(store, cfg, tenant, app, new).await
+}
+
 /// One message's delivery to one endpoint, both of `tenant`: what resend and skip act on.
 pub struct Delivery<'a> {
     pub tenant: TenantId,

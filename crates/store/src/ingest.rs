@@ -526,13 +526,14 @@ fn plan<'e>(
                 .unwrap_or_default()
                 .iter()
                 .filter(|ep| ep.tenant_id == *tenant)
-                .filter_map(
-                    |ep| match endpoint_accepts(ep, &new.event_type, &new.channels) {
+                .filter_map(|ep| match new.to_endpoint {
+                    Some(only) => (ep.id == only).then_some(Ok(ep)),
+                    None => match endpoint_accepts(ep, &new.event_type, &new.channels) {
                         Ok(true) => Some(Ok(ep)),
                         Ok(false) => None,
                         Err(e) => Some(Err(e)),
                     },
-                )
+                })
                 .collect();
             targets.map(|t| {
                 let m = message::Model {

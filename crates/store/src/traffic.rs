@@ -25,6 +25,9 @@ pub struct NewMessage {
     pub channels: Vec<String>,
     pub tags: Vec<String>,
     pub ordering_key: Option<String>,
+    /// Deliver to this endpoint only (if enabled), whatever its filters: an example or test
+    /// message. None: every enabled endpoint whose filters accept the message.
+    pub to_endpoint: Option<EndpointId>,
 }
 
 #[derive(Clone, Debug)]
@@ -149,6 +152,56 @@ impl Store {
             .order_by_asc(delivery::Column::Id)
             .all(&self.db)
             .await?)
+    }
+
+    /// The endpoints a message was (or is to be) delivered to, each with its delivery, paged
+    /// by endpoint id (Svix's attempted destinations).
+    pub async fn message_destinations(
+        &self,
+        tenant: TenantId,
+        msg_id: MessageId,
+        params: &ListParams,
+    ) -> Result<Page<(endpoint::Model, delivery::Model)>> {
+        let select = endpoint::Entity::find_in(tenant).filter(
+            endpoint::Column::Id.in_subquery(
+                Query::select()
+                    .column(delivery::Column::EndpointId)
+                    .from(delivery::Entity)
+                    .and_where(delivery::Column::TenantId.eq(tenant))
+                    .and_where(delivery::Column::MsgId.eq(msg_id))
+                    .to_owned(),
+            ),
+        );
+        let page = fetch_page(
+            &self.db,
+            select,
+            endpoint::Column::Id,
+            |m| m.id.to_string(),
+            params,
+        )
+        .await?;
+        let ids: Vec<EndpointId> = page.data.iter().map(|e| e.id).collect();
+        let mut deliveries: std::collections::HashMap<EndpointId, delivery::Model> =
+            delivery::Entity::find_in(tenant)
+                .filter(delivery::Column::MsgId.eq(msg_id))
+                .filter(delivery::Column::EndpointId.is_in(ids))
+                .all(&self.db)
+                .await?
+                .into_iter()
+                .map(|d| (d.endpoint_id, d))
+                .collect();
+        // A delivery removed between the two reads (its application deleted) drops out.
+        let data = page
+            .data
+            .into_iter()
+            .filter_map(|ep| deliveries.remove(&ep.id).map(|d| (ep, d)))
+            .collect();
+        Ok(Page {
+            data,
+            iterator: page.iterator,
+            prev_iterator: page.prev_iterator,
+            done: page.done,
+        })
     }
 
     /// Stores one attempt and updates its delivery's counters in the same transaction.

@@ -1,5 +1,5 @@
 use actix_web::{HttpResponse, web};
-use domain::delivery::AttemptTrigger;
+use domain::delivery::{AttemptTrigger, DeliveryState};
 use store::entities::attempt;
 use store::{AttemptFilter, Store};
 
@@ -194,6 +194,64 @@ pub async fn get(
     let msg = store.get_message(t, app.id, &path.1).await?;
     let a = store.get_attempt(t, msg.id, &path.2).await?;
     Ok(HttpResponse::Ok().json(out(a)))
+}
+
+/// Svix's `MessageEndpointOut`: an endpoint the message went to, and how its delivery stands.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageEndpointOut {
+    pub id: String,
+    pub uid: Option<String>,
+    pub url: String,
+    pub description: String,
+    pub throttle_rate: Option<u32>,
+    pub disabled: bool,
+    pub event_types: Option<Vec<String>>,
+    pub channels: Option<Vec<String>>,
+    /// 0 delivered, 1 pending, 2 failed, 3 sending, 4 skipped.
+    pub status: i32,
+    pub status_text: String,
+    #[schema(format = DateTime)]
+    pub next_attempt: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// The endpoints a message was sent (or is to be sent) to, with each delivery's state.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg/{msg_id}/endpoint", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("msg_id" = String, Path), crate::dto::ListQuery),
+    responses((status = 200, body = ListResponse<MessageEndpointOut>), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn list_destinations(
+    store: web::Data<Store>,
+    App { tenant: t, app }: App,
+    path: web::Path<(String, String)>,
+    q: web::Query<crate::dto::ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let msg = store.get_message(t, app.id, &path.1).await?;
+    let page = store.message_destinations(t, msg.id, &q.params()?).await?;
+    Ok(
+        HttpResponse::Ok().json(ListResponse::try_from_page(page, |(ep, d)| {
+            let (status, status_text) = crate::routes::endpoints::state_code(d.state);
+            Ok(MessageEndpointOut {
+                event_types: ep.filter_types()?,
+                channels: ep.channels()?,
+                id: ep.id.to_string(),
+                uid: ep.uid,
+                url: ep.url,
+                description: ep.description,
+                throttle_rate: ep.throttle_rate.map(|r| r as u32),
+                disabled: ep.disabled,
+                status,
+                status_text: status_text.to_owned(),
+                next_attempt: (d.state == DeliveryState::Pending).then(|| time(d.next_attempt_at)),
+                created_at: time(ep.created_at),
+                updated_at: time(ep.updated_at),
+            })
+        })?),
+    )
 }
 
 /// Sends the message to the endpoint again now, as a manual attempt.

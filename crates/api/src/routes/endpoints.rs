@@ -488,6 +488,59 @@ pub async fn replay_missing(
     start_job(&store, t, endpoint, body, JobKind::EndpointReplay).await
 }
 
+/// Svix's `EventExampleIn`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventExampleIn {
+    /// An event type with an example in its version-1 schema, or `svix.ping`.
+    #[schema(min_length = 1, max_length = 256)]
+    pub event_type: String,
+    /// Which of the schema's `examples` (default 0).
+    #[schema(minimum = 0, maximum = 100)]
+    pub example_index: Option<usize>,
+}
+
+/// Sends an example of an event type to this endpoint only (Svix's send-example): a message,
+/// stored and listed like any other, delivered whatever the endpoint's filters.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/send-example", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EventExampleIn,
+    responses((status = 200, body = crate::dto::MessageOut),
+        (status = 400, description = "the event type has no example", body = crate::error::HttpErrorOut),
+        (status = 404, body = crate::error::HttpErrorOut), (status = 409, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError),
+        (status = 429, description = "rate limited; see Retry-After", body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn send_example(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    AppEndpoint {
+        tenant: t,
+        app,
+        endpoint,
+    }: AppEndpoint,
+    JsonBody(body): JsonBody<EventExampleIn>,
+) -> Result<HttpResponse, ApiError> {
+    rules::ident("eventType", &body.event_type)?;
+    let index = body.example_index.unwrap_or(0);
+    let Some(payload) = eps::example_payload(&store, t, &body.event_type, index).await? else {
+        return Err(ApiError::bad_request(
+            "invalid_scheme",
+            "the event type's schema (version 1) has no such example: add one to its \"examples\"",
+        ));
+    };
+    let created = eps::send_to_endpoint(
+        &store,
+        &cfg.service,
+        t,
+        &app,
+        &endpoint,
+        &body.event_type,
+        payload,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(crate::routes::messages::out(created.message, true)?))
+}
+
 pub fn state_code(state: DeliveryState) -> (i32, &'static str) {
     match state {
         DeliveryState::Succeeded => (0, "success"),

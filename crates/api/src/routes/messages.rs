@@ -125,6 +125,7 @@ async fn accept(
         channels: body.channels.unwrap_or_default(),
         tags: body.tags.unwrap_or_default(),
         ordering_key: body.ordering_key,
+        to_endpoint: None,
     };
     let created = service::messages::create(store, &cfg.service, t, &app, new).await?;
     service::trace::note(service::trace::Field::Msg, created.message.id);
