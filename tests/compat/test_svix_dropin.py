@@ -320,3 +320,36 @@ def test_attempted_destinations_list_every_endpoint_with_its_delivery_state(svix
     ids = [d.id for d in first.data + rest.data]
     assert sorted(ids) == sorted(e.id for e in eps) and len(set(ids)) == 3
     assert rest.done
+
+
+# --- scheduled delivery (item 4) ------------------------------------------------------------
+
+
+def test_deliver_at_holds_a_message_until_its_time(server, svix, app, receiver, uniq):
+    base_url, key = server
+    auth = {"Authorization": f"Bearer {key}"}
+    ep = svix.endpoint.create(app.id, EndpointIn(url=f"{receiver.url}/later/{uniq}"))
+    at = datetime.now(timezone.utc) + timedelta(seconds=2)
+    r = httpx.post(
+        f"{base_url}/api/v1/app/{app.id}/msg", headers=auth,
+        json={"eventType": "later.e", "payload": {"n": 1}, "deliverAt": at.isoformat()},
+    )
+    assert r.status_code == 202, r.text
+    msg_id = r.json()["id"]
+    time.sleep(1.0)
+    assert receiver.received(f"/later/{uniq}") == [], "nothing before deliverAt"
+    listed = httpx.get(f"{base_url}/api/v1/app/{app.id}/endpoint/{ep.id}/msg", headers=auth).json()
+    assert [(m["id"], m["status"]) for m in listed["data"]] == [(msg_id, 1)], "listed as pending"
+    got = receiver.wait_for(f"/later/{uniq}", timeout=10.0)
+    assert got, "delivered once its time came"
+    assert datetime.now(timezone.utc) >= at
+    for bad, why in [
+        ((datetime.now(timezone.utc) + timedelta(days=400)).isoformat(), "at most"),
+        ("next tuesday", ""),
+    ]:
+        r = httpx.post(
+            f"{base_url}/api/v1/app/{app.id}/msg", headers=auth,
+            json={"eventType": "later.e", "payload": {}, "deliverAt": bad},
+        )
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "deliverAt"] and why in r.text

@@ -557,9 +557,10 @@ pub struct MessageIn {
     /// hookd: messages with the same key reach each endpoint in the order they were sent.
     #[schema(min_length = 1, max_length = 256)]
     pub ordering_key: Option<String>,
-    /// Not supported: hookd sends a message as soon as it is accepted (given: 422).
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub deliver_at: Option<serde_json::Value>,
+    /// Scheduled delivery: stored now, delivered from then on (RFC 3339; at most the server's
+    /// `max_deliver_ahead` ahead; a past time means now).
+    #[schema(format = DateTime)]
+    pub deliver_at: Option<String>,
     /// Creates the application with its first message when the path's application does not
     /// exist yet; its `uid` must be the path's. Ignored when the application exists.
     pub application: Option<ApplicationIn>,

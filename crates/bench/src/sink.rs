@@ -37,6 +37,17 @@ pub struct Behaviour {
     pub abort_message: bool,
 }
 
+impl Behaviour {
+    /// The status of an injected failure (500 when none is set).
+    fn failure_status(&self) -> u16 {
+        if self.fail_status == 0 {
+            500
+        } else {
+            self.fail_status
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct SinkConfig {
     pub bind: SocketAddr,
@@ -260,27 +271,13 @@ async fn receive(req: HttpRequest, body: web::Bytes, state: web::Data<SinkState>
     let (status, never_answer) = if !signed_ok {
         (401, false)
     } else if nth <= behaviour.fail_first {
-        (
-            if behaviour.fail_status == 0 {
-                500
-            } else {
-                behaviour.fail_status
-            },
-            false,
-        )
+        (behaviour.failure_status(), false)
     } else {
         let mut rng = rand::rng();
         if behaviour.timeout_rate > 0.0 && rng.random::<f64>() < behaviour.timeout_rate {
             (0, true)
         } else if behaviour.fail_rate > 0.0 && rng.random::<f64>() < behaviour.fail_rate {
-            (
-                if behaviour.fail_status == 0 {
-                    500
-                } else {
-                    behaviour.fail_status
-                },
-                false,
-            )
+            (behaviour.failure_status(), false)
         } else {
             (200, false)
         }

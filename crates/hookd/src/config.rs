@@ -37,6 +37,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "largest message payload accepted, in bytes (1 KiB to 64 MiB); larger ones answer 413",
     },
     SettingSpec {
+        name: "max_deliver_ahead",
+        default: "30d",
+        help: "how far in the future a message's deliverAt may be (1m to 365d); later answers 422",
+    },
+    SettingSpec {
         name: "endpoint_allow_networks",
         default: "",
         help: "comma-separated CIDR networks endpoint URLs may point into despite the SSRF guard, e.g. 127.0.0.0/8,10.0.0.0/8",
@@ -219,6 +224,7 @@ pub struct Settings {
     pub database_url: SecretString,
     pub bind: SocketAddr,
     pub max_payload_bytes: usize,
+    pub max_deliver_ahead: Duration,
     pub endpoint_allow_networks: AllowList,
     pub endpoint_https_only: bool,
     pub signature_headers: domain::signing::SignatureHeaders,
@@ -380,6 +386,13 @@ impl Settings {
             bind: field("bind", get("bind"), |v| {
                 v.parse::<SocketAddr>()
                     .map_err(|_| "expected IP:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080".to_owned())
+            })?,
+            max_deliver_ahead: field("max_deliver_ahead", get("max_deliver_ahead"), |v| {
+                duration_between(
+                    v,
+                    Duration::from_secs(60),
+                    Duration::from_secs(365 * 86_400),
+                )
             })?,
             max_payload_bytes: field("max_payload_bytes", get("max_payload_bytes"), |v| {
                 match v.parse::<usize>() {
@@ -594,6 +607,7 @@ impl Settings {
             ),
             ("bind", self.bind.to_string()),
             ("max_payload_bytes", self.max_payload_bytes.to_string()),
+            ("max_deliver_ahead", format_duration(self.max_deliver_ahead)),
             (
                 "endpoint_allow_networks",
                 self.endpoint_allow_networks.to_string(),

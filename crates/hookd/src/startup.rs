@@ -273,6 +273,7 @@ fn http_server(
     let data = web::Data::new(store);
     let service_config = service::Config {
         max_payload_bytes: settings.max_payload_bytes,
+        max_deliver_ahead: settings.max_deliver_ahead,
         allow_networks: settings.endpoint_allow_networks.clone(),
         https_only: settings.endpoint_https_only,
         new_work,

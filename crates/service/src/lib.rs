@@ -24,6 +24,8 @@ pub use error::{FieldError, Result, ServiceError};
 pub struct Config {
     /// Largest message payload accepted (bytes).
     pub max_payload_bytes: usize,
+    /// How far ahead a message's `deliverAt` may be.
+    pub max_deliver_ahead: std::time::Duration,
     /// Networks endpoint URLs may resolve into despite the SSRF guard.
     pub allow_networks: AllowList,
     /// Refuse `http://` endpoint URLs.

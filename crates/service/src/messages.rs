@@ -1,6 +1,7 @@
 //! Sending a message: the rules of its fields and payload, the tenant's ingest limit, storing
 //! it with its deliveries, and waking this process's dispatcher.
 
+use domain::Timestamp;
 use domain::delivery::DeliveryState;
 use domain::ids::TenantId;
 use domain::payload;
@@ -74,6 +75,18 @@ pub async fn create(
         });
     }
     payload_rules(&new.payload)?;
+    if let Some(at) = new.deliver_at
+        && at > Timestamp::now().plus(cfg.max_deliver_ahead)
+    {
+        return Err(FieldError::new(
+            "deliverAt",
+            format!(
+                "deliverAt may be at most {} ahead",
+                domain::duration::format_duration(cfg.max_deliver_ahead)
+            ),
+        )
+        .into());
+    }
     let created = store
         .create_message(tenant, app, new, |ep, now| {
             retry_policy_of(ep).give_up_at(now)

@@ -614,7 +614,7 @@ fn assemble(
     let mut deliveries = Vec::new();
     let mut handed = Vec::new();
     let mut out = Vec::with_capacity(inputs.len());
-    for (i, (result, (tenant, _, _, give_up_at))) in planned.into_iter().zip(inputs).enumerate() {
+    for (i, (result, (tenant, _, new, give_up_at))) in planned.into_iter().zip(inputs).enumerate() {
         let (message, targets) = match result {
             Ok(r) => r,
             Err(e) => {
@@ -627,19 +627,23 @@ fn assemble(
             out.push(Err(StoreError::Conflict { field: "eventId" }));
             continue;
         }
+        // A scheduled message's deliveries wait in the table until due; never handed off.
+        let due = new.deliver_at.filter(|at| *at > now);
         let mut mine = Vec::with_capacity(targets.len());
         for (j, ep) in targets.into_iter().enumerate() {
             let seq = seqs.get(&(i, j)).copied();
+            let starts = due.unwrap_or(now);
             let mut d = new_delivery(
                 *tenant,
                 &message,
                 ep,
                 seq,
                 now,
-                give_up_at(ep, now),
+                give_up_at(ep, starts),
                 AttemptTrigger::Scheduled,
             );
-            if let Some(h) = handoff.as_ref().filter(|_| seq.is_none())
+            d.next_attempt_at = starts.as_millis();
+            if let Some(h) = handoff.as_ref().filter(|_| seq.is_none() && due.is_none())
                 && let Some(slot) = h.taker.reserve()
             {
                 d.state = domain::delivery::DeliveryState::Sending;

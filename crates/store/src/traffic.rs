@@ -28,6 +28,9 @@ pub struct NewMessage {
     /// Deliver to this endpoint only (if enabled), whatever its filters: an example or test
     /// message. None: every enabled endpoint whose filters accept the message.
     pub to_endpoint: Option<EndpointId>,
+    /// Scheduled delivery: the deliveries become due then (and their retry budget starts
+    /// then). None, or a time already past: due now.
+    pub deliver_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug)]

@@ -106,12 +106,11 @@ async fn accept(
     body: MessageIn,
 ) -> Result<HttpResponse, ApiError> {
     service::messages::admit(store, &cfg.service, t).await?;
-    if body.deliver_at.as_ref().is_some_and(|v| !v.is_null()) {
-        return Err(ApiError::field(
-            "deliverAt",
-            "scheduled delivery (deliverAt) is not supported: hookd sends a message as soon as it is accepted",
-        ));
-    }
+    let deliver_at = body
+        .deliver_at
+        .as_deref()
+        .map(|at| rules::timestamp("deliverAt", at))
+        .transpose()?;
     let app = match (store.get_application(t, path).await, body.application) {
         (Err(StoreError::NotFound { .. }), Some(new_app)) => {
             create_app_for(store, t, path, new_app).await?
@@ -126,6 +125,7 @@ async fn accept(
         tags: body.tags.unwrap_or_default(),
         ordering_key: body.ordering_key,
         to_endpoint: None,
+        deliver_at,
     };
     let created = service::messages::create(store, &cfg.service, t, &app, new).await?;
     service::trace::note(service::trace::Field::Msg, created.message.id);

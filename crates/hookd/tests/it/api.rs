@@ -836,7 +836,7 @@ async fn svix_compatible_edges_wrong_methods_arrays_order_and_tasks() {
             .body;
         assert_eq!(next["data"][0]["name"], "b2");
         assert_eq!(app.get("/app?order=sideways").await.status, 422);
-        // deliverAt is refused rather than silently ignored.
+        // deliverAt further ahead than max_deliver_ahead (30 days by default) is refused.
         let r = app
             .post(
                 &format!("/app/{a}/msg"),
