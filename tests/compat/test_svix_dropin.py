@@ -353,3 +353,52 @@ def test_deliver_at_holds_a_message_until_its_time(server, svix, app, receiver, 
         )
         assert r.status_code == 422, r.text
         assert r.json()["detail"][0]["loc"] == ["body", "deliverAt"] and why in r.text
+
+
+# --- content expunge (item 5) ---------------------------------------------------------------
+
+
+def test_expunging_content_keeps_metadata_and_stops_every_resend(svix, app, receiver, uniq):
+    ep = svix.endpoint.create(app.id, EndpointIn(url=f"{receiver.url}/gone/{uniq}"))
+    msg = svix.message.create(app.id, MessageIn(event_type="pii.e", payload={"ssn": "123"}))
+    receiver.wait_for(f"/gone/{uniq}")
+    attempts = _attempts_for_both(svix, app, [ep], msg.id)
+    assert attempts[0].response == "{}"
+    # One attempt's response body alone.
+    svix.message_attempt.expunge_content(app.id, msg.id, attempts[0].id)
+    again = svix.message_attempt.get(app.id, msg.id, attempts[0].id)
+    assert again.response == "" and again.response_status_code == 200
+    # The whole message: payload gone, metadata kept, never sent again.
+    svix.message.expunge_content(app.id, msg.id)
+    got = svix.message.get(app.id, msg.id, MessageGetOptions(with_content=True))
+    assert got.payload == {"expired": True}
+    assert (got.id, got.event_type) == (msg.id, "pii.e")
+    with pytest.raises(HttpError) as e:
+        svix.message_attempt.resend(app.id, msg.id, ep.id)
+    assert e.value.status_code == 409
+    from svix.api import RecoverIn as Recover
+
+    svix.endpoint.recover(app.id, ep.id, Recover(since=datetime.now(timezone.utc) - timedelta(hours=1)))
+    time.sleep(0.5)
+    assert len(receiver.received(f"/gone/{uniq}")) == 1, "nothing is sent again"
+
+
+def test_a_retry_waiting_when_content_is_expunged_is_never_sent(server, svix, app, uniq):
+    import conftest
+
+    failing = conftest.Receiver(answer=lambda req: 500)
+    try:
+        base_url, key = server
+        r = httpx.post(
+            f"{base_url}/api/v1/app/{app.id}/endpoint",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"url": f"{failing.url}/r/{uniq}", "retryPolicy": {"delays": ["1s"]}},
+        )
+        assert r.status_code == 201, r.text
+        msg = svix.message.create(app.id, MessageIn(event_type="pii.e", payload={"a": 1}))
+        assert failing.wait_for(f"/r/{uniq}"), "the first attempt"
+        svix.message.expunge_content(app.id, msg.id)
+        time.sleep(2.0)
+        assert len(failing.received(f"/r/{uniq}")) == 1, "the pending retry was dropped"
+    finally:
+        failing.close()

@@ -149,6 +149,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
         .service(at!("/{app_id}/msg", get => msgs::list, post => msgs::create))
         .service(at!("/{app_id}/msg/{msg_id}", get => msgs::get))
         .service(at!("/{app_id}/msg/{msg_id}/endpoint", get => attempts::list_destinations))
+        .service(at!("/{app_id}/msg/{msg_id}/content", delete => msgs::expunge_content))
+        .service(at!("/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content", delete => attempts::expunge_content))
         .service(at!("/{app_id}/msg/{msg_id}/attempt/{attempt_id}", get => attempts::get))
         .service(at!("/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend", post => attempts::resend))
         .service(at!("/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip", post => attempts::skip))

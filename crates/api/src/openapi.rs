@@ -110,7 +110,7 @@ impl Modify for CommonResponses {
         endpoints::set_headers, endpoints::patch_headers, endpoints::stats, endpoints::recover,
         endpoints::replay_missing, endpoints::send_example, endpoints::list_messages, endpoints::get_task, endpoints::list_tasks, endpoints::list_emails, endpoints::replay_from_message,
         messages::create, messages::list, messages::get,
-        attempts::list_by_endpoint, attempts::list_by_msg, attempts::list_destinations, attempts::get, attempts::resend, attempts::skip,
+        attempts::list_by_endpoint, attempts::list_by_msg, attempts::list_destinations, attempts::expunge_content, messages::expunge_content, attempts::get, attempts::resend, attempts::skip,
     ),
     components(schemas(
         HttpErrorOut, HttpValidationError, ValidationError, HealthOut,

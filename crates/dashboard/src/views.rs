@@ -435,6 +435,12 @@ pub struct PayloadView {
 }
 
 pub fn payload_view(bytes: &[u8]) -> PayloadView {
+    if bytes.is_empty() {
+        return PayloadView {
+            text: "(content expunged: the payload was deleted and cannot be sent again)".into(),
+            cut_from: None,
+        };
+    }
     if bytes.len() <= PAYLOAD_SHOWN_BYTES
         && domain::payload::depth_within(bytes, domain::payload::MAX_DEPTH)
         && let Some(text) = pretty_payload(bytes, PRETTY_MAX_BYTES)

@@ -102,6 +102,17 @@ pub(crate) async fn attempt(
         .map(|ms| Duration::from_millis(ms.max(1) as u64))
         .unwrap_or(DEFAULT_TIMEOUT);
     let response = match build(client, target, msg, d, started, timeout) {
+        // Expunged while a retry was pending: nothing is left to send, and nothing is sent.
+        _ if msg.is_expunged() => Response {
+            status: None,
+            retry_after: None,
+            abort: true,
+            excerpt: None,
+            error: Some((
+                ErrorKind::Http,
+                "the message's content was expunged".to_owned(),
+            )),
+        },
         Ok(req) => execute(req).await,
         Err(err) => Response {
             status: None,
@@ -368,6 +379,38 @@ mod tests {
         );
         let bad = target("not a url", "{}", None, "");
         assert_eq!(bad.url.as_ref().unwrap_err().0, ErrorKind::Http);
+    }
+
+    /// A retry that comes due after its message's content was expunged sends nothing (no
+    /// request reaches the receiver) and ends the delivery, saying why.
+    #[tokio::test]
+    async fn an_expunged_message_is_never_sent() {
+        let receiver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        receiver.set_nonblocking(true).unwrap();
+        let url = format!("http://{}/h", receiver.local_addr().unwrap());
+        let ep = DispatchEndpoint {
+            endpoint: store::testing::endpoint_model("ep_1", &url),
+            secrets: vec![SECRET.into()],
+        };
+        let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
+        let target = Prepared::new(ep, &cfg);
+        let msg = message::Model {
+            payload: Vec::new(),
+            ..store::testing::message_model()
+        };
+        let d = store::testing::delivery_model();
+        let r = attempt(&reqwest::Client::new(), &target, &msg, &d).await;
+        assert!(matches!(r.next, Next::Failed), "{:?}", r.next);
+        assert!(
+            r.attempt
+                .error_detail
+                .as_deref()
+                .unwrap_or_default()
+                .contains("expunged"),
+            "{:?}",
+            r.attempt.error_detail
+        );
+        assert!(receiver.accept().is_err(), "no connection was made");
     }
 
     /// The id, timestamp and signature go out under the endpoint's names, else the server's;

@@ -213,6 +213,11 @@ pub struct Delivery<'a> {
 /// process's dispatcher.
 pub async fn resend(store: &Store, cfg: &Config, d: Delivery<'_>) -> Result<()> {
     let Delivery { tenant, msg, ep } = d;
+    if msg.is_expunged() {
+        return Err(ServiceError::Conflict(
+            "this message's content was expunged; it cannot be sent again".into(),
+        ));
+    }
     store
         .resend(tenant, msg, ep, retry_policy_of(ep).ttl())
         .await?;

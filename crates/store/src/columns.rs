@@ -80,6 +80,12 @@ impl application::Model {
 }
 
 impl message::Model {
+    /// Its content was expunged (deleted for privacy): the payload is stored empty, which no
+    /// accepted message can be (a payload is a JSON object). It cannot be sent again.
+    pub fn is_expunged(&self) -> bool {
+        self.payload.is_empty()
+    }
+
     pub fn channels(&self) -> Result<Option<Vec<String>>> {
         decode_opt("message", &self.id, "channels", &self.channels)
     }

@@ -184,6 +184,70 @@ impl Store {
     /// `[since, until)`; returns how many. Works in batches of 1,000, each its own
     /// transaction, so a recover over years of dead letters never holds the writer long.
     /// Refused while the endpoint is disabled (checked in every batch).
+    /// Deletes a message's content for privacy: its payload and every attempt's response
+    /// body; the metadata stays. Deliveries still waiting are skipped (there is nothing left
+    /// to send), which also frees an ordering key they held. Returns the message as it is now.
+    pub async fn expunge_message_content(
+        &self,
+        tenant: TenantId,
+        msg: &message::Model,
+    ) -> Result<message::Model> {
+        check_owner(tenant, &msg.tenant_id, "message")?;
+        let now = Timestamp::now().as_millis();
+        let txn = self.write_txn().await?;
+        message::Entity::update_many()
+            .col_expr(message::Column::Payload, Expr::value(Vec::<u8>::new()))
+            .filter(message::Column::Id.eq(msg.id))
+            .exec(&*txn)
+            .await?;
+        attempt::Entity::update_many()
+            .col_expr(
+                attempt::Column::ResponseExcerpt,
+                Expr::value(Option::<String>::None),
+            )
+            .filter(attempt::Column::MsgId.eq(msg.id))
+            .exec(&*txn)
+            .await?;
+        delivery::Entity::update_many()
+            .col_expr(
+                delivery::Column::State,
+                Expr::value(DeliveryState::Skipped.as_str()),
+            )
+            .col_expr(delivery::Column::LastError, Expr::value("content expunged"))
+            .col_expr(delivery::Column::UpdatedAt, Expr::value(now))
+            .filter(delivery::Column::MsgId.eq(msg.id))
+            .filter(delivery::Column::State.is_in([
+                DeliveryState::Pending.as_str(),
+                DeliveryState::Paused.as_str(),
+            ]))
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        Ok(message::Model {
+            payload: Vec::new(),
+            ..msg.clone()
+        })
+    }
+
+    /// Deletes one attempt's response body (its status, timing and error stay).
+    pub async fn expunge_attempt_content(
+        &self,
+        tenant: TenantId,
+        msg_id: MessageId,
+        attempt_id: &str,
+    ) -> Result<()> {
+        let a = self.get_attempt(tenant, msg_id, attempt_id).await?;
+        attempt::Entity::update_many()
+            .col_expr(
+                attempt::Column::ResponseExcerpt,
+                Expr::value(Option::<String>::None),
+            )
+            .filter(attempt::Column::Id.eq(a.id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
     pub async fn recover_failed(
         &self,
         tenant: TenantId,
@@ -203,7 +267,23 @@ impl Store {
                 .column(delivery::Column::Id)
                 .filter(delivery::Column::EndpointId.eq(endpoint_id))
                 .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
-                .filter(delivery::Column::CreatedAt.gte(since.as_millis()));
+                .filter(delivery::Column::CreatedAt.gte(since.as_millis()))
+                // An expunged message has nothing left to send: one primary-key probe per
+                // failed delivery looked at.
+                .filter(
+                    Expr::exists(
+                        Query::select()
+                            .expr(Expr::val(1))
+                            .from(message::Entity)
+                            .and_where(
+                                Expr::col((message::Entity, message::Column::Id))
+                                    .equals((delivery::Entity, delivery::Column::MsgId)),
+                            )
+                            .and_where(Expr::cust("length(messages.payload) = 0"))
+                            .to_owned(),
+                    )
+                    .not(),
+                );
             if let Some(until) = until {
                 ids = ids.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
             }
@@ -280,7 +360,7 @@ impl Store {
             let txn = self.write_txn().await?;
             let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, ep.id).await?;
             let mut rows = Vec::new();
-            for msg in &batch {
+            for msg in batch.iter().filter(|m| !m.is_expunged()) {
                 let channels: Vec<String> = msg
                     .channels
                     .as_deref()

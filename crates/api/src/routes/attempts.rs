@@ -254,6 +254,21 @@ pub async fn list_destinations(
     )
 }
 
+/// Deletes one attempt's response body; its status, timing and error stay.
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content", tag = "Message Attempt",
+    params(("app_id" = String, Path), ("msg_id" = String, Path), ("attempt_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn expunge_content(
+    store: web::Data<Store>,
+    App { tenant: t, app }: App,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let msg = store.get_message(t, app.id, &path.1).await?;
+    store.expunge_attempt_content(t, msg.id, &path.2).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
 /// Sends the message to the endpoint again now, as a manual attempt.
 #[utoipa::path(post, path = "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend", tag = "Message Attempt",
     params(("app_id" = String, Path), ("msg_id" = String, Path), ("endpoint_id" = String, Path)),

@@ -13,7 +13,10 @@ use crate::{ApiConfig, ApiError, IngestResult};
 
 /// The stored payload as raw JSON (or `{}` when content was not asked for).
 pub fn raw_payload(bytes: &[u8], with_content: bool) -> Result<Box<RawValue>, ApiError> {
-    let text = if with_content {
+    let text = if with_content && bytes.is_empty() {
+        // Expunged (`message::Model::is_expunged`): Svix's marker.
+        r#"{"expired":true}"#.to_owned()
+    } else if with_content {
         String::from_utf8(bytes.to_vec()).map_err(|_| ApiError::internal())?
     } else {
         "{}".to_owned()
@@ -163,6 +166,23 @@ async fn create_app_for(
         Err(StoreError::Conflict { .. }) => Ok(store.get_application(t, path).await?),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Deletes the message's payload and its attempts' response bodies for privacy; the metadata
+/// stays. The message then reads `{"expired": true}` and cannot be resent, recovered or
+/// replayed; deliveries still waiting are skipped.
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/msg/{msg_id}/content", tag = "Message",
+    params(("app_id" = String, Path), ("msg_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn expunge_content(
+    store: web::Data<Store>,
+    App { tenant: t, app }: App,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let msg = store.get_message(t, app.id, &path.1).await?;
+    store.expunge_message_content(t, &msg).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/msg", tag = "Message",
