@@ -133,6 +133,13 @@ async function main() {
 
   // --- Application and endpoint ------------------------------------------------------------
   step('create an application and an endpoint at the sink');
+  // Endpoints filter only on event types that exist; the API creates them.
+  const et = await fetch(`${base}/api/v1/event-type`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'order.paid', description: 'An order was paid' }),
+  });
+  assert.equal(et.status, 201, await et.text());
   await page.getByLabel("New application's name").fill('Storefront');
   await page.getByRole('button', { name: 'Create application' }).click();
   await page.getByText('Application created').waitFor();

@@ -123,7 +123,7 @@ async fn known_event_types(
     Err(ServiceError::Invalid(vec![FieldError::new(
         "filterTypes",
         format!(
-            "these event types do not exist (create them first): {}",
+            "these event types do not exist: {}; create them first (POST /api/v1/event-type)",
             unknown.join(", ")
         ),
     )]))
