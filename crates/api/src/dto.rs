@@ -113,6 +113,16 @@ impl ListQuery {
     }
 }
 
+/// The query string as (name, value) pairs, repeated names kept (unreadable: none).
+pub fn query_pairs(req: &actix_web::HttpRequest) -> Vec<(String, String)> {
+    if req.query_string().is_empty() {
+        return Vec::new();
+    }
+    actix_web::web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(|q| q.into_inner())
+        .unwrap_or_default()
+}
+
 /// Refuses query parameters that Svix documents on an operation and hookd does not implement,
 /// when given with a value that would change the answer (anything but empty or `false`):
 /// answering unfiltered data to a filter is worse than an error naming it.
@@ -120,13 +130,7 @@ pub fn refuse_unsupported(
     req: &actix_web::HttpRequest,
     names: &[&str],
 ) -> Result<(), crate::ApiError> {
-    if req.query_string().is_empty() {
-        return Ok(());
-    }
-    let given = actix_web::web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map(|q| q.into_inner())
-        .unwrap_or_default();
-    match given
+    match query_pairs(req)
         .iter()
         .find(|(k, v)| names.contains(&k.as_str()) && !v.is_empty() && v != "false")
     {

@@ -116,9 +116,7 @@ struct ByMsgFilters {
 
 impl ByMsgFilters {
     fn of(req: &actix_web::HttpRequest) -> Result<Self, ApiError> {
-        let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-            .map(|q| q.into_inner())
-            .unwrap_or_default();
+        let pairs = crate::dto::query_pairs(req);
         let mut f = ByMsgFilters::default();
         for (k, v) in pairs.into_iter().filter(|(_, v)| !v.is_empty()) {
             match k.as_str() {
