@@ -205,7 +205,8 @@ fn values_of(ep: &endpoint::Model) -> Result<EndpointFormValues, store::StoreErr
     })
 }
 
-fn form_page(
+async fn form_page(
+    req: &HttpRequest,
     session: Session,
     status: StatusCode,
     app: application::Model,
@@ -213,7 +214,18 @@ fn form_page(
     form: EndpointFormValues,
     errors: Vec<String>,
 ) -> Result<HttpResponse, PageError> {
+    // Endpoints filter only on defined event types: the form says which exist.
+    let types = session::store_of(req)?
+        .list_event_types(
+            session.tenant,
+            false,
+            &store::ListParams::first(KNOWN_TYPES_SHOWN),
+        )
+        .await?;
+    let known_event_types = types.data.into_iter().map(|t| t.name).collect();
     let page = EndpointFormPage {
+        known_event_types,
+        more_event_types: !types.done,
         csrf: Some(session.csrf),
         app_id: app.id.to_string(),
         app_name: app.name,
@@ -226,6 +238,9 @@ fn form_page(
     };
     Ok(views::render(status, &page)?)
 }
+
+/// How many defined event types the endpoint form lists.
+const KNOWN_TYPES_SHOWN: u64 = 50;
 
 /// What the service refused, as lines of the form's error list; failures that are not about
 /// the input become an error page.
@@ -247,6 +262,7 @@ pub async fn new_form(
 ) -> Result<HttpResponse, PageError> {
     let app = session.app(session::store_of(&req)?, &path).await?;
     form_page(
+        &req,
         session,
         StatusCode::OK,
         app,
@@ -254,6 +270,7 @@ pub async fn new_form(
         EndpointFormValues::default(),
         Vec::new(),
     )
+    .await
 }
 
 /// POST `/app/{app}/endpoint/new`.
@@ -278,7 +295,7 @@ pub async fn create_endpoint(
                 errors.insert(0, problem(&e));
             }
             let status = StatusCode::UNPROCESSABLE_ENTITY;
-            return form_page(session, status, app, None, form, errors);
+            return form_page(&req, session, status, app, None, form, errors).await;
         }
     };
     let secret = SigningSecret::generate(&mut rand::rng());
@@ -290,6 +307,7 @@ pub async fn create_endpoint(
         Err(e) => {
             let errors = form_problems(e)?;
             form_page(
+                &req,
                 session,
                 StatusCode::UNPROCESSABLE_ENTITY,
                 app,
@@ -297,6 +315,7 @@ pub async fn create_endpoint(
                 form,
                 errors,
             )
+            .await
         }
     }
 }
@@ -310,6 +329,7 @@ pub async fn edit_form(
     let (app, ep) = load(session::store_of(&req)?, &session, &path.0, &path.1).await?;
     let values = values_of(&ep)?;
     form_page(
+        &req,
         session,
         StatusCode::OK,
         app,
@@ -317,6 +337,7 @@ pub async fn edit_form(
         values,
         Vec::new(),
     )
+    .await
 }
 
 /// POST `/app/{app}/endpoint/{ep}/edit`: the form's fields replace the stored ones; what the
@@ -345,7 +366,8 @@ pub async fn update_endpoint(
                 errors.insert(0, problem(&e));
             }
             let status = StatusCode::UNPROCESSABLE_ENTITY;
-            return form_page(session, status, app, Some(ep_id.to_string()), form, errors);
+            let ep_id = Some(ep_id.to_string());
+            return form_page(&req, session, status, app, ep_id, form, errors).await;
         }
     };
     match service::endpoints::update(store, cfg, session.tenant, ep, new).await {
@@ -356,7 +378,8 @@ pub async fn update_endpoint(
         Err(e) => {
             let errors = form_problems(e)?;
             let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(session, status, app, Some(ep_id.to_string()), form, errors)
+            let ep_id = Some(ep_id.to_string());
+            form_page(&req, session, status, app, ep_id, form, errors).await
         }
     }
 }

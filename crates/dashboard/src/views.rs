@@ -261,6 +261,9 @@ pub struct EndpointFormPage {
     pub ep_id: Option<String>,
     pub form: EndpointFormValues,
     pub errors: Vec<String>,
+    /// The tenant's event types an endpoint may filter on (the first of them).
+    pub known_event_types: Vec<String>,
+    pub more_event_types: bool,
 }
 
 /// The endpoint form's fields, as text.

@@ -60,7 +60,15 @@ async fn create_an_application_then_an_endpoint_with_every_setting() {
 
     // Every problem is listed at once, with the values as typed; nothing is created.
     let new = format!("/app/{app_id}/endpoint/new");
-    b.get(&new).await.assert(200, "New endpoint");
+    let form = b.get(&new).await;
+    form.assert(200, "New endpoint");
+    // Endpoints filter only on defined event types; the form names them.
+    let defined = form.body.split("Defined: ").nth(1).unwrap_or_default();
+    assert!(
+        defined.contains("user.created") && defined.contains("invoice.paid"),
+        "{}",
+        form.body
+    );
     let bad = b
         .post(
             &new,
