@@ -9,7 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
 use domain::ids::{ApplicationId, EndpointId};
-use domain::jobs::JobKind;
+use domain::jobs::{JobKind, JobState};
 use serde::Deserialize;
 use store::entities::{application, endpoint};
 use store::{AttemptFilter, EndpointChanges, ListParams, Store};
@@ -322,13 +322,13 @@ pub async fn job_notice(
         Some(ms) => format!("failed messages since {}", views::show_time(ms)),
         None => "failed messages since the chosen time".to_owned(),
     };
-    let state = match job.state.as_str() {
-        "finished" => format!("finished, {} failed messages queued again", job.progress),
-        "failed" => format!(
+    let state = match job.state {
+        JobState::Finished => format!("finished, {} failed messages queued again", job.progress),
+        JobState::Failed => format!(
             "failed: {}",
             job.error.as_deref().unwrap_or("no reason recorded")
         ),
-        other => other.to_owned(),
+        JobState::Running => JobState::Running.to_string(),
     };
     Ok(Some(match label {
         "Replay" => format!("Replay started: job {} ({state}), for {what}.", job.id),

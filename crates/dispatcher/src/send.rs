@@ -82,7 +82,8 @@ const ABORT_VALUE: &str = "abort-message";
 struct Response {
     status: Option<u16>,
     retry_after: Option<String>,
-    /// The receiver answered `webhook-delivery: abort-message` (Svix's way to stop retries).
+    /// End the retries whatever the status: the receiver answered `webhook-delivery:
+    /// abort-message` (Svix's way), or nothing is left to send.
     abort: bool,
     excerpt: Option<String>,
     error: Option<(ErrorKind, String)>,
@@ -101,26 +102,26 @@ pub(crate) async fn attempt(
         .timeout_ms
         .map(|ms| Duration::from_millis(ms.max(1) as u64))
         .unwrap_or(DEFAULT_TIMEOUT);
-    let response = match build(client, target, msg, d, started, timeout) {
+    let response = if msg.is_expunged() {
         // Expunged while a retry was pending: nothing is left to send, and nothing is sent.
-        _ if msg.is_expunged() => Response {
+        Response {
             status: None,
             retry_after: None,
             abort: true,
             excerpt: None,
-            error: Some((
-                ErrorKind::Http,
-                "the message's content was expunged".to_owned(),
-            )),
-        },
-        Ok(req) => execute(req).await,
-        Err(err) => Response {
-            status: None,
-            retry_after: None,
-            abort: false,
-            excerpt: None,
-            error: Some(err),
-        },
+            error: Some((ErrorKind::Http, store::EXPUNGED.to_owned())),
+        }
+    } else {
+        match build(client, target, msg, d, started, timeout) {
+            Ok(req) => execute(req).await,
+            Err(err) => Response {
+                status: None,
+                retry_after: None,
+                abort: false,
+                excerpt: None,
+                error: Some(err),
+            },
+        }
     };
     let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
     let outcome = match (response.status, &response.error) {

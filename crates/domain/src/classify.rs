@@ -11,16 +11,31 @@ pub enum Outcome {
     Error(ErrorKind),
 }
 
-/// A named starting table an endpoint can pick before its explicit lists apply.
+/// A named starting table an endpoint can pick before its explicit lists apply. Its names
+/// (in JSON, settings and the API) are the ones below, written once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum StatusPreset {
     /// DESIGN.md's table: permanent on 400, 401, 403, 410, 413, 415, 422; retry otherwise.
     #[default]
-    #[serde(rename = "default")]
     Default,
-    /// For receivers that misuse 4xx codes: only 410 Gone is final.
-    #[serde(rename = "retry-all-but-410")]
+    /// For receivers that misuse 4xx codes: only 410 Gone is final (Svix's rule).
     RetryAllBut410,
+}
+
+crate::delivery::text_enum!(StatusPreset { Default => "default", RetryAllBut410 => "retry-all-but-410" });
+
+impl TryFrom<String> for StatusPreset {
+    type Error = crate::delivery::UnknownVariant;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<StatusPreset> for &'static str {
+    fn from(p: StatusPreset) -> Self {
+        p.as_str()
+    }
 }
 
 /// Codes the default table gives up on: the request itself is wrong, so resending cannot help.

@@ -17,6 +17,21 @@ pub enum JobKind {
 
 text_enum!(JobKind { EndpointRecover => "endpoint.recover", EndpointReplay => "endpoint.replay" });
 
+/// Where a job stands (Svix's background-task statuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
+pub enum JobState {
+    Running,
+    Finished,
+    Failed,
+}
+
+text_enum!(JobState { Running => "running", Finished => "finished", Failed => "failed" });
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,5 +42,8 @@ mod tests {
             assert_eq!(k.as_str().parse::<JobKind>(), Ok(k));
         }
         assert!("endpoint.other".parse::<JobKind>().is_err());
+        for s in [JobState::Running, JobState::Finished, JobState::Failed] {
+            assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
+        }
     }
 }

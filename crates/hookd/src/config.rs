@@ -415,7 +415,7 @@ impl Settings {
                     .map_err(|_| "expected both, webhook or svix".to_owned())
             })?,
             status_preset: field("status_preset", get("status_preset"), |v| {
-                serde_json::from_value(serde_json::Value::String(v.to_owned()))
+                v.parse()
                     .map_err(|_| "expected default or retry-all-but-410".to_owned())
             })?,
             roles: field("roles", get("roles"), Roles::parse)?,
@@ -614,13 +614,7 @@ impl Settings {
             ),
             ("endpoint_https_only", self.endpoint_https_only.to_string()),
             ("signature_headers", self.signature_headers.to_string()),
-            (
-                "status_preset",
-                serde_json::to_value(self.status_preset)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-            ),
+            ("status_preset", self.status_preset.to_string()),
             ("roles", self.roles.to_string()),
             ("delivery_lease", format_duration(self.delivery_lease)),
             (

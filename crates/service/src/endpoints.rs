@@ -188,9 +188,11 @@ pub async fn send_to_endpoint(
     payload: Vec<u8>,
 ) -> Result<store::CreatedMessage> {
     if ep.disabled {
-        return Err(ServiceError::Conflict(
-            "this endpoint is disabled; enable it before sending it a message".into(),
-        ));
+        // The store's refusal, as resend and recover give it.
+        return Err(store::StoreError::EndpointDisabled {
+            endpoint_id: ep.id.to_string(),
+        }
+        .into());
     }
     crate::messages::admit(store, cfg, tenant).await?;
     let new = store::NewMessage {

@@ -298,17 +298,16 @@ pub fn status_overrides(
     retry_on: Vec<u16>,
     permanent_on: Vec<u16>,
 ) -> Result<Option<String>, FieldError> {
-    let preset = match preset {
-        None => None,
-        Some("default") => Some(StatusPreset::Default),
-        Some("retry-all-but-410") => Some(StatusPreset::RetryAllBut410),
-        Some(other) => {
-            return Err(FieldError::new(
-                "statusPreset",
-                format!("unknown statusPreset {other:?}: expected default or retry-all-but-410"),
-            ));
-        }
-    };
+    let preset = preset
+        .map(|p| {
+            p.parse::<StatusPreset>().map_err(|_| {
+                FieldError::new(
+                    "statusPreset",
+                    format!("unknown statusPreset {p:?}: expected default or retry-all-but-410"),
+                )
+            })
+        })
+        .transpose()?;
     let overrides = StatusOverrides::new(preset, retry_on, permanent_on)
         .map_err(|e| FieldError::new(e.field(), e.to_string()))?;
     if overrides == StatusOverrides::default() {

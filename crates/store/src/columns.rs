@@ -79,6 +79,15 @@ impl application::Model {
     }
 }
 
+/// Why nothing more is sent for a message whose content was expunged (a skipped delivery's
+/// last error, an attempt's detail).
+pub const EXPUNGED: &str = "the message's content was expunged";
+
+/// The SQL side of [`message::Model::is_expunged`], on the `messages` table.
+pub(crate) fn expunged_payload() -> sea_orm::sea_query::SimpleExpr {
+    sea_orm::sea_query::Expr::cust("length(messages.payload) = 0")
+}
+
 impl message::Model {
     /// Its content was expunged (deleted for privacy): the payload is stored empty, which no
     /// accepted message can be (a payload is a JSON object). It cannot be sent again.

@@ -311,7 +311,7 @@ pub mod idempotency_key {
 
 pub mod job {
     use domain::ids::{JobId, TenantId};
-    use domain::jobs::JobKind;
+    use domain::jobs::{JobKind, JobState};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "jobs")]
@@ -321,7 +321,7 @@ pub mod job {
         pub tenant_id: TenantId,
         pub kind: JobKind,
         pub params: String,
-        pub state: String,
+        pub state: JobState,
         pub progress: i64,
         pub error: Option<String>,
         pub lease_owner: Option<String>,

@@ -31,6 +31,7 @@ pub mod testing;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 
+pub use columns::EXPUNGED;
 pub use connect::{Backend, ConnectOptions};
 pub use error::{StoreError, redact_url};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};

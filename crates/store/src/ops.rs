@@ -4,7 +4,7 @@ use domain::Timestamp;
 use domain::ids::{
     ApplicationId, EmailId, EndpointId, JobId, NodeId, OperationalEventId, TenantId,
 };
-use domain::jobs::JobKind;
+use domain::jobs::{JobKind, JobState};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -216,7 +216,7 @@ impl Store {
             tenant_id: Set(tenant),
             kind: Set(kind),
             params: Set(params.to_string()),
-            state: Set("running".to_owned()),
+            state: Set(JobState::Running),
             progress: Set(0),
             error: Set(None),
             lease_owner: Set(None),
@@ -233,7 +233,7 @@ impl Store {
         &self,
         tenant: TenantId,
         kind: Option<JobKind>,
-        state: Option<&str>,
+        state: Option<JobState>,
         params: &ListParams,
     ) -> Result<Page<job::Model>> {
         let mut select = job::Entity::find_in(tenant);
@@ -241,7 +241,7 @@ impl Store {
             select = select.filter(job::Column::Kind.eq(kind.as_str()));
         }
         if let Some(state) = state {
-            select = select.filter(job::Column::State.eq(state));
+            select = select.filter(job::Column::State.eq(state.as_str()));
         }
         fetch_page(
             &self.db,
@@ -370,7 +370,7 @@ impl crate::System<'_> {
             .add(job::Column::LeaseOwner.is_null())
             .add(job::Column::LeaseExpiresAt.lt(now.as_millis()));
         let mut candidates = job::Entity::find()
-            .filter(job::Column::State.eq("running"))
+            .filter(job::Column::State.eq(JobState::Running.as_str()))
             .filter(free.clone());
         if !busy_tenants.is_empty() {
             candidates =
@@ -390,7 +390,7 @@ impl crate::System<'_> {
                     Expr::value(now.plus(lease).as_millis()),
                 )
                 .filter(job::Column::Id.eq(candidate.id))
-                .filter(job::Column::State.eq("running"))
+                .filter(job::Column::State.eq(JobState::Running.as_str()))
                 .filter(free.clone())
                 .exec(&self.db)
                 .await?;
@@ -407,7 +407,7 @@ impl crate::System<'_> {
             .col_expr(job::Column::LeaseExpiresAt, Expr::value(until.as_millis()))
             .filter(job::Column::Id.eq(id))
             .filter(job::Column::LeaseOwner.eq(owner))
-            .filter(job::Column::State.eq("running"))
+            .filter(job::Column::State.eq(JobState::Running.as_str()))
             .exec(&self.db)
             .await?;
         Ok(res.rows_affected == 1)
@@ -426,10 +426,10 @@ impl crate::System<'_> {
             .filter(job::Column::Id.eq(id));
         update = match outcome {
             Ok(n) => update
-                .col_expr(job::Column::State, Expr::value("finished"))
+                .col_expr(job::Column::State, Expr::value(JobState::Finished.as_str()))
                 .col_expr(job::Column::Progress, Expr::value(n as i64)),
             Err(e) => update
-                .col_expr(job::Column::State, Expr::value("failed"))
+                .col_expr(job::Column::State, Expr::value(JobState::Failed.as_str()))
                 .col_expr(job::Column::Error, Expr::value(e)),
         };
         update.exec(&self.db).await?;

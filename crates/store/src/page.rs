@@ -69,9 +69,16 @@ impl<T> Page<T> {
         }
     }
 
-    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+    pub fn map<U>(mut self, f: impl FnMut(T) -> U) -> Page<U> {
+        let data = std::mem::take(&mut self.data).into_iter().map(f).collect();
+        self.with_data(data)
+    }
+
+    /// The same page (its iterators, `done`) over other rows: the rows a listing built from
+    /// this page's, e.g. joined with a second read.
+    pub fn with_data<U>(self, data: Vec<U>) -> Page<U> {
         Page {
-            data: self.data.into_iter().map(f).collect(),
+            data,
             iterator: self.iterator,
             prev_iterator: self.prev_iterator,
             done: self.done,

@@ -213,7 +213,7 @@ impl Store {
                 delivery::Column::State,
                 Expr::value(DeliveryState::Skipped.as_str()),
             )
-            .col_expr(delivery::Column::LastError, Expr::value("content expunged"))
+            .col_expr(delivery::Column::LastError, Expr::value(crate::EXPUNGED))
             .col_expr(delivery::Column::UpdatedAt, Expr::value(now))
             .filter(delivery::Column::MsgId.eq(msg.id))
             .filter(delivery::Column::State.is_in([
@@ -279,7 +279,7 @@ impl Store {
                                 Expr::col((message::Entity, message::Column::Id))
                                     .equals((delivery::Entity, delivery::Column::MsgId)),
                             )
-                            .and_where(Expr::cust("length(messages.payload) = 0"))
+                            .and_where(crate::columns::expunged_payload())
                             .to_owned(),
                     )
                     .not(),
@@ -410,7 +410,7 @@ impl Store {
         if let Some(state) = state {
             select = select.filter(delivery::Column::State.eq(state.as_str()));
         }
-        let page = fetch_page(
+        let mut page = fetch_page(
             &self.db,
             select,
             delivery::Column::Id,
@@ -427,18 +427,13 @@ impl Store {
             .map(|m| (m.id, m))
             .collect();
         let mut data = Vec::with_capacity(page.data.len());
-        for d in page.data {
+        for d in std::mem::take(&mut page.data) {
             let m = messages
                 .remove(&d.msg_id)
                 .ok_or_else(|| StoreError::Corrupt(format!("delivery {} has no message", d.id)))?;
             data.push((d, m));
         }
-        Ok(Page {
-            data,
-            iterator: page.iterator,
-            prev_iterator: page.prev_iterator,
-            done: page.done,
-        })
+        Ok(page.with_data(data))
     }
 
     pub async fn get_attempt(

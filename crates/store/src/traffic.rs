@@ -175,7 +175,7 @@ impl Store {
                     .to_owned(),
             ),
         );
-        let page = fetch_page(
+        let mut page = fetch_page(
             &self.db,
             select,
             endpoint::Column::Id,
@@ -194,17 +194,11 @@ impl Store {
                 .map(|d| (d.endpoint_id, d))
                 .collect();
         // A delivery removed between the two reads (its application deleted) drops out.
-        let data = page
-            .data
+        let data = std::mem::take(&mut page.data)
             .into_iter()
             .filter_map(|ep| deliveries.remove(&ep.id).map(|d| (ep, d)))
             .collect();
-        Ok(Page {
-            data,
-            iterator: page.iterator,
-            prev_iterator: page.prev_iterator,
-            done: page.done,
-        })
+        Ok(page.with_data(data))
     }
 
     /// Stores one attempt and updates its delivery's counters in the same transaction.

@@ -1,5 +1,5 @@
 use actix_web::{HttpResponse, web};
-use domain::delivery::{AttemptTrigger, DeliveryState};
+use domain::delivery::AttemptTrigger;
 use store::entities::attempt;
 use store::{AttemptFilter, Store};
 
@@ -244,7 +244,7 @@ pub async fn list_destinations(
                 disabled: ep.disabled,
                 status,
                 status_text: status_text.to_owned(),
-                next_attempt: (d.state == DeliveryState::Pending).then(|| time(d.next_attempt_at)),
+                next_attempt: crate::routes::endpoints::next_attempt(&d),
                 created_at: time(ep.created_at),
                 updated_at: time(ep.updated_at),
             })

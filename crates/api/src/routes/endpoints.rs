@@ -15,7 +15,7 @@ use crate::dto::{
 };
 use crate::extract::{App, AppEndpoint, JsonBody, Tenant};
 use crate::routes::messages::raw_payload;
-use domain::jobs::JobKind;
+use domain::jobs::{JobKind, JobState};
 use service::{endpoints as eps, rules};
 
 use crate::{ApiConfig, ApiError};
@@ -40,7 +40,7 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
             .unwrap_or(rules::DEFAULT_MAX_CONCURRENCY),
         retry_on: overrides.retry_on().to_vec(),
         permanent_on: overrides.permanent_on().to_vec(),
-        status_preset: overrides.preset().map(preset_text),
+        status_preset: overrides.preset().map(|p| p.to_string()),
         id: m.id.to_string(),
         uid: m.uid,
         url: m.url,
@@ -54,13 +54,6 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
         breaker_state: m.breaker_state.to_string(),
         signature_headers: m.signature_headers.map(|s| s.to_string()),
     })
-}
-
-fn preset_text(p: domain::classify::StatusPreset) -> String {
-    serde_json::to_value(p)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
 }
 
 fn non_empty(v: Option<Vec<String>>) -> Option<Vec<String>> {
@@ -195,7 +188,7 @@ pub async fn patch(
 ) -> Result<HttpResponse, ApiError> {
     let cur = eps::as_new(&current)?;
     let overrides = current.status_overrides()?;
-    let preset = overrides.preset().map(preset_text);
+    let preset = overrides.preset().map(|p| p.to_string());
     let filter_types = match (p.filter_types, p.event_types) {
         (crate::dto::Patch::Absent, other) | (other, _) => other,
     };
@@ -421,14 +414,14 @@ pub async fn stats(
 }
 
 pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
-    let data = match (job.state.as_str(), &job.error) {
-        ("failed", Some(e)) => serde_json::json!({ "error": e }),
-        ("finished", _) => serde_json::json!({ "deliveries": job.progress }),
+    let data = match (job.state, &job.error) {
+        (JobState::Failed, Some(e)) => serde_json::json!({ "error": e }),
+        (JobState::Finished, _) => serde_json::json!({ "deliveries": job.progress }),
         _ => serde_json::json!({}),
     };
     BackgroundTaskOut {
         id: job.id.to_string(),
-        status: job.state,
+        status: job.state.to_string(),
         task: job.kind.to_string(),
         data,
         updated_at: time(job.updated_at),
@@ -541,6 +534,11 @@ pub async fn send_example(
     Ok(HttpResponse::Ok().json(crate::routes::messages::out(created.message, true)?))
 }
 
+/// When a pending delivery's next attempt is due (none for any other state).
+pub fn next_attempt(d: &store::entities::delivery::Model) -> Option<String> {
+    (d.state == DeliveryState::Pending).then(|| time(d.next_attempt_at))
+}
+
 pub fn state_code(state: DeliveryState) -> (i32, &'static str) {
     match state {
         DeliveryState::Succeeded => (0, "success"),
@@ -598,7 +596,7 @@ pub async fn list_messages(
             timestamp: time(m.created_at),
             status,
             status_text: status_text.to_owned(),
-            next_attempt: (d.state == DeliveryState::Pending).then(|| time(d.next_attempt_at)),
+            next_attempt: next_attempt(&d),
             attempt_count: d.attempt_count,
             last_status_code: d.last_status,
             last_error: d.last_error,
@@ -652,13 +650,12 @@ pub async fn list_tasks(
 ) -> Result<HttpResponse, ApiError> {
     let status = match f.status.as_deref().filter(|s| !s.is_empty()) {
         None => None,
-        Some(s @ ("running" | "finished" | "failed")) => Some(s),
-        Some(_) => {
-            return Err(ApiError::validation(
+        Some(s) => Some(s.parse::<JobState>().map_err(|_| {
+            ApiError::validation(
                 ["query", "status"],
                 "status must be running, finished or failed",
-            ));
-        }
+            )
+        })?),
     };
     let kind = match f.task.as_deref().filter(|s| !s.is_empty()) {
         None => None,

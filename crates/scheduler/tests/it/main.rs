@@ -247,7 +247,7 @@ async fn a_job_for_a_deleted_endpoint_fails_with_a_reason() {
         store.delete_endpoint(t, &ep).await.unwrap();
         assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
         let job = store.get_job(t, &job.id.to_string()).await.unwrap();
-        assert_eq!(job.state, "failed");
+        assert_eq!(job.state.as_str(), "failed");
         assert!(job.error.unwrap().contains("not found"));
     })
     .await;
