@@ -10,6 +10,7 @@ mod m0001_initial;
 mod m0002_attempt_stats;
 mod m0003_pending_signups;
 mod m0004_signature_headers;
+mod m0005_tenant_status_preset;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0002_attempt_stats::Migration),
             Box::new(m0003_pending_signups::Migration),
             Box::new(m0004_signature_headers::Migration),
+            Box::new(m0005_tenant_status_preset::Migration),
         ]
     }
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
+use domain::classify::StatusPreset;
 use domain::email::EmailAddress;
 use domain::ids::ApiKeyId;
 use serde::Deserialize;
@@ -13,7 +14,7 @@ use store::ListParams;
 use crate::auth::see_other;
 use crate::error::PageError;
 use crate::session::{self, Session};
-use crate::views::{self, ApiKeyRow, SettingsPage};
+use crate::views::{self, ApiKeyRow, PresetChoice, SettingsPage};
 
 /// Keys listed on the page (revoked ones included).
 const KEYS_SHOWN: u64 = 100;
@@ -46,6 +47,7 @@ async fn page(
             },
         )
         .await?;
+    let server_preset = crate::service_config(req)?.status_preset;
     let view = SettingsPage {
         csrf: Some(session.csrf),
         tenant_name: tenant.name,
@@ -63,6 +65,12 @@ async fn page(
             })
             .collect(),
         more_keys: !keys.done,
+        preset: tenant
+            .status_preset
+            .map(StatusPreset::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        presets: PresetChoice::all(server_preset),
         notice: extra.notice,
         new_key: extra.new_key,
         error: extra.error,
@@ -81,6 +89,11 @@ pub async fn show(
             Some("API key revoked: requests made with it are now refused.".to_owned())
         }
         Some("email") => Some("Notification email saved.".to_owned()),
+        Some("preset") => Some(
+            "Saved: failed attempts of endpoints without a preset of their own are classified \
+             this way from now on."
+                .to_owned(),
+        ),
         _ => None,
     };
     page(
@@ -204,4 +217,48 @@ pub async fn set_email(
             .await
         }
     }
+}
+
+#[derive(Deserialize)]
+pub struct PresetForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    preset: String,
+}
+
+/// POST `/settings/preset`: how failed attempts are classified for the tenant's endpoints
+/// that choose no `statusPreset` (empty: the server's choice).
+pub async fn set_preset(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<PresetForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let preset = match form.preset.as_str() {
+        "" => None,
+        other => match other.parse::<StatusPreset>() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                let known: Vec<&str> = StatusPreset::ALL.map(StatusPreset::as_str).to_vec();
+                return page(
+                    &req,
+                    session,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    Extra {
+                        error: Some(format!(
+                            "“{other}” is not a preset; choose one of {}, or the server's choice.",
+                            known.join(", ")
+                        )),
+                        ..Extra::default()
+                    },
+                )
+                .await;
+            }
+        },
+    };
+    session::store_of(&req)?
+        .set_status_preset(session.tenant, preset)
+        .await?;
+    Ok(see_other("/settings?done=preset"))
 }

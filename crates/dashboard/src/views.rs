@@ -5,6 +5,7 @@ use actix_web::http::StatusCode;
 use askama::Template;
 use domain::Timestamp;
 use domain::breaker::BreakerPhase;
+use domain::classify::StatusPreset;
 use domain::delivery::DeliveryState;
 use domain::time::rfc3339;
 use store::entities::{attempt, endpoint};
@@ -235,10 +236,42 @@ pub struct SettingsPage {
     pub email: String,
     pub keys: Vec<ApiKeyRow>,
     pub more_keys: bool,
+    /// The tenant's failure preset (`""`: the server's), and the choices offered.
+    pub preset: String,
+    pub presets: Vec<PresetChoice>,
     pub notice: Option<String>,
     /// A key just created: its only showing.
     pub new_key: Option<String>,
     pub error: Option<String>,
+}
+
+/// One choice of how failed attempts are classified: its form value and what it means.
+pub struct PresetChoice {
+    pub value: &'static str,
+    pub label: String,
+}
+
+impl PresetChoice {
+    /// The server's choice (named), then every preset.
+    pub fn all(server: StatusPreset) -> Vec<PresetChoice> {
+        let meaning = |p: StatusPreset| match p {
+            StatusPreset::Default => {
+                "hookd's table: 400, 401, 403, 410, 413, 415 and 422 end the retries at once"
+            }
+            StatusPreset::RetryAllBut410 => {
+                "Svix's rule: every failure is retried on the schedule except 410 Gone"
+            }
+        };
+        let mut all = vec![PresetChoice {
+            value: "",
+            label: format!("The server's choice (now “{server}”: {})", meaning(server)),
+        }];
+        all.extend(StatusPreset::ALL.map(|p| PresetChoice {
+            value: p.as_str(),
+            label: format!("“{p}”: {}", meaning(p)),
+        }));
+        all
+    }
 }
 
 pub struct ApiKeyRow {

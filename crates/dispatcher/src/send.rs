@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use domain::Timestamp;
-use domain::classify::{Classification, Outcome, StatusOverrides, classify};
+use domain::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
 use domain::delivery::ErrorKind;
 use domain::endpoint_url::{EndpointUrl, check_destination};
 use domain::retry::{Decision, next_attempt};
@@ -35,8 +35,13 @@ impl Prepared {
     /// `https_only` (the server's `endpoint_https_only`) holds at send time too: an `http://`
     /// endpoint set before it was turned on gets an attempt error, not a plain-text request.
     /// An endpoint whose stored headers or status overrides cannot be read is not sent to
-    /// (without them): each attempt fails with the reason.
-    pub(crate) fn new(ep: DispatchEndpoint, cfg: &DispatcherConfig) -> Prepared {
+    /// (without them): each attempt fails with the reason. Failures are classified by the
+    /// endpoint's `statusPreset`, else its tenant's (`tenant_preset`), else the server's.
+    pub(crate) fn new(
+        ep: DispatchEndpoint,
+        cfg: &DispatcherConfig,
+        tenant_preset: Option<StatusPreset>,
+    ) -> Prepared {
         let (allow, https_only) = (&cfg.allow_networks, cfg.https_only);
         let e = &ep.endpoint;
         let stored = e
@@ -65,7 +70,7 @@ impl Prepared {
             .filter_map(|s| SigningSecret::parse(s).ok())
             .collect();
         Prepared {
-            overrides: overrides.or_preset(cfg.status_preset),
+            overrides: overrides.or_preset(tenant_preset.unwrap_or(cfg.status_preset)),
             signature_headers: e.signature_headers.unwrap_or(cfg.signature_headers),
             url,
             secrets,
@@ -350,7 +355,7 @@ mod tests {
             secrets: vec![SECRET.into(), "not a secret".into(), SECRET.into()],
         };
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse(allow).unwrap());
-        Prepared::new(ep, &cfg)
+        Prepared::new(ep, &cfg, None)
     }
 
     #[test]
@@ -394,7 +399,7 @@ mod tests {
             secrets: vec![SECRET.into()],
         };
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
-        let target = Prepared::new(ep, &cfg);
+        let target = Prepared::new(ep, &cfg, None);
         let msg = message::Model {
             payload: Vec::new(),
             ..store::testing::message_model()
@@ -434,7 +439,7 @@ mod tests {
             let mut cfg =
                 DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
             cfg.signature_headers = server;
-            let target = Prepared::new(ep, &cfg);
+            let target = Prepared::new(ep, &cfg, None);
             let req = build(
                 &client,
                 &target,
@@ -490,6 +495,45 @@ mod tests {
         assert_eq!(
             classify(Outcome::Status(503), &plain.overrides),
             Classification::Retry
+        );
+    }
+
+    #[test]
+    fn the_status_preset_is_the_endpoints_then_the_tenants_then_the_servers() {
+        use StatusPreset::{Default as Strict, RetryAllBut410 as Svix};
+        // Whether a 401 is retried, for the endpoint's, the tenant's and the server's choice.
+        let retries_401 = |own: Option<&str>, tenant: Option<StatusPreset>, server| {
+            let mut endpoint = store::testing::endpoint_model("ep_1", "http://127.0.0.1:9/h");
+            endpoint.status_overrides = own.map(str::to_owned);
+            let ep = DispatchEndpoint {
+                endpoint,
+                secrets: vec![SECRET.into()],
+            };
+            let mut cfg =
+                DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
+            cfg.status_preset = server;
+            let t = Prepared::new(ep, &cfg, tenant);
+            classify(Outcome::Status(401), &t.overrides) == Classification::Retry
+        };
+        assert!(!retries_401(None, None, Strict));
+        assert!(retries_401(None, None, Svix));
+        assert!(
+            retries_401(None, Some(Svix), Strict),
+            "the tenant's over the server's"
+        );
+        assert!(
+            !retries_401(None, Some(Strict), Svix),
+            "the tenant's over the server's"
+        );
+        let own_strict = Some(r#"{"statusPreset": "default"}"#);
+        assert!(
+            !retries_401(own_strict, Some(Svix), Svix),
+            "the endpoint's over both"
+        );
+        let own_svix = Some(r#"{"statusPreset": "retry-all-but-410"}"#);
+        assert!(
+            retries_401(own_svix, Some(Strict), Strict),
+            "the endpoint's over both"
         );
     }
 }

@@ -467,6 +467,19 @@ impl Dispatcher {
         // transaction read it, and is sent with exactly that (one batch here may hold several
         // such snapshots of one endpoint, before and after a rotation).
         let cfg = &self.cfg;
+        // The tenants' failure presets, from copies at most a second old (one query when stale).
+        let presets = self
+            .store
+            .system()
+            .tenant_presets(
+                items
+                    .iter()
+                    .map(|(d, ..)| d.tenant_id)
+                    .collect::<HashSet<_>>(),
+            )
+            .await?;
+        let preset_of =
+            |ep: &DispatchEndpoint| presets.get(&ep.endpoint.tenant_id).copied().flatten();
         let mut endpoints: HashMap<EndpointId, Arc<Prepared>> = HashMap::new();
         // Keyed by the snapshot's address: one per ingest batch, alive while `items` is.
         let mut snapshots: HashMap<usize, Arc<Prepared>> = HashMap::new();
@@ -477,7 +490,11 @@ impl Dispatcher {
                     snapshots
                         .entry(Arc::as_ptr(ep) as usize)
                         .or_insert_with(|| {
-                            Arc::new(Prepared::new(DispatchEndpoint::clone(ep), cfg))
+                            Arc::new(Prepared::new(
+                                DispatchEndpoint::clone(ep),
+                                cfg,
+                                preset_of(ep),
+                            ))
                         });
                 }
                 None => {
@@ -492,10 +509,10 @@ impl Dispatcher {
                 .system()
                 .dispatch_endpoints(&ids, Timestamp::now())
                 .await?;
-            endpoints.extend(
-                read.into_iter()
-                    .map(|(id, ep)| (id, Arc::new(Prepared::new(ep, cfg)))),
-            );
+            endpoints.extend(read.into_iter().map(|(id, ep)| {
+                let preset = preset_of(&ep);
+                (id, Arc::new(Prepared::new(ep, cfg, preset)))
+            }));
         }
         let now = Timestamp::now();
         let mut deferrals = Vec::new();

@@ -14,6 +14,11 @@ pub enum Outcome {
 /// A named starting table an endpoint can pick before its explicit lists apply. Its names
 /// (in JSON, settings and the API) are the ones below, written once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
 #[serde(try_from = "String", into = "&'static str")]
 pub enum StatusPreset {
     /// DESIGN.md's table: permanent on 400, 401, 403, 410, 413, 415, 422; retry otherwise.
@@ -24,6 +29,11 @@ pub enum StatusPreset {
 }
 
 crate::delivery::text_enum!(StatusPreset { Default => "default", RetryAllBut410 => "retry-all-but-410" });
+
+impl StatusPreset {
+    /// Every preset, in the order choices list them.
+    pub const ALL: [StatusPreset; 2] = [StatusPreset::Default, StatusPreset::RetryAllBut410];
+}
 
 impl TryFrom<String> for StatusPreset {
     type Error = crate::delivery::UnknownVariant;

@@ -276,6 +276,7 @@ fn http_server(
         max_deliver_ahead: settings.max_deliver_ahead,
         allow_networks: settings.endpoint_allow_networks.clone(),
         https_only: settings.endpoint_https_only,
+        status_preset: settings.status_preset,
         new_work,
         ingest_limits,
     };

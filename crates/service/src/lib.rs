@@ -30,6 +30,9 @@ pub struct Config {
     pub allow_networks: AllowList,
     /// Refuse `http://` endpoint URLs.
     pub https_only: bool,
+    /// How failures are classified where neither the endpoint nor its tenant chose (shown to
+    /// tenants choosing their default).
+    pub status_preset: domain::classify::StatusPreset,
     /// Woken after anything makes deliveries due (a message, a resend), so a dispatcher in
     /// this process starts at once instead of at its next poll.
     pub new_work: Arc<tokio::sync::Notify>,

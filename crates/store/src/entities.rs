@@ -25,6 +25,9 @@ pub mod tenant {
         pub ingest_burst: Option<i32>,
         pub created_at: i64,
         pub updated_at: i64,
+        /// How failures of endpoints that choose no `statusPreset` are classified; None: the
+        /// server's `status_preset` setting.
+        pub status_preset: Option<domain::classify::StatusPreset>,
     }
     entity_boilerplate!();
 }

@@ -69,6 +69,10 @@ pub struct Store {
     apps: std::sync::Arc<
         cache::ReadCache<(domain::ids::TenantId, String), entities::application::Model>,
     >,
+    /// Short-lived copies of each tenant's `status_preset`, read by the dispatcher per batch.
+    presets: std::sync::Arc<
+        cache::ReadCache<domain::ids::TenantId, Option<domain::classify::StatusPreset>>,
+    >,
     /// Endpoints this process must not send to right now (see `gate`). Shared by every clone.
     stopped: std::sync::Arc<gate::StoppedEndpoints>,
     /// Held by the WAL checkpointer while it checkpoints; `true` once `close` stopped it.
@@ -132,6 +136,7 @@ impl Store {
             lite: None,
             keys: Default::default(),
             apps: Default::default(),
+            presets: Default::default(),
             stopped: Default::default(),
             checkpointer: Default::default(),
         };

@@ -145,3 +145,81 @@ async fn notification_email_is_validated_and_saved() {
     theirs.assert(200, "Globex");
     assert!(!theirs.body.contains("alerts@acme.example"));
 }
+
+#[tokio::test]
+async fn the_tenants_status_preset_is_chosen_validated_and_kept_per_tenant() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let tenant = app
+        .store
+        .system()
+        .authenticate_api_key(&key)
+        .await
+        .unwrap()
+        .expect("the sign-up's key");
+    // As stored (the dispatchers' copies, in the server's process, follow within a second).
+    let preset_of = |t| {
+        let store = app.store.clone();
+        async move { store.get_tenant(t).await.unwrap().status_preset }
+    };
+    let page = b.get("/settings").await;
+    page.assert(200, "Failed deliveries");
+    // Until chosen, the server's choice applies and the page names it.
+    assert!(
+        page.body
+            .contains(r#"<option value="" selected>The server&#39;s choice (now “default”"#),
+        "{}",
+        page.body
+    );
+    assert_eq!(preset_of(tenant).await, None);
+    let csrf = page.csrf();
+
+    b.post(
+        "/settings/preset",
+        &[("csrf", "forged"), ("preset", "retry-all-but-410")],
+    )
+    .await
+    .assert(403, "did not come from this dashboard");
+    b.post(
+        "/settings/preset",
+        &[("csrf", &csrf), ("preset", "retry-all")],
+    )
+    .await
+    .assert(
+        422,
+        "“retry-all” is not a preset; choose one of default, retry-all-but-410",
+    );
+    assert_eq!(preset_of(tenant).await, None);
+
+    let done = b
+        .post(
+            "/settings/preset",
+            &[("csrf", &csrf), ("preset", "retry-all-but-410")],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let page = b.get(done.location()).await;
+    page.assert(200, "Saved: failed attempts of endpoints without a preset");
+    assert!(
+        page.body
+            .contains(r#"<option value="retry-all-but-410" selected>"#)
+    );
+    assert_eq!(
+        preset_of(tenant).await,
+        Some(domain::classify::StatusPreset::RetryAllBut410)
+    );
+
+    // Another tenant keeps the server's choice.
+    let mut other = Browser::new(&app);
+    other.sign_up("Globex", "ops@globex.example").await;
+    let theirs = other.get("/settings").await;
+    assert!(theirs.body.contains(r#"<option value="" selected>"#));
+
+    // Back to the server's choice.
+    let done = b
+        .post("/settings/preset", &[("csrf", &csrf), ("preset", "")])
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(preset_of(tenant).await, None);
+}

@@ -345,6 +345,48 @@ async fn the_server_preset_applies_to_endpoints_that_did_not_choose_and_abort_me
     }
 }
 
+/// A tenant's own default (chosen in the dashboard's settings) sits between the endpoint's
+/// and the server's: with the server on hookd's table, the tenant's endpoints that did not
+/// choose retry a 401 under Svix's rule, while another tenant's still end at it.
+#[tokio::test]
+async fn the_tenants_preset_applies_to_its_endpoints_that_did_not_choose() {
+    for mut app in apps().await {
+        app.store
+            .set_status_preset(
+                app.tenant,
+                Some(domain::classify::StatusPreset::RetryAllBut410),
+            )
+            .await
+            .unwrap();
+        let flaky = sink(Behaviour {
+            fail_first: 1,
+            fail_status: 401,
+            ..Default::default()
+        });
+        let quick = json!({"retryPolicy": {"delays": ["100ms"], "maxAttempts": 5}});
+        let (a, e) = endpoint_at(&app, &flaky, quick.clone()).await;
+        let id = send(&app, &a, json!({})).await;
+        let state = wait_final(&app, &a, &e, &id).await;
+        assert_eq!(
+            (state["statusText"].as_str(), state["attemptCount"].as_i64()),
+            (Some("success"), Some(2)),
+            "the 401 was retried under the tenant's preset"
+        );
+
+        // The same server, as another tenant.
+        (app.tenant, app.key) = testkit::new_tenant(&app.store, "globex").await;
+        let (a, e) = endpoint_at(&app, &flaky, quick).await;
+        let id = send(&app, &a, json!({})).await;
+        let state = wait_final(&app, &a, &e, &id).await;
+        assert_eq!(
+            (state["statusText"].as_str(), state["attemptCount"].as_i64()),
+            (Some("fail"), Some(1)),
+            "another tenant keeps the server's preset"
+        );
+        flaky.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn a_receiver_that_never_answers_times_out_and_is_retried() {
     for app in apps().await {
