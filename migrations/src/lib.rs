@@ -11,6 +11,7 @@ mod m0002_attempt_stats;
 mod m0003_pending_signups;
 mod m0004_signature_headers;
 mod m0005_tenant_status_preset;
+mod m0006_retention;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0003_pending_signups::Migration),
             Box::new(m0004_signature_headers::Migration),
             Box::new(m0005_tenant_status_preset::Migration),
+            Box::new(m0006_retention::Migration),
         ]
     }
 }

@@ -205,6 +205,17 @@ pub struct ApplicationIn {
     pub uid: Option<String>,
     #[serde(default)]
     pub metadata: Option<BTreeMap<String, String>>,
+    /// hookd: days this application's payloads and attempt response bodies are kept (null:
+    /// the tenant's choice, else the server's `payload_retention`); 1 to the server's
+    /// `max_retention`.
+    #[schema(minimum = 1)]
+    #[serde(default)]
+    pub payload_retention_days: Option<u32>,
+    /// hookd: days its messages, deliveries and attempts are kept (null: the tenant's, else
+    /// the server's `metadata_retention`).
+    #[schema(minimum = 1)]
+    #[serde(default)]
+    pub metadata_retention_days: Option<u32>,
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -222,6 +233,12 @@ pub struct ApplicationPatch {
     #[serde(default)]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub metadata: Patch<BTreeMap<String, String>>,
+    #[serde(default)]
+    #[schema(value_type = Option<u32>, minimum = 1)]
+    pub payload_retention_days: Patch<u32>,
+    #[serde(default)]
+    #[schema(value_type = Option<u32>, minimum = 1)]
+    pub metadata_retention_days: Patch<u32>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -232,6 +249,9 @@ pub struct ApplicationOut {
     pub name: String,
     pub throttle_rate: Option<u32>,
     pub metadata: BTreeMap<String, String>,
+    /// hookd: the application's own retention choices (null: the tenant's, else the server's).
+    pub payload_retention_days: Option<u32>,
+    pub metadata_retention_days: Option<u32>,
     #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(format = DateTime)]

@@ -174,6 +174,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(at!("/background-task", get => eps::list_tasks))
             .service(at!("/background-task/{task_id}", get => eps::get_task))
             .service(at!("/email", get => eps::list_emails))
+            .service(
+                at!("/retention", get => routes::retention::get, put => routes::retention::put),
+            )
             .service(app_scope)
             .service(event_type_scope)
             .default_service(web::to(error::no_route)),

@@ -110,6 +110,7 @@ impl Modify for CommonResponses {
         endpoints::set_headers, endpoints::patch_headers, endpoints::stats, endpoints::recover,
         endpoints::replay_missing, endpoints::send_example, endpoints::list_messages, endpoints::get_task, endpoints::list_tasks, endpoints::list_emails, endpoints::replay_from_message,
         messages::create, messages::list, messages::get,
+        crate::routes::retention::get, crate::routes::retention::put,
         attempts::list_by_endpoint, attempts::list_by_msg, attempts::list_destinations, attempts::expunge_content, messages::expunge_content, attempts::get, attempts::resend, attempts::skip,
     ),
     components(schemas(
@@ -119,6 +120,7 @@ impl Modify for CommonResponses {
         EndpointIn, EndpointOut, EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn, crate::routes::endpoints::EventExampleIn,
         EndpointHeadersIn, EndpointHeadersOut, EndpointHeadersPatchIn, EndpointStats, RecoverIn,
         BackgroundTaskOut, MessageIn, MessageOut, MessageAttemptOut, EndpointMessageOut, crate::routes::attempts::MessageEndpointOut,
+        crate::routes::retention::RetentionIn, crate::routes::retention::RetentionOut,
     ))
 )]
 struct ApiDoc;

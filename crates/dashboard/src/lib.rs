@@ -73,6 +73,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(settings::revoke_key)),
         )
         .service(
+            web::resource("/settings/retention")
+                .app_data(form())
+                .route(web::post().to(settings::set_retention)),
+        )
+        .service(
             web::resource("/settings/preset")
                 .app_data(form())
                 .route(web::post().to(settings::set_preset)),

@@ -6,15 +6,17 @@ use std::collections::HashMap;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::classify::StatusPreset;
+use domain::duration::format_duration;
 use domain::email::EmailAddress;
 use domain::ids::ApiKeyId;
+use domain::retention::{RetentionDays, max_days};
 use serde::Deserialize;
 use store::ListParams;
 
 use crate::auth::see_other;
 use crate::error::PageError;
 use crate::session::{self, Session};
-use crate::views::{self, ApiKeyRow, PresetChoice, SettingsPage};
+use crate::views::{self, ApiKeyRow, PresetChoice, RetentionView, SettingsPage};
 
 /// Keys listed on the page (revoked ones included).
 const KEYS_SHOWN: u64 = 100;
@@ -27,6 +29,8 @@ struct Extra {
     new_key: Option<String>,
     error: Option<String>,
     email: Option<String>,
+    /// The retention days as typed (payload, metadata), when refused.
+    retention: Option<(String, String)>,
 }
 
 async fn page(
@@ -47,7 +51,24 @@ async fn page(
             },
         )
         .await?;
-    let server_preset = crate::service_config(req)?.status_preset;
+    let cfg = crate::service_config(req)?;
+    let server_preset = cfg.status_preset;
+    let chosen = tenant.retention();
+    let in_force = cfg.retention.choose(&[chosen]);
+    let shown = |d: Option<u32>| d.map(|d| d.to_string()).unwrap_or_default();
+    let (payload_days, metadata_days) = extra
+        .retention
+        .clone()
+        .unwrap_or_else(|| (shown(chosen.payload), shown(chosen.metadata)));
+    let retention = RetentionView {
+        payload_days,
+        metadata_days,
+        payload_in_force: format_duration(in_force.payload),
+        metadata_in_force: format_duration(in_force.metadata),
+        server_payload: format_duration(cfg.retention.payload),
+        server_metadata: format_duration(cfg.retention.metadata),
+        max_days: max_days(cfg.max_retention),
+    };
     let view = SettingsPage {
         csrf: Some(session.csrf),
         tenant_name: tenant.name,
@@ -71,6 +92,7 @@ async fn page(
             .unwrap_or_default()
             .to_owned(),
         presets: PresetChoice::all(server_preset),
+        retention,
         notice: extra.notice,
         new_key: extra.new_key,
         error: extra.error,
@@ -89,6 +111,9 @@ pub async fn show(
             Some("API key revoked: requests made with it are now refused.".to_owned())
         }
         Some("email") => Some("Notification email saved.".to_owned()),
+        Some("retention") => Some(
+            "Retention saved: the next prune applies it to messages already stored too.".to_owned(),
+        ),
         Some("preset") => Some(
             "Saved: failed attempts of endpoints without a preset of their own are classified \
              this way from now on."
@@ -261,4 +286,62 @@ pub async fn set_preset(
         .set_status_preset(session.tenant, preset)
         .await?;
     Ok(see_other("/settings?done=preset"))
+}
+
+#[derive(Deserialize)]
+pub struct RetentionForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    payload_days: String,
+    #[serde(default)]
+    metadata_days: String,
+}
+
+/// POST `/settings/retention`: how many days the tenant's payloads and messages are kept
+/// (blank: the server's default), within the server's `max_retention`.
+pub async fn set_retention(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<RetentionForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let max = crate::service_config(&req)?.max_retention;
+    let parse = |v: &str| match v.trim() {
+        "" => Ok(None),
+        t => t.parse::<u32>().map(Some).map_err(|_| ()),
+    };
+    let days = match (parse(&form.payload_days), parse(&form.metadata_days)) {
+        (Ok(payload), Ok(metadata)) => {
+            let days = RetentionDays { payload, metadata };
+            service::rules::retention(days, max).map_err(|_| ())
+        }
+        _ => Err(()),
+    };
+    match days {
+        Ok(days) => {
+            session::store_of(&req)?
+                .set_retention(session.tenant, days)
+                .await?;
+            Ok(see_other("/settings?done=retention"))
+        }
+        Err(()) => {
+            let typed = (form.payload_days.clone(), form.metadata_days.clone());
+            page(
+                &req,
+                session,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Extra {
+                    error: Some(format!(
+                        "Give each retention as a whole number of days from 1 to {}, or leave it \
+                         blank for the server's default.",
+                        max_days(max)
+                    )),
+                    retention: Some(typed),
+                    ..Extra::default()
+                },
+            )
+            .await
+        }
+    }
 }

@@ -239,10 +239,23 @@ pub struct SettingsPage {
     /// The tenant's failure preset (`""`: the server's), and the choices offered.
     pub preset: String,
     pub presets: Vec<PresetChoice>,
+    pub retention: RetentionView,
     pub notice: Option<String>,
     /// A key just created: its only showing.
     pub new_key: Option<String>,
     pub error: Option<String>,
+}
+
+/// The tenant's retention: its choices as typed or stored (`""`: the server's) and what is
+/// in force.
+pub struct RetentionView {
+    pub payload_days: String,
+    pub metadata_days: String,
+    pub payload_in_force: String,
+    pub metadata_in_force: String,
+    pub server_payload: String,
+    pub server_metadata: String,
+    pub max_days: u32,
 }
 
 /// One choice of how failed attempts are classified: its form value and what it means.

@@ -53,6 +53,16 @@ pub enum Command {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Remove what retention says has expired (payloads, then old messages with their
+    /// deliveries and attempts; idempotency records, sessions), once, and report it. The
+    /// scheduler does the same every prune_interval.
+    Prune {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Count what would be removed by retention; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Manage tenants.
     Tenant {
         #[command(subcommand)]
@@ -182,6 +192,7 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
             roles: roles.clone(),
         },
         Command::Migrate { db }
+        | Command::Prune { db, .. }
         | Command::Tenant {
             command: TenantCommand::Create { db, .. },
         } => Overrides {
@@ -195,6 +206,7 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
         Command::Serve { .. } => serve_runtime()?.block_on(serve(settings)),
         Command::Migrate { .. } => runtime()?.block_on(migrate(settings)),
+        Command::Prune { dry_run, .. } => runtime()?.block_on(prune(settings, dry_run)),
         Command::Tenant {
             command: TenantCommand::Create {
                 name, email, json, ..
@@ -397,6 +409,68 @@ async fn migrate(settings: Settings) -> Result<(), BoxError> {
             "applied {} migration(s): {}",
             pending.len(),
             pending.join(", ")
+        );
+    }
+    store.close().await?;
+    Ok(())
+}
+
+async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
+    let store = open_store(&settings).await?;
+    let pending = store.pending_migrations().await?;
+    if !pending.is_empty() {
+        return Err(format!(
+            "the database schema is behind this hookd ({} pending); run `hookd migrate` first",
+            pending.join(", ")
+        )
+        .into());
+    }
+    // Passes until nothing more is due (each is bounded; see `store::Pruned::more`).
+    let mut total = scheduler::PruneReport::default();
+    loop {
+        let r = scheduler::prune(&store, settings.retention(), dry_run).await?;
+        let (t, p) = (&mut total.retention, r.retention);
+        t.messages += p.messages;
+        t.deliveries += p.deliveries;
+        t.attempts += p.attempts;
+        t.payloads += p.payloads;
+        t.kept_live = p.kept_live;
+        total.stats += r.stats;
+        total.swept.idempotency_keys += r.swept.idempotency_keys;
+        total.swept.sessions += r.swept.sessions;
+        total.swept.pending_signups += r.swept.pending_signups;
+        // A dry pass changes nothing, so another would count the same rows again.
+        if !p.more || dry_run {
+            break;
+        }
+    }
+    let p = total.retention;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    println!(
+        "{verb}: {} messages with {} deliveries and {} attempts; {verb} the payloads of {} more \
+         messages",
+        p.messages, p.deliveries, p.attempts, p.payloads
+    );
+    println!(
+        "kept: {} messages past a horizon with a delivery still live (pending, sending, paused, \
+         or failed holding its ordering key)",
+        p.kept_live
+    );
+    if dry_run {
+        if p.more {
+            println!("(at least: a pass stops at its batch limit, and more is due after it)");
+        }
+        println!(
+            "dry run: nothing changed; expired idempotency records, sessions and statistics \
+             are not counted"
+        );
+    } else {
+        println!(
+            "removed: {} idempotency records, {} sessions, {} sign-ups, {} statistics rows",
+            total.swept.idempotency_keys,
+            total.swept.sessions,
+            total.swept.pending_signups,
+            total.stats
         );
     }
     store.close().await?;

@@ -42,6 +42,26 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "how far in the future a message's deliverAt may be (1m to 365d); later answers 422",
     },
     SettingSpec {
+        name: "payload_retention",
+        default: "30d",
+        help: "how long message payloads and attempt response bodies are kept, unless a tenant or application chooses (1s to 3650d); then they read as expunged",
+    },
+    SettingSpec {
+        name: "metadata_retention",
+        default: "90d",
+        help: "how long messages, their deliveries and attempts are kept, unless a tenant or application chooses (1s to 3650d, at least payload_retention); live deliveries are never removed",
+    },
+    SettingSpec {
+        name: "max_retention",
+        default: "90d",
+        help: "the longest retention, in whole days, a tenant or application may choose for either kind (1d to 3650d)",
+    },
+    SettingSpec {
+        name: "prune_interval",
+        default: "1m",
+        help: "how often expired payloads and messages are removed (1s to 1d)",
+    },
+    SettingSpec {
         name: "endpoint_allow_networks",
         default: "",
         help: "comma-separated CIDR networks endpoint URLs may point into despite the SSRF guard, e.g. 127.0.0.0/8,10.0.0.0/8",
@@ -225,6 +245,10 @@ pub struct Settings {
     pub bind: SocketAddr,
     pub max_payload_bytes: usize,
     pub max_deliver_ahead: Duration,
+    pub payload_retention: Duration,
+    pub metadata_retention: Duration,
+    pub max_retention: Duration,
+    pub prune_interval: Duration,
     pub endpoint_allow_networks: AllowList,
     pub endpoint_https_only: bool,
     pub signature_headers: domain::signing::SignatureHeaders,
@@ -393,6 +417,27 @@ impl Settings {
                     Duration::from_secs(60),
                     Duration::from_secs(365 * 86_400),
                 )
+            })?,
+            payload_retention: field("payload_retention", get("payload_retention"), |v| {
+                duration_between(v, SECOND, TEN_YEARS)
+            })?,
+            metadata_retention: field("metadata_retention", get("metadata_retention"), |v| {
+                let d = duration_between(v, SECOND, TEN_YEARS)?;
+                let payload =
+                    duration_between(raw["payload_retention"].value.trim(), SECOND, TEN_YEARS)?;
+                if d < payload {
+                    return Err(format!(
+                        "shorter than payload_retention ({}): a payload cannot outlive its message",
+                        format_duration(payload)
+                    ));
+                }
+                Ok(d)
+            })?,
+            max_retention: field("max_retention", get("max_retention"), |v| {
+                duration_between(v, Duration::from_secs(86_400), TEN_YEARS)
+            })?,
+            prune_interval: field("prune_interval", get("prune_interval"), |v| {
+                duration_between(v, SECOND, Duration::from_secs(86_400))
             })?,
             max_payload_bytes: field("max_payload_bytes", get("max_payload_bytes"), |v| {
                 match v.parse::<usize>() {
@@ -584,6 +629,14 @@ impl Settings {
         })
     }
 
+    /// The operator's retention defaults.
+    pub fn retention(&self) -> domain::retention::Retention {
+        domain::retention::Retention {
+            payload: self.payload_retention,
+            metadata: self.metadata_retention,
+        }
+    }
+
     /// Where people reach hookd: `public_url`, or the bind address.
     pub fn public_url(&self) -> String {
         if self.public_url.is_empty() {
@@ -608,6 +661,13 @@ impl Settings {
             ("bind", self.bind.to_string()),
             ("max_payload_bytes", self.max_payload_bytes.to_string()),
             ("max_deliver_ahead", format_duration(self.max_deliver_ahead)),
+            ("payload_retention", format_duration(self.payload_retention)),
+            (
+                "metadata_retention",
+                format_duration(self.metadata_retention),
+            ),
+            ("max_retention", format_duration(self.max_retention)),
+            ("prune_interval", format_duration(self.prune_interval)),
             (
                 "endpoint_allow_networks",
                 self.endpoint_allow_networks.to_string(),
@@ -783,6 +843,9 @@ fn parse_bool(v: &str) -> Result<bool, String> {
 pub fn env_name(setting: &str) -> String {
     format!("HOOKD_{}", setting.to_ascii_uppercase())
 }
+
+const SECOND: Duration = Duration::from_secs(1);
+const TEN_YEARS: Duration = Duration::from_secs(3650 * 86_400);
 
 fn field<T>(
     setting: &'static str,

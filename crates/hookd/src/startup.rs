@@ -101,6 +101,8 @@ impl Application {
                 sweep_every: settings.health_sweep_interval,
                 public_url: settings.public_url(),
                 mailer,
+                retention: settings.retention(),
+                prune_every: settings.prune_interval,
             };
             workers.push(tokio::spawn(scheduler::run(
                 cfg,
@@ -277,6 +279,8 @@ fn http_server(
         allow_networks: settings.endpoint_allow_networks.clone(),
         https_only: settings.endpoint_https_only,
         status_preset: settings.status_preset,
+        retention: settings.retention(),
+        max_retention: settings.max_retention,
         new_work,
         ingest_limits,
     };

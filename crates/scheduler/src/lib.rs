@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::Timestamp;
+use domain::retention::Retention;
 use store::Store;
 use tokio::sync::{Notify, watch};
 
@@ -23,39 +24,80 @@ pub struct SchedulerConfig {
     pub sweep_every: Duration,
     pub public_url: String,
     pub mailer: Option<email::Mailer>,
+    /// The operator's retention defaults (tenants and applications may choose their own).
+    pub retention: Retention,
+    /// How often expired rows are removed.
+    pub prune_every: Duration,
 }
 
-/// Runs the scheduler until `stop`: when leading, a round every half second.
 /// How long per-minute attempt statistics are kept.
 pub const STATS_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// How often expired rows are deleted.
-const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// What one prune removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Payloads expired and messages removed by retention.
+    pub retention: store::Pruned,
+    /// Idempotency records, sessions and sign-ups past their time (not counted when dry).
+    pub swept: store::Swept,
+    /// Per-minute statistics rows (not counted when dry).
+    pub stats: u64,
+}
 
-/// Deletes expired statistics, idempotency records and sessions (in bounded batches).
-pub async fn prune(store: &Store) {
+/// The prune job, for the scheduler and `hookd prune`: one retention pass (bounded; see
+/// `Pruned::more`), then, unless `dry_run`, expired statistics, idempotency records, sessions
+/// and sign-ups (each in bounded batches).
+pub async fn prune(
+    store: &Store,
+    retention: Retention,
+    dry_run: bool,
+) -> Result<PruneReport, store::StoreError> {
     let now = Timestamp::now();
     let ago = |d: Duration| Timestamp::from_millis(now.as_millis() - d.as_millis() as i64);
-    if let Err(e) = store
-        .system()
-        .prune_attempt_stats(ago(STATS_RETENTION))
-        .await
-    {
-        tracing::warn!(error = %e, "pruning attempt statistics");
+    let mut report = PruneReport {
+        retention: store
+            .system()
+            .prune_retention(retention, now, dry_run)
+            .await?,
+        ..PruneReport::default()
+    };
+    if !dry_run {
+        report.stats = store
+            .system()
+            .prune_attempt_stats(ago(STATS_RETENTION))
+            .await?;
+        report.swept = store
+            .system()
+            .sweep_expired(ago(store::IDEMPOTENCY_TTL), now)
+            .await?;
     }
-    match store
-        .system()
-        .sweep_expired(ago(store::IDEMPOTENCY_TTL), now)
-        .await
-    {
-        Ok(s) if s != store::Swept::default() => tracing::info!(
-            idempotency_keys = s.idempotency_keys,
-            sessions = s.sessions,
-            pending_signups = s.pending_signups,
-            "deleted expired rows"
-        ),
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "deleting expired idempotency records and sessions"),
+    Ok(report)
+}
+
+/// The scheduler's prune: logs what went; `true` when more is due at once.
+async fn prune_and_log(store: &Store, retention: Retention) -> bool {
+    match prune(store, retention, false).await {
+        Ok(r) => {
+            let p = r.retention;
+            if p.messages + p.payloads > 0 || r.swept != store::Swept::default() {
+                tracing::info!(
+                    messages = p.messages,
+                    deliveries = p.deliveries,
+                    attempts = p.attempts,
+                    payloads = p.payloads,
+                    kept_live = p.kept_live,
+                    idempotency_keys = r.swept.idempotency_keys,
+                    sessions = r.swept.sessions,
+                    pending_signups = r.swept.pending_signups,
+                    "pruned expired rows"
+                );
+            }
+            p.more
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "pruning expired rows");
+            false
+        }
     }
 }
 
@@ -92,12 +134,13 @@ pub async fn run(
                     tracing::warn!(error = %e, "lease reaper");
                 }
             }
-            // Chart statistics are kept for STATS_RETENTION (the charts show 24 hours),
-            // idempotency records for their 24 h, sessions until they expire: a delete every
-            // ten minutes keeps each table near its retention size.
-            if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
-                last_prune = Some(Instant::now());
-                prune(&store).await;
+            // Messages for their retention, chart statistics for STATS_RETENTION (the charts
+            // show 24 hours), idempotency records for their 24 h, sessions until they expire:
+            // a prune every `prune_every` keeps each table near its retention size. A pass that
+            // stopped at its batch limit goes on at the next round.
+            if last_prune.is_none_or(|t| t.elapsed() >= cfg.prune_every) {
+                let more = prune_and_log(&store, cfg.retention).await;
+                last_prune = (!more).then(Instant::now).or(last_prune);
             }
             if let Err(e) = email::send_due(&store, cfg.mailer.as_ref(), Timestamp::now()).await {
                 tracing::warn!(error = %e, "email outbox");

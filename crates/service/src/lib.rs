@@ -33,6 +33,10 @@ pub struct Config {
     /// How failures are classified where neither the endpoint nor its tenant chose (shown to
     /// tenants choosing their default).
     pub status_preset: domain::classify::StatusPreset,
+    /// The operator's retention (before tenants and applications choose) and the longest
+    /// they may choose.
+    pub retention: domain::retention::Retention,
+    pub max_retention: std::time::Duration,
     /// Woken after anything makes deliveries due (a message, a resend), so a dispatcher in
     /// this process starts at once instead of at its next poll.
     pub new_work: Arc<tokio::sync::Notify>,

@@ -161,6 +161,17 @@ pub fn throttle_rate(value: Option<u32>) -> Result<Option<i32>, FieldError> {
     }
 }
 
+/// A tenant's or application's retention choice: whole days within the operator's
+/// `max_retention` (see `domain::retention`).
+pub fn retention(
+    days: domain::retention::RetentionDays,
+    max: std::time::Duration,
+) -> Result<domain::retention::RetentionDays, FieldError> {
+    days.check(max)
+        .map(|()| days)
+        .map_err(|e| FieldError::new(e.field, e.to_string()))
+}
+
 pub fn metadata(value: &BTreeMap<String, String>) -> Result<(), FieldError> {
     if value.len() > MAX_ENTRIES
         || value

@@ -3,6 +3,7 @@
 //! silent default: an endpoint whose stored headers cannot be read is not sent to without
 //! them.
 
+use domain::retention::RetentionDays;
 use std::collections::BTreeMap;
 
 use domain::classify::StatusOverrides;
@@ -76,6 +77,18 @@ impl endpoint::Model {
 impl application::Model {
     pub fn metadata(&self) -> Result<BTreeMap<String, String>> {
         decode("application", &self.id, "metadata", &self.metadata)
+    }
+
+    /// The application's own retention choice (unset: its tenant's, else the server's).
+    pub fn retention(&self) -> RetentionDays {
+        RetentionDays::from_columns(self.payload_retention_days, self.metadata_retention_days)
+    }
+}
+
+impl crate::entities::tenant::Model {
+    /// The tenant's retention choice (unset: the server's).
+    pub fn retention(&self) -> RetentionDays {
+        RetentionDays::from_columns(self.payload_retention_days, self.metadata_retention_days)
     }
 }
 

@@ -28,6 +28,9 @@ pub mod tenant {
         /// How failures of endpoints that choose no `statusPreset` are classified; None: the
         /// server's `status_preset` setting.
         pub status_preset: Option<domain::classify::StatusPreset>,
+        /// Days kept (`domain::retention`); None: the server's setting.
+        pub payload_retention_days: Option<i32>,
+        pub metadata_retention_days: Option<i32>,
     }
     entity_boilerplate!();
 }
@@ -104,6 +107,12 @@ pub mod application {
         pub metadata: String,
         pub created_at: i64,
         pub updated_at: i64,
+        /// Days kept (`domain::retention`); None: the tenant's choice, else the server's.
+        pub payload_retention_days: Option<i32>,
+        pub metadata_retention_days: Option<i32>,
+        /// Every message of this application with a smaller id has had its payload expunged
+        /// by retention (where the next prune starts).
+        pub payload_expunged_before: Option<String>,
     }
     entity_boilerplate!();
 }

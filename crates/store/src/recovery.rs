@@ -180,10 +180,6 @@ impl Store {
         Ok(row)
     }
 
-    /// Re-arms every failed delivery of an endpoint whose message was created in
-    /// `[since, until)`; returns how many. Works in batches of 1,000, each its own
-    /// transaction, so a recover over years of dead letters never holds the writer long.
-    /// Refused while the endpoint is disabled (checked in every batch).
     /// Deletes a message's content for privacy: its payload and every attempt's response
     /// body; the metadata stays. Deliveries still waiting are skipped (there is nothing left
     /// to send), which also frees an ordering key they held. Returns the message as it is now.
@@ -195,19 +191,7 @@ impl Store {
         check_owner(tenant, &msg.tenant_id, "message")?;
         let now = Timestamp::now().as_millis();
         let txn = self.write_txn().await?;
-        message::Entity::update_many()
-            .col_expr(message::Column::Payload, Expr::value(Vec::<u8>::new()))
-            .filter(message::Column::Id.eq(msg.id))
-            .exec(&*txn)
-            .await?;
-        attempt::Entity::update_many()
-            .col_expr(
-                attempt::Column::ResponseExcerpt,
-                Expr::value(Option::<String>::None),
-            )
-            .filter(attempt::Column::MsgId.eq(msg.id))
-            .exec(&*txn)
-            .await?;
+        crate::retention::empty_contents(&*txn, &[msg.id]).await?;
         delivery::Entity::update_many()
             .col_expr(
                 delivery::Column::State,
@@ -248,6 +232,10 @@ impl Store {
         Ok(())
     }
 
+    /// Re-arms every failed delivery of an endpoint whose message was created in
+    /// `[since, until)`; returns how many. Works in batches of 1,000, each its own
+    /// transaction, so a recover over years of dead letters never holds the writer long.
+    /// Refused while the endpoint is disabled (checked in every batch).
     pub async fn recover_failed(
         &self,
         tenant: TenantId,

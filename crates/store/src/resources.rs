@@ -25,6 +25,8 @@ pub struct NewApplication {
     pub uid: Option<String>,
     pub rate_limit: Option<i32>,
     pub metadata: BTreeMap<String, String>,
+    /// Days kept; unset: the tenant's choice, else the server's.
+    pub retention: domain::retention::RetentionDays,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -92,6 +94,11 @@ pub enum EndpointChanges {
     Enable,
 }
 
+/// A number of retention days as stored (checked against `max_retention`, so it fits).
+pub(crate) fn days_column(days: u32) -> i32 {
+    i32::try_from(days).unwrap_or(i32::MAX)
+}
+
 fn by_id_or_uid<C: ColumnTrait>(id_col: C, uid_col: C, id_or_uid: &str) -> Condition {
     Condition::any()
         .add(id_col.eq(id_or_uid))
@@ -116,6 +123,9 @@ impl Store {
             metadata: Set(to_json(&new.metadata)),
             created_at: Set(now),
             updated_at: Set(now),
+            payload_retention_days: Set(new.retention.payload.map(days_column)),
+            metadata_retention_days: Set(new.retention.metadata.map(days_column)),
+            payload_expunged_before: Set(None),
         };
         model.insert(&self.db).await.map_err(conflict_as("uid"))
     }
@@ -176,6 +186,8 @@ impl Store {
         model.uid = Set(new.uid);
         model.rate_limit = Set(new.rate_limit);
         model.metadata = Set(to_json(&new.metadata));
+        model.payload_retention_days = Set(new.retention.payload.map(days_column));
+        model.metadata_retention_days = Set(new.retention.metadata.map(days_column));
         model.updated_at = Set(Timestamp::now().as_millis());
         let updated = model.update(&self.db).await.map_err(conflict_as("uid"));
         self.apps.clear();

@@ -7,6 +7,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::Timestamp;
 use domain::classify::StatusPreset;
 use domain::ids::{ApiKeyId, SessionId, TenantId, UserId};
+use domain::retention::RetentionDays;
 use rand::RngCore;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -50,6 +51,8 @@ impl Store {
             ingest_rate: Set(new.ingest_rate),
             ingest_burst: Set(new.ingest_burst),
             status_preset: Set(None),
+            payload_retention_days: Set(None),
+            metadata_retention_days: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         };
@@ -89,6 +92,32 @@ impl Store {
             .exec(&self.db)
             .await?;
         self.presets.clear();
+        if res.rows_affected == 0 {
+            return Err(StoreError::not_found("tenant"));
+        }
+        Ok(())
+    }
+
+    /// The tenant's retention choice (unset: the server's); checked by the caller against
+    /// `max_retention`. The next prune applies it.
+    pub async fn set_retention(&self, tenant: TenantId, days: RetentionDays) -> Result<()> {
+        let column = |d: Option<u32>| d.map(crate::resources::days_column);
+        let res = tenant::Entity::update_many()
+            .col_expr(
+                tenant::Column::PayloadRetentionDays,
+                Expr::value(column(days.payload)),
+            )
+            .col_expr(
+                tenant::Column::MetadataRetentionDays,
+                Expr::value(column(days.metadata)),
+            )
+            .col_expr(
+                tenant::Column::UpdatedAt,
+                Expr::value(Timestamp::now().as_millis()),
+            )
+            .filter(tenant::Column::Id.eq(tenant))
+            .exec(&self.db)
+            .await?;
         if res.rows_affected == 0 {
             return Err(StoreError::not_found("tenant"));
         }

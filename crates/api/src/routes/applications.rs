@@ -1,5 +1,6 @@
 use actix_web::{HttpResponse, web};
 use domain::ids::ApplicationId;
+use domain::retention::RetentionDays;
 use store::entities::application;
 use store::{NewApplication, Store, StoreError};
 
@@ -9,21 +10,27 @@ use crate::dto::{
 use crate::extract::{App, JsonBody, Tenant};
 use service::rules;
 
-use crate::ApiError;
+use crate::{ApiConfig, ApiError};
 
 pub fn out(m: application::Model) -> Result<ApplicationOut, ApiError> {
+    let retention = m.retention();
     Ok(ApplicationOut {
         metadata: m.metadata()?,
         id: m.id.to_string(),
         uid: m.uid,
         name: m.name,
         throttle_rate: m.rate_limit.map(|r| r as u32),
+        payload_retention_days: retention.payload,
+        metadata_retention_days: retention.metadata,
         created_at: time(m.created_at),
         updated_at: time(m.updated_at),
     })
 }
 
-pub(crate) fn new_app(body: ApplicationIn) -> Result<NewApplication, ApiError> {
+pub(crate) fn new_app(
+    body: ApplicationIn,
+    max_retention: std::time::Duration,
+) -> Result<NewApplication, ApiError> {
     if let Some(uid) = &body.uid {
         rules::uid("uid", uid, ApplicationId::PREFIX)?;
     }
@@ -34,6 +41,13 @@ pub(crate) fn new_app(body: ApplicationIn) -> Result<NewApplication, ApiError> {
         uid: body.uid,
         rate_limit: rules::throttle_rate(body.throttle_rate)?,
         metadata,
+        retention: rules::retention(
+            RetentionDays {
+                payload: body.payload_retention_days,
+                metadata: body.metadata_retention_days,
+            },
+            max_retention,
+        )?,
     })
 }
 
@@ -63,11 +77,12 @@ pub async fn list(
     security(("bearer" = [])))]
 pub async fn create(
     store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
     Tenant(t): Tenant,
     q: web::Query<GetIfExists>,
     JsonBody(body): JsonBody<ApplicationIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let new = new_app(body)?;
+    let new = new_app(body, cfg.service.max_retention)?;
     let uid = new.uid.clone();
     match store.create_application(t, new).await {
         Ok(app) => Ok(HttpResponse::Created().json(out(app)?)),
@@ -97,11 +112,12 @@ pub async fn get(App { app, .. }: App) -> Result<HttpResponse, ApiError> {
     security(("bearer" = [])))]
 pub async fn upsert(
     store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
     Tenant(t): Tenant,
     path: web::Path<String>,
     JsonBody(body): JsonBody<ApplicationIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut new = new_app(body)?;
+    let mut new = new_app(body, cfg.service.max_retention)?;
     match store.get_application(t, &path).await {
         Ok(_) => {
             let app = store.update_application(t, &path, new).await?;
@@ -124,6 +140,7 @@ pub async fn upsert(
     security(("bearer" = [])))]
 pub async fn patch(
     store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
     App {
         tenant: t,
         app: current,
@@ -131,6 +148,7 @@ pub async fn patch(
     JsonBody(body): JsonBody<ApplicationPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let metadata = current.metadata()?;
+    let retention = current.retention();
     let merged = ApplicationIn {
         name: body.name.apply_required(current.name),
         throttle_rate: body
@@ -138,9 +156,15 @@ pub async fn patch(
             .apply(current.rate_limit.map(|r| r as u32)),
         uid: body.uid.apply(current.uid),
         metadata: Some(body.metadata.apply(Some(metadata)).unwrap_or_default()),
+        payload_retention_days: body.payload_retention_days.apply(retention.payload),
+        metadata_retention_days: body.metadata_retention_days.apply(retention.metadata),
     };
     let app = store
-        .update_application(t, &current.id.to_string(), new_app(merged)?)
+        .update_application(
+            t,
+            &current.id.to_string(),
+            new_app(merged, cfg.service.max_retention)?,
+        )
         .await?;
     Ok(HttpResponse::Ok().json(out(app)?))
 }

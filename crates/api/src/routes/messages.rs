@@ -116,7 +116,7 @@ async fn accept(
         .transpose()?;
     let app = match (store.get_application(t, path).await, body.application) {
         (Err(StoreError::NotFound { .. }), Some(new_app)) => {
-            create_app_for(store, t, path, new_app).await?
+            create_app_for(store, cfg, t, path, new_app).await?
         }
         (found, _) => found?,
     };
@@ -140,6 +140,7 @@ async fn accept(
 /// the uid in the path, and carries what to create it with.
 async fn create_app_for(
     store: &Store,
+    cfg: &ApiConfig,
     t: TenantId,
     path: &str,
     body: crate::dto::ApplicationIn,
@@ -159,7 +160,7 @@ async fn create_app_for(
             ));
         }
     }
-    let new = crate::routes::applications::new_app(body)?;
+    let new = crate::routes::applications::new_app(body, cfg.service.max_retention)?;
     match store.create_application(t, new).await {
         Ok(app) => Ok(app),
         // Another request created it meanwhile: use that one.

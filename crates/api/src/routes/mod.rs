@@ -3,3 +3,4 @@ pub mod attempts;
 pub mod endpoints;
 pub mod event_types;
 pub mod messages;
+pub mod retention;

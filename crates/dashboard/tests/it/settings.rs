@@ -223,3 +223,91 @@ async fn the_tenants_status_preset_is_chosen_validated_and_kept_per_tenant() {
     assert_eq!(done.status, 303, "{}", done.body);
     assert_eq!(preset_of(tenant).await, None);
 }
+
+#[tokio::test]
+async fn the_tenants_retention_is_shown_validated_and_saved() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let tenant = app
+        .store
+        .system()
+        .authenticate_api_key(&key)
+        .await
+        .unwrap()
+        .expect("the sign-up's key");
+    let page = b.get("/settings").await;
+    page.assert(200, "Retention");
+    assert!(
+        page.body
+            .contains(r#"<strong id="payload-retention">30d</strong>"#)
+    );
+    assert!(
+        page.body
+            .contains(r#"<strong id="metadata-retention">90d</strong>"#)
+    );
+    let csrf = page.csrf();
+
+    b.post(
+        "/settings/retention",
+        &[
+            ("csrf", "forged"),
+            ("payload_days", "7"),
+            ("metadata_days", ""),
+        ],
+    )
+    .await
+    .assert(403, "did not come from this dashboard");
+    for (payload, metadata) in [("0", ""), ("", "91"), ("seven", ""), ("1.5", "")] {
+        let refused = b
+            .post(
+                "/settings/retention",
+                &[
+                    ("csrf", &csrf),
+                    ("payload_days", payload),
+                    ("metadata_days", metadata),
+                ],
+            )
+            .await;
+        refused.assert(422, "whole number of days from 1 to 90");
+        assert!(
+            refused.body.contains(&format!(
+                r#"name="payload_days" min="1" max="90" value="{payload}""#
+            )),
+            "typed value kept"
+        );
+    }
+    assert_eq!(
+        app.store.get_tenant(tenant).await.unwrap().retention(),
+        Default::default()
+    );
+
+    let done = b
+        .post(
+            "/settings/retention",
+            &[
+                ("csrf", &csrf),
+                ("payload_days", "7"),
+                ("metadata_days", " 14 "),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let page = b.get(done.location()).await;
+    page.assert(200, "Retention saved");
+    assert!(
+        page.body
+            .contains(r#"<strong id="payload-retention">7d</strong>"#)
+    );
+    assert!(
+        page.body
+            .contains(r#"<strong id="metadata-retention">14d</strong>"#)
+    );
+    assert_eq!(
+        app.store.get_tenant(tenant).await.unwrap().retention(),
+        domain::retention::RetentionDays {
+            payload: Some(7),
+            metadata: Some(14)
+        }
+    );
+}

@@ -11,4 +11,5 @@ mod flow;
 mod health;
 mod helpers;
 mod metrics;
+mod retention;
 mod serve;

@@ -3,5 +3,6 @@
 mod helpers;
 mod ops;
 mod resources;
+mod retention;
 mod tenants;
 mod traffic;

@@ -1,0 +1,314 @@
+//! Retention: expiring payloads and removing old messages with their deliveries and attempts,
+//! per application, as `domain::retention` decides (the application's choice, its tenant's,
+//! else the server's).
+//!
+//! Each application is walked oldest first through `idx_messages_list` (tenant, app, id):
+//! ids start with their creation time, so "created before the horizon" is an id range and no
+//! time column or extra index is needed. Work goes in batches of [`BATCH`] messages, each its
+//! own short write transaction, with a pause between batches so ingest and delivery keep the
+//! writer; one pass does at most [`MAX_BATCHES`] and leaves the rest to the next.
+//!
+//! What retention never touches: a message with a delivery still to be made (pending,
+//! sending, or paused behind a disabled endpoint) or a failed delivery that holds its
+//! ordering key (resending it is how the key flows again, so its payload must stay).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::delivery::DeliveryState;
+use domain::ids::{ApplicationId, MessageId, TenantId};
+use domain::retention::{Retention, RetentionDays};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+
+use crate::Result;
+use crate::entities::{application, attempt, delivery, message, tenant};
+
+/// Messages per batch.
+pub const BATCH: u64 = 500;
+/// Most batches per pass (over every application); the rest waits for the next pass.
+const MAX_BATCHES: u64 = 400;
+/// Applications read per page while walking them.
+const APPS_PAGE: u64 = 500;
+/// Given to the hot path between two batches.
+const PAUSE: Duration = Duration::from_millis(5);
+
+/// What a pass removed (or, dry, would remove).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Messages removed with their deliveries and attempts (metadata horizon passed).
+    pub messages: u64,
+    pub deliveries: u64,
+    pub attempts: u64,
+    /// Messages whose payload (and attempts' response bodies) expired.
+    pub payloads: u64,
+    /// Messages past a horizon kept because a delivery is still live (see the module).
+    pub kept_live: u64,
+    /// The pass stopped at its batch limit; more is due.
+    pub more: bool,
+}
+
+/// Empties the payloads of `ids` and their attempts' response bodies: what an expunge does
+/// and what an expired payload becomes (one rule for both; see `message::Model::is_expunged`).
+pub(crate) async fn empty_contents(db: &impl ConnectionTrait, ids: &[MessageId]) -> Result<()> {
+    message::Entity::update_many()
+        .col_expr(message::Column::Payload, Expr::value(Vec::<u8>::new()))
+        .filter(message::Column::Id.is_in(ids.iter().copied()))
+        .exec(db)
+        .await?;
+    attempt::Entity::update_many()
+        .col_expr(
+            attempt::Column::ResponseExcerpt,
+            Expr::value(Option::<String>::None),
+        )
+        .filter(attempt::Column::MsgId.is_in(ids.iter().copied()))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Deliveries that keep their message (and its payload) whatever its age.
+fn live_deliveries() -> Condition {
+    Condition::any()
+        .add(delivery::Column::State.is_in([
+            DeliveryState::Pending.as_str(),
+            DeliveryState::Sending.as_str(),
+            DeliveryState::Paused.as_str(),
+        ]))
+        .add(
+            Condition::all()
+                .add(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
+                .add(delivery::Column::OrderingKey.is_not_null()),
+        )
+}
+
+/// One application's walk: which rows, and what is done to them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Remove messages with ids below the horizon, with their deliveries and attempts.
+    Remove,
+    /// Empty the contents of messages with ids in `[from, horizon)`.
+    Expire { from: MessageId },
+}
+
+/// Batches left in a pass. Only batches that found messages count, so applications with
+/// nothing due cost one probe each and never end a pass early.
+struct Budget {
+    batches: u64,
+}
+
+impl Budget {
+    fn spent(&self) -> bool {
+        self.batches == 0
+    }
+
+    fn take(&mut self) {
+        self.batches = self.batches.saturating_sub(1);
+    }
+}
+
+impl crate::System<'_> {
+    /// One retention pass over every application at `now`, under `server` (the operator's
+    /// defaults) with each tenant's and application's own choices. `dry_run` counts what
+    /// would go and changes nothing.
+    pub async fn prune_retention(
+        &self,
+        server: Retention,
+        now: Timestamp,
+        dry_run: bool,
+    ) -> Result<Pruned> {
+        let tenants: HashMap<TenantId, RetentionDays> = tenant::Entity::find()
+            .filter(
+                Condition::any()
+                    .add(tenant::Column::PayloadRetentionDays.is_not_null())
+                    .add(tenant::Column::MetadataRetentionDays.is_not_null()),
+            )
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t.retention()))
+            .collect();
+        let mut out = Pruned::default();
+        let mut budget = Budget {
+            batches: MAX_BATCHES,
+        };
+        let mut after: Option<ApplicationId> = None;
+        loop {
+            let mut page = application::Entity::find().order_by_asc(application::Column::Id);
+            if let Some(a) = after {
+                page = page.filter(application::Column::Id.gt(a));
+            }
+            let apps = page.limit(APPS_PAGE).all(&self.db).await?;
+            for app in &apps {
+                let tenant_days = tenants.get(&app.tenant_id).copied().unwrap_or_default();
+                let r = server.choose(&[tenant_days, app.retention()]);
+                let horizon = |kept: Duration| {
+                    MessageId::lower_bound(Timestamp::from_millis(
+                        now.as_millis()
+                            .saturating_sub(i64::try_from(kept.as_millis()).unwrap_or(i64::MAX)),
+                    ))
+                };
+                let removed_below = horizon(r.metadata);
+                self.walk(
+                    app,
+                    Step::Remove,
+                    removed_below,
+                    dry_run,
+                    &mut budget,
+                    &mut out,
+                )
+                .await?;
+                let mark = app
+                    .payload_expunged_before
+                    .as_deref()
+                    .and_then(|m| MessageId::parse(m).ok());
+                let from = mark.map_or(removed_below, |m| m.max(removed_below));
+                let expire_below = horizon(r.payload);
+                if from < expire_below {
+                    let done = self
+                        .walk(
+                            app,
+                            Step::Expire { from },
+                            expire_below,
+                            dry_run,
+                            &mut budget,
+                            &mut out,
+                        )
+                        .await?;
+                    if !dry_run && let Some(reached) = done {
+                        application::Entity::update_many()
+                            .col_expr(
+                                application::Column::PayloadExpungedBefore,
+                                Expr::value(reached.to_string()),
+                            )
+                            .filter(application::Column::Id.eq(app.id))
+                            .exec(&self.db)
+                            .await?;
+                    }
+                }
+                if budget.spent() {
+                    out.more = true;
+                    return Ok(out);
+                }
+            }
+            match apps.last() {
+                Some(last) if apps.len() as u64 == APPS_PAGE => after = Some(last.id),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Walks one application's messages below `below` (from `from` for [`Step::Expire`]),
+    /// oldest first, a batch at a time. Returns how far it got: `below` when it finished,
+    /// the last id it handled when the budget ran out, `None` if it handled none.
+    async fn walk(
+        &self,
+        app: &application::Model,
+        step: Step,
+        below: MessageId,
+        dry_run: bool,
+        budget: &mut Budget,
+        out: &mut Pruned,
+    ) -> Result<Option<MessageId>> {
+        let mut last: Option<MessageId> = None;
+        loop {
+            if budget.spent() {
+                return Ok(last);
+            }
+            let mut q = message::Entity::find()
+                .select_only()
+                .column(message::Column::Id)
+                .filter(message::Column::TenantId.eq(app.tenant_id))
+                .filter(message::Column::AppId.eq(app.id))
+                .filter(message::Column::Id.lt(below));
+            match (last, step) {
+                (Some(l), _) => q = q.filter(message::Column::Id.gt(l)),
+                (None, Step::Expire { from }) => q = q.filter(message::Column::Id.gte(from)),
+                (None, Step::Remove) => {}
+            }
+            let ids: Vec<MessageId> = q
+                .order_by_asc(message::Column::Id)
+                .limit(BATCH)
+                .into_tuple()
+                .all(&self.db)
+                .await?;
+            let Some(&end) = ids.last() else {
+                return Ok(Some(below));
+            };
+            budget.take();
+            let live: HashSet<MessageId> = delivery::Entity::find()
+                .select_only()
+                .column(delivery::Column::MsgId)
+                .filter(delivery::Column::MsgId.is_in(ids.iter().copied()))
+                .filter(live_deliveries())
+                .into_tuple()
+                .all(&self.db)
+                .await?
+                .into_iter()
+                .collect();
+            let doomed: Vec<MessageId> = ids
+                .iter()
+                .copied()
+                .filter(|id| !live.contains(id))
+                .collect();
+            out.kept_live += (ids.len() - doomed.len()) as u64;
+            if !doomed.is_empty() {
+                match step {
+                    Step::Remove => self.remove(&doomed, dry_run, out).await?,
+                    Step::Expire { .. } => {
+                        out.payloads += doomed.len() as u64;
+                        if !dry_run {
+                            let txn = self.write_txn().await?;
+                            empty_contents(&*txn, &doomed).await?;
+                            txn.commit().await?;
+                        }
+                    }
+                }
+            }
+            if (ids.len() as u64) < BATCH {
+                return Ok(Some(below));
+            }
+            last = Some(end);
+            tokio::time::sleep(PAUSE).await;
+        }
+    }
+
+    /// Removes messages with their deliveries and attempts (or counts them, dry).
+    async fn remove(&self, ids: &[MessageId], dry_run: bool, out: &mut Pruned) -> Result<()> {
+        let of_attempts = || attempt::Column::MsgId.is_in(ids.iter().copied());
+        let of_deliveries = || delivery::Column::MsgId.is_in(ids.iter().copied());
+        out.messages += ids.len() as u64;
+        if dry_run {
+            out.attempts += attempt::Entity::find()
+                .filter(of_attempts())
+                .count(&self.db)
+                .await?;
+            out.deliveries += delivery::Entity::find()
+                .filter(of_deliveries())
+                .count(&self.db)
+                .await?;
+            return Ok(());
+        }
+        let txn = self.write_txn().await?;
+        out.attempts += attempt::Entity::delete_many()
+            .filter(of_attempts())
+            .exec(&*txn)
+            .await?
+            .rows_affected;
+        out.deliveries += delivery::Entity::delete_many()
+            .filter(of_deliveries())
+            .exec(&*txn)
+            .await?
+            .rows_affected;
+        message::Entity::delete_many()
+            .filter(message::Column::Id.is_in(ids.iter().copied()))
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+}
