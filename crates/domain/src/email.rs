@@ -72,3 +72,15 @@ mod tests {
         }
     }
 }
+
+/// Where a notification in the outbox stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EmailState {
+    /// Waiting to be sent (again).
+    Pending,
+    Sent,
+    /// Refused for good; never tried again.
+    Failed,
+}
+
+crate::delivery::text_enum!(EmailState { Pending => "pending", Sent => "sent", Failed => "failed" });

@@ -439,6 +439,9 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
         total.swept.idempotency_keys += r.swept.idempotency_keys;
         total.swept.sessions += r.swept.sessions;
         total.swept.pending_signups += r.swept.pending_signups;
+        total.swept.events += r.swept.events;
+        total.swept.emails += r.swept.emails;
+        total.swept.jobs += r.swept.jobs;
         // A dry pass changes nothing, so another would count the same rows again.
         if !p.more || dry_run {
             break;
@@ -461,16 +464,20 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
             println!("(at least: a pass stops at its batch limit, and more is due after it)");
         }
         println!(
-            "dry run: nothing changed; expired idempotency records, sessions and statistics \
-             are not counted"
+            "dry run: nothing changed; expired idempotency records, sessions, statistics, \
+             events, emails and jobs are not counted"
         );
     } else {
         println!(
-            "removed: {} idempotency records, {} sessions, {} sign-ups, {} statistics rows",
+            "removed: {} idempotency records, {} sessions, {} sign-ups, {} statistics rows, \
+             {} operational events, {} emails, {} background jobs",
             total.swept.idempotency_keys,
             total.swept.sessions,
             total.swept.pending_signups,
-            total.stats
+            total.stats,
+            total.swept.events,
+            total.swept.emails,
+            total.swept.jobs
         );
     }
     store.close().await?;

@@ -449,6 +449,16 @@ async fn serve_metrics(
         }
         write_sample(&mut out, name, &labels, n);
     }
+    let name = "hookd_pruned_rows_total";
+    write_header(
+        &mut out,
+        name,
+        "counter",
+        "Rows this process's prunes removed, by kind (payloads: payloads emptied by retention).",
+    );
+    for (kind, n) in scheduler::pruned_totals() {
+        write_sample(&mut out, name, &[("kind", kind)], n);
+    }
     let up = u8::from(gauges.is_ok());
     write_header(
         &mut out,
@@ -459,7 +469,7 @@ async fn serve_metrics(
     write_sample(&mut out, "hookd_database_up", &[], up);
     match gauges {
         Ok(g) => {
-            let rows: [(&str, &str, String); 7] = [
+            let rows: [(&str, &str, String); 9] = [
                 (
                     "hookd_deliveries_pending",
                     "Deliveries waiting for an attempt.",
@@ -494,6 +504,16 @@ async fn serve_metrics(
                     "hookd_email_outbox_pending",
                     "Emails waiting to be sent.",
                     g.email_outbox_pending.to_string(),
+                ),
+                (
+                    "hookd_database_bytes",
+                    "The database's size on disk (SQLite: free pages included).",
+                    g.database_bytes.to_string(),
+                ),
+                (
+                    "hookd_database_free_bytes",
+                    "SQLite: bytes in free pages, reused before the file grows (PostgreSQL: 0).",
+                    g.database_free_bytes.to_string(),
                 ),
             ];
             for (name, help, value) in rows {

@@ -33,12 +33,17 @@ pub struct SchedulerConfig {
 /// How long per-minute attempt statistics are kept.
 pub const STATS_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How long sent or failed emails and finished background jobs are kept (operational events:
+/// the operator's `metadata_retention`).
+pub const HISTORY_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// What one prune removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PruneReport {
     /// Payloads expired and messages removed by retention.
     pub retention: store::Pruned,
-    /// Idempotency records, sessions and sign-ups past their time (not counted when dry).
+    /// Idempotency records, sessions, sign-ups, operational events, emails and jobs past
+    /// their time (not counted when dry).
     pub swept: store::Swept,
     /// Per-minute statistics rows (not counted when dry).
     pub stats: u64,
@@ -66,18 +71,63 @@ pub async fn prune(
             .system()
             .prune_attempt_stats(ago(STATS_RETENTION))
             .await?;
-        report.swept = store
-            .system()
-            .sweep_expired(ago(store::IDEMPOTENCY_TTL), now)
-            .await?;
+        let horizons = store::Horizons {
+            idempotency: ago(store::IDEMPOTENCY_TTL),
+            events: ago(retention.metadata),
+            done: ago(HISTORY_RETENTION),
+        };
+        report.swept = store.system().sweep_expired(horizons, now).await?;
     }
     Ok(report)
+}
+
+/// Rows this process's prunes removed, by kind, since it started (for `/metrics`).
+static PRUNED: [std::sync::atomic::AtomicU64; 9] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 9];
+const PRUNED_KINDS: [&str; 9] = [
+    "messages",
+    "deliveries",
+    "attempts",
+    "payloads",
+    "idempotency_keys",
+    "sessions",
+    "events",
+    "emails",
+    "jobs",
+];
+
+impl PruneReport {
+    fn by_kind(&self) -> [u64; 9] {
+        let (p, s) = (self.retention, self.swept);
+        [
+            p.messages,
+            p.deliveries,
+            p.attempts,
+            p.payloads,
+            s.idempotency_keys,
+            s.sessions,
+            s.events,
+            s.emails,
+            s.jobs,
+        ]
+    }
+}
+
+/// What this process's prunes removed so far, by kind (`payloads`: payloads emptied).
+pub fn pruned_totals() -> impl Iterator<Item = (&'static str, u64)> {
+    PRUNED_KINDS
+        .iter()
+        .zip(&PRUNED)
+        .map(|(k, n)| (*k, n.load(std::sync::atomic::Ordering::Relaxed)))
 }
 
 /// The scheduler's prune: logs what went; `true` when more is due at once.
 async fn prune_and_log(store: &Store, retention: Retention) -> bool {
     match prune(store, retention, false).await {
         Ok(r) => {
+            for (total, n) in PRUNED.iter().zip(r.by_kind()) {
+                total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            }
             let p = r.retention;
             if p.messages + p.payloads > 0 || r.swept != store::Swept::default() {
                 tracing::info!(
@@ -89,6 +139,9 @@ async fn prune_and_log(store: &Store, retention: Retention) -> bool {
                     idempotency_keys = r.swept.idempotency_keys,
                     sessions = r.swept.sessions,
                     pending_signups = r.swept.pending_signups,
+                    events = r.swept.events,
+                    emails = r.swept.emails,
+                    jobs = r.swept.jobs,
                     "pruned expired rows"
                 );
             }

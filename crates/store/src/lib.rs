@@ -43,7 +43,7 @@ pub use recovery::{AttemptFilter, DeliveryStats};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
 pub use retention::Pruned;
 pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};
-pub use sweep::Swept;
+pub use sweep::{Horizons, Swept};
 pub use tenants::{NewTenant, hash_token};
 pub use traffic::{CreatedMessage, MessageFilter, NewAttempt, NewMessage};
 

@@ -1,6 +1,7 @@
 //! Operations: the email outbox, operational events and node heartbeats.
 
 use domain::Timestamp;
+use domain::email::EmailState;
 use domain::ids::{
     ApplicationId, EmailId, EndpointId, JobId, NodeId, OperationalEventId, TenantId,
 };
@@ -29,7 +30,7 @@ pub(crate) fn email_row(
         to_addr: Set(to.to_owned()),
         subject: Set(subject.to_owned()),
         body_text: Set(body.to_owned()),
-        state: Set("pending".to_owned()),
+        state: Set(EmailState::Pending.as_str().to_owned()),
         attempts: Set(0),
         next_attempt_at: Set(now),
         last_error: Set(None),
@@ -268,7 +269,7 @@ impl crate::System<'_> {
     /// Scheduler sweep (all tenants): pending emails that are due, oldest first.
     pub async fn due_emails(&self, now: Timestamp, limit: u64) -> Result<Vec<email::Model>> {
         Ok(email::Entity::find()
-            .filter(email::Column::State.eq("pending"))
+            .filter(email::Column::State.eq(EmailState::Pending.as_str()))
             .filter(email::Column::NextAttemptAt.lte(now.as_millis()))
             .order_by_asc(email::Column::NextAttemptAt)
             .limit(limit)
@@ -292,7 +293,7 @@ impl crate::System<'_> {
             .filter(email::Column::Id.eq(email_id));
         update = match outcome {
             Ok(()) => update
-                .col_expr(email::Column::State, Expr::value("sent"))
+                .col_expr(email::Column::State, Expr::value(EmailState::Sent.as_str()))
                 .col_expr(email::Column::SentAt, Expr::value(now.as_millis())),
             Err((reason, Some(retry_at))) => update
                 .col_expr(email::Column::LastError, Expr::value(reason))
@@ -302,7 +303,10 @@ impl crate::System<'_> {
                 ),
             Err((reason, None)) => update
                 .col_expr(email::Column::LastError, Expr::value(reason))
-                .col_expr(email::Column::State, Expr::value("failed")),
+                .col_expr(
+                    email::Column::State,
+                    Expr::value(EmailState::Failed.as_str()),
+                ),
         };
         update.exec(&self.db).await?;
         Ok(())

@@ -25,6 +25,10 @@ pub struct QueueGauges {
     pub disabled_endpoints: u64,
     /// Emails not yet sent.
     pub email_outbox_pending: u64,
+    /// The database's size on disk (SQLite: the file's pages, free ones included).
+    pub database_bytes: u64,
+    /// SQLite: bytes in free pages, reused by new rows before the file grows (PostgreSQL: 0).
+    pub database_free_bytes: u64,
 }
 
 /// Upper bounds (ms) of the attempt-latency buckets; the last bucket holds everything above.
@@ -302,7 +306,28 @@ impl crate::System<'_> {
             Ok(u64::try_from(row.try_get::<i64>("", col)?).unwrap_or(0))
         };
         let oldest_due = row.try_get::<Option<i64>>("", "oldest_due")?;
+        let size_sql = match self.backend {
+            crate::Backend::Sqlite => {
+                "SELECT p.page_count * s.page_size AS total, f.freelist_count * s.page_size AS free \
+                 FROM pragma_page_count() AS p, pragma_page_size() AS s, pragma_freelist_count() AS f"
+            }
+            crate::Backend::Postgres => {
+                "SELECT pg_database_size(current_database()) AS total, 0::BIGINT AS free"
+            }
+        };
+        let size = self
+            .db
+            .query_one(Statement::from_string(backend, size_sql))
+            .await?;
+        let bytes = |col: &str| -> Result<u64> {
+            Ok(match &size {
+                Some(r) => u64::try_from(r.try_get::<i64>("", col)?).unwrap_or(0),
+                None => 0,
+            })
+        };
         Ok(QueueGauges {
+            database_bytes: bytes("total")?,
+            database_free_bytes: bytes("free")?,
             pending: count("pending")?,
             sending: count("sending")?,
             dead_letters: count("dead")?,

@@ -1,9 +1,13 @@
 //! Deleting what has outlived its use, in bounded batches through indexes, yielding between
 //! batches so nothing else waits long for the database: idempotency records past their 24 h
 //! (each holds a full copy of a response, i.e. of a payload), expired dashboard sessions and
-//! unconfirmed sign-ups.
+//! unconfirmed sign-ups, and, past their horizons, operational events, sent or failed emails
+//! and finished background jobs (those three by id: ids start with their creation time).
 
 use domain::Timestamp;
+use domain::email::EmailState;
+use domain::ids::{EmailId, JobId, OperationalEventId};
+use domain::jobs::JobState;
 use sea_orm::sea_query::Value;
 use sea_orm::{ConnectionTrait, Statement};
 
@@ -20,10 +24,25 @@ pub struct Swept {
     pub idempotency_keys: u64,
     pub sessions: u64,
     pub pending_signups: u64,
+    pub events: u64,
+    pub emails: u64,
+    pub jobs: u64,
+}
+
+/// Creation times before which the history tables' rows go (see [`crate::System::sweep_expired`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Horizons {
+    /// Idempotency records created before this.
+    pub idempotency: Timestamp,
+    /// Operational events.
+    pub events: Timestamp,
+    /// Emails sent or failed for good, and finished or failed background jobs.
+    pub done: Timestamp,
 }
 
 impl Store {
-    async fn delete_in_batches(&self, sql: &str, before: Timestamp) -> Result<u64> {
+    async fn delete_in_batches(&self, sql: &str, before: impl Into<Value>) -> Result<u64> {
+        let before = before.into();
         let mut total = 0;
         for _ in 0..MAX_BATCHES {
             let n = {
@@ -32,7 +51,7 @@ impl Store {
                     .execute(Statement::from_sql_and_values(
                         self.db.get_database_backend(),
                         sql,
-                        [Value::from(before.as_millis())],
+                        [before.clone()],
                     ))
                     .await?
                     .rows_affected()
@@ -51,13 +70,10 @@ impl Store {
 /// Cross-tenant work (claims, sweeps, authentication): reached only through
 /// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
 impl crate::System<'_> {
-    /// Deletes idempotency records created before `idempotency_before` and sessions that
-    /// expired before `now`.
-    pub async fn sweep_expired(
-        &self,
-        idempotency_before: Timestamp,
-        now: Timestamp,
-    ) -> Result<Swept> {
+    /// Deletes idempotency records, operational events, emails and jobs older than their
+    /// horizons, and sessions and sign-ups that expired before `now`. Emails still to be sent
+    /// and jobs still running stay whatever their age.
+    pub async fn sweep_expired(&self, horizons: Horizons, now: Timestamp) -> Result<Swept> {
         let p = match self.backend {
             Backend::Sqlite => "?1",
             Backend::Postgres => "$1",
@@ -74,12 +90,36 @@ impl crate::System<'_> {
             "DELETE FROM pending_signups WHERE token_hash IN ( \
                SELECT token_hash FROM pending_signups WHERE expires_at < {p} LIMIT {SWEEP_BATCH})"
         );
+        let by_id = |table: &str, keep: Option<&str>| {
+            let keep = keep
+                .map(|k| format!(" AND state <> '{k}'"))
+                .unwrap_or_default();
+            format!(
+                "DELETE FROM {table} WHERE id IN ( \
+                   SELECT id FROM {table} WHERE id < {p}{keep} LIMIT {SWEEP_BATCH})"
+            )
+        };
+        let events = by_id("operational_events", None);
+        let emails = by_id("email_outbox", Some(EmailState::Pending.as_str()));
+        let jobs = by_id("jobs", Some(JobState::Running.as_str()));
         Ok(Swept {
             idempotency_keys: self
-                .delete_in_batches(&idempotency, idempotency_before)
+                .delete_in_batches(&idempotency, horizons.idempotency.as_millis())
                 .await?,
-            sessions: self.delete_in_batches(&sessions, now).await?,
-            pending_signups: self.delete_in_batches(&signups, now).await?,
+            sessions: self.delete_in_batches(&sessions, now.as_millis()).await?,
+            pending_signups: self.delete_in_batches(&signups, now.as_millis()).await?,
+            events: self
+                .delete_in_batches(
+                    &events,
+                    OperationalEventId::lower_bound(horizons.events).to_string(),
+                )
+                .await?,
+            emails: self
+                .delete_in_batches(&emails, EmailId::lower_bound(horizons.done).to_string())
+                .await?,
+            jobs: self
+                .delete_in_batches(&jobs, JobId::lower_bound(horizons.done).to_string())
+                .await?,
         })
     }
 }

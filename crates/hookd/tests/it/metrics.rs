@@ -12,10 +12,10 @@ use crate::delivery::{apps_with, endpoint_at, eventually, send, sink};
 use testkit::TestApp;
 
 /// Every sample of one scrape, keyed `name{labels}` as written.
-struct Scrape(HashMap<String, f64>);
+pub struct Scrape(HashMap<String, f64>);
 
 impl Scrape {
-    fn get(&self, key: &str) -> f64 {
+    pub fn get(&self, key: &str) -> f64 {
         *self
             .0
             .get(key)
@@ -23,7 +23,7 @@ impl Scrape {
     }
 }
 
-async fn scrape(app: &TestApp) -> Scrape {
+pub async fn scrape(app: &TestApp) -> Scrape {
     let resp = app
         .client
         .get(format!("{}/metrics", app.base))

@@ -142,6 +142,11 @@ async fn the_scheduler_expires_payloads_then_removes_messages_on_its_own() {
             || async { app.get(&msg).await.status == 404 },
         )
         .await;
+        // /metrics counts what went and shows the database's size.
+        let m = crate::metrics::scrape(&app).await;
+        assert!(m.get(r#"hookd_pruned_rows_total{kind="messages"}"#) >= 1.0);
+        assert!(m.get(r#"hookd_pruned_rows_total{kind="payloads"}"#) >= 1.0);
+        assert!(m.get("hookd_database_bytes") > 0.0);
         // Its deliveries and attempts went with it.
         for table in ["deliveries", "attempts"] {
             let left = sea_orm::ConnectionTrait::query_one(

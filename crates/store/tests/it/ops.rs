@@ -166,7 +166,12 @@ async fn expired_idempotency_records_and_sessions_are_swept_in_batches() {
             .await
             .unwrap();
 
-        let horizon = Timestamp::from_millis(now.as_millis() - day.as_millis() as i64);
+        let day_ago = Timestamp::from_millis(now.as_millis() - day.as_millis() as i64);
+        let horizon = store::Horizons {
+            idempotency: day_ago,
+            events: day_ago,
+            done: day_ago,
+        };
         let swept = store.system().sweep_expired(horizon, now).await.unwrap();
         assert_ne!(swept, old);
         assert_eq!(
@@ -190,6 +195,88 @@ async fn expired_idempotency_records_and_sessions_are_swept_in_batches() {
         assert_eq!(
             store.system().sweep_expired(horizon, now).await.unwrap(),
             store::Swept::default()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn events_done_emails_and_finished_jobs_go_past_their_horizons_the_rest_stays() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let event = store
+            .record_operational_event(t, "endpoint.disabled", None, None, &serde_json::json!({}))
+            .await
+            .unwrap();
+        let sent = store.enqueue_email(t, "a@t.test", "s", "b").await.unwrap();
+        let failed = store.enqueue_email(t, "a@t.test", "s", "b").await.unwrap();
+        let pending = store.enqueue_email(t, "a@t.test", "s", "b").await.unwrap();
+        let now = Timestamp::now();
+        store
+            .system()
+            .email_outcome(sent.id, Ok(()), now)
+            .await
+            .unwrap();
+        store
+            .system()
+            .email_outcome(failed.id, Err(("refused".into(), None)), now)
+            .await
+            .unwrap();
+        let params = serde_json::json!({});
+        let finished = store
+            .create_job(t, domain::jobs::JobKind::EndpointRecover, &params)
+            .await
+            .unwrap();
+        let running = store
+            .create_job(t, domain::jobs::JobKind::EndpointRecover, &params)
+            .await
+            .unwrap();
+        store.system().finish_job(finished.id, Ok(3)).await.unwrap();
+
+        // Horizons before they were made: nothing goes.
+        let before = Timestamp::from_millis(now.as_millis() - 60_000);
+        let keep_all = store::Horizons {
+            idempotency: before,
+            events: before,
+            done: before,
+        };
+        assert_eq!(
+            store.system().sweep_expired(keep_all, now).await.unwrap(),
+            store::Swept::default()
+        );
+        // Horizons after: the event, the sent and failed emails and the finished job go.
+        let after = now.plus(Duration::from_secs(1));
+        let swept = store
+            .system()
+            .sweep_expired(
+                store::Horizons {
+                    idempotency: before,
+                    events: after,
+                    done: after,
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!((swept.events, swept.emails, swept.jobs), (1, 2, 1));
+        let events = store
+            .list_operational_events(t, &Default::default())
+            .await
+            .unwrap();
+        assert!(events.data.iter().all(|e| e.id != event.id));
+        let emails: Vec<_> = store
+            .list_emails(t, &Default::default())
+            .await
+            .unwrap()
+            .data
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(emails, [pending.id], "an email still to be sent stays");
+        assert!(store.get_job(t, &finished.id.to_string()).await.is_err());
+        assert!(
+            store.get_job(t, &running.id.to_string()).await.is_ok(),
+            "a running job stays"
         );
     })
     .await;
