@@ -76,6 +76,34 @@ pub struct BenchOptions {
     pub drain_timeout: Duration,
     /// How long the sink-alone loopback flood runs (zero: skipped).
     pub loopback: Duration,
+    /// A soak: sample the database size and cut latencies into windows as the run goes.
+    pub soak: Option<Soak>,
+}
+
+/// What a soak run samples, and the retention it runs the server with.
+#[derive(Clone, Debug)]
+pub struct Soak {
+    /// Each window's length: the database size is read at its end, latencies are its own.
+    pub window: Duration,
+    /// The server's metadata retention for the run (payloads: half of it), pruned every 5 s;
+    /// `None`: the server's defaults, so nothing expires during the run (the baseline).
+    pub retention: Option<Duration>,
+}
+
+/// One window of a soak.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SoakWindow {
+    /// Seconds from the start of the load to the window's start.
+    pub from_secs: u64,
+    /// Messages accepted that were sent in this window.
+    pub accepted: u64,
+    pub ingest_p99_ms: f64,
+    /// Of the messages sent in this window.
+    pub ttd_p99_ms: f64,
+    /// `hookd_database_bytes` read at the window's end.
+    pub database_bytes: u64,
+    /// `hookd_pruned_rows_total{kind="messages"}` at the window's end.
+    pub pruned_messages: u64,
 }
 
 impl std::fmt::Debug for Server {
@@ -103,6 +131,7 @@ impl BenchOptions {
             fail_rate: 0.0,
             drain_timeout: Duration::from_secs(120),
             loopback: Duration::from_secs(3),
+            soak: None,
         }
     }
 }
@@ -186,6 +215,9 @@ pub struct BenchReport {
     pub loopback_per_sec: f64,
     /// deliveries_per_sec / loopback_per_sec.
     pub ratio_to_loopback: f64,
+    /// A soak's windows, in order (empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub soak: Vec<SoakWindow>,
 }
 
 struct Sent {
@@ -448,9 +480,17 @@ async fn run_against(
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
+    let mut env = env;
+    if let Some(kept) = opts.soak.as_ref().and_then(|s| s.retention) {
+        let secs = kept.as_secs().max(2);
+        env.insert("HOOKD_METADATA_RETENTION".into(), format!("{secs}s"));
+        env.insert("HOOKD_PAYLOAD_RETENTION".into(), format!("{}s", secs / 2));
+        env.insert("HOOKD_PRUNE_INTERVAL".into(), "5s".into());
+    }
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(opts.concurrency.max(64))
         .build()?;
+    let mut port = 0;
     let (running, mut target) = match &opts.server {
         Server::Remote { url, api_key } => (
             Running::Remote,
@@ -464,7 +504,8 @@ async fn run_against(
         ),
         _ => {
             let mut target = prepare_database(opts, sink, database_url).await?;
-            let (running, port) = start_server(opts, env).await?;
+            let (running, p) = start_server(opts, env).await?;
+            port = p;
             target.base = format!("http://127.0.0.1:{port}/api/v1");
             (running, target)
         }
@@ -472,10 +513,26 @@ async fn run_against(
     // The server starts draining a backlog the moment it runs: the clock starts here.
     let load_start = Instant::now();
     let cpu_before = running.resources().1;
+    let sampler = opts
+        .soak
+        .as_ref()
+        .filter(|_| port != 0)
+        .map(|s| sample_database(client.clone(), port, s.window));
     let result = drive(opts, sink, &client, &mut target, load_start).await;
+    let samples = match sampler {
+        Some((stop, task)) => {
+            let _ = stop.send(());
+            task.await.unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
     let (rss, cpu_after) = running.resources();
     running.stop().await;
-    let (ledger, ingest_latency, ttd, ingest_secs, wall) = result?;
+    let (ledger, ingest_latency, ttd, ingest_secs, wall, mut soak) = result?;
+    for (w, (bytes, pruned)) in soak.iter_mut().zip(samples) {
+        w.database_bytes = bytes;
+        w.pruned_messages = pruned;
+    }
     let cpu = cpu_after - cpu_before;
 
     let deliveries_per_sec = if wall > 0.0 {
@@ -526,10 +583,67 @@ async fn run_against(
         } else {
             0.0
         },
+        soak,
     })
 }
 
-type Driven = (Ledger, Percentiles, Percentiles, f64, f64);
+/// Reads the server's `hookd_database_bytes` and pruned-message count at the end of every
+/// `window`, and once more when told to stop (the window the load ended in).
+fn sample_database(
+    client: reqwest::Client,
+    port: u16,
+    window: Duration,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Vec<(u64, u64)>>,
+) {
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        let mut out = Vec::new();
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + window, window);
+        loop {
+            // Stopped: one last sample, for the window the load ended in.
+            let last = tokio::select! {
+                _ = tick.tick() => false,
+                _ = &mut stopped => true,
+            };
+            let text = match client.get(&url).send().await {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            let value = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+                    .unwrap_or(0.0) as u64
+            };
+            out.push((
+                value("hookd_database_bytes "),
+                value("hookd_pruned_rows_total{kind=\"messages\"} "),
+            ));
+            if last {
+                return out;
+            }
+        }
+    });
+    (stop, task)
+}
+
+/// Cuts (offset from the load's start, value) pairs into windows of `window`: the p99 of each.
+fn window_p99(points: &[(Duration, Duration)], window: Duration, n: usize) -> Vec<(u64, f64)> {
+    let mut by: Vec<Vec<Duration>> = vec![Vec::new(); n];
+    for (at, v) in points {
+        let i = (at.as_secs_f64() / window.as_secs_f64()) as usize;
+        if let Some(w) = by.get_mut(i) {
+            w.push(*v);
+        }
+    }
+    by.into_iter()
+        .map(|v| (v.len() as u64, Percentiles::of(v).p99_ms))
+        .collect()
+}
+
+type Driven = (Ledger, Percentiles, Percentiles, f64, f64, Vec<SoakWindow>);
 
 /// Submits the load (or waits on the backlog), drains, and settles the ledger.
 async fn drive(
@@ -542,6 +656,8 @@ async fn drive(
     let mut ledger = Ledger::default();
     let mut started_of: HashMap<String, Instant> = HashMap::new();
     let mut latencies = Vec::new();
+    // (sent at, from the load's start; ingest latency), for a soak's windows.
+    let mut ingest_points = Vec::new();
     let mut last_answer = load_start;
     if opts.backlog {
         ledger.accepted = target.preloaded.len() as u64;
@@ -586,6 +702,9 @@ async fn drive(
                 Some(id) => {
                     ledger.accepted += 1;
                     latencies.push(s.latency);
+                    if opts.soak.is_some() {
+                        ingest_points.push((s.started.duration_since(load_start), s.latency));
+                    }
                     started_of.insert(id, s.started);
                 }
                 None => *ledger.rejected.entry(s.status).or_default() += 1,
@@ -600,13 +719,18 @@ async fn drive(
 
     let acks = sink.state.ack_times();
     let mut ttd = Vec::with_capacity(acks.len());
+    let mut ttd_points = Vec::new();
     let mut last_ack = load_start;
     for ((path, id), (at, n)) in &acks {
         match started_of.get(id) {
             Some(started) if target.paths.contains(path) => {
                 ledger.delivered += 1;
                 ledger.duplicates += u64::from(n - 1);
-                ttd.push(at.saturating_duration_since(*started));
+                let took = at.saturating_duration_since(*started);
+                ttd.push(took);
+                if opts.soak.is_some() {
+                    ttd_points.push((started.duration_since(load_start), took));
+                }
                 last_ack = last_ack.max(*at);
             }
             _ => ledger.unexpected += 1,
@@ -616,12 +740,35 @@ async fn drive(
     ledger.bad_signatures = sink.state.report().bad_signatures;
     let ingest_secs = last_answer.duration_since(load_start).as_secs_f64();
     let wall = last_ack.duration_since(load_start).as_secs_f64();
+    let soak = match &opts.soak {
+        Some(s) => {
+            let n = (ingest_secs / s.window.as_secs_f64()).ceil().max(1.0) as usize;
+            let ingest = window_p99(&ingest_points, s.window, n);
+            let ttd = window_p99(&ttd_points, s.window, n);
+            ingest
+                .into_iter()
+                .zip(ttd)
+                .enumerate()
+                .map(
+                    |(i, ((accepted, ingest_p99_ms), (_, ttd_p99_ms)))| SoakWindow {
+                        from_secs: i as u64 * s.window.as_secs(),
+                        accepted,
+                        ingest_p99_ms,
+                        ttd_p99_ms,
+                        ..SoakWindow::default()
+                    },
+                )
+                .collect()
+        }
+        None => Vec::new(),
+    };
     Ok((
         ledger,
         Percentiles::of(latencies),
         Percentiles::of(ttd),
         ingest_secs,
         wall,
+        soak,
     ))
 }
 
@@ -929,9 +1076,27 @@ impl BenchReport {
             ),
         ];
         let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-        rows.iter()
+        let mut out: String = rows
+            .iter()
             .map(|(k, v)| format!("{k:<width$}  {v}\n"))
-            .collect()
+            .collect();
+        if !self.soak.is_empty() {
+            out.push_str(
+                "\nfrom (s)  accepted  ingest p99 (ms)  ttd p99 (ms)  database (MB)  pruned msgs\n",
+            );
+            for w in &self.soak {
+                out.push_str(&format!(
+                    "{:>8}  {:>8}  {:>15.2}  {:>12.2}  {:>13.1}  {:>11}\n",
+                    w.from_secs,
+                    w.accepted,
+                    w.ingest_p99_ms,
+                    w.ttd_p99_ms,
+                    w.database_bytes as f64 / 1e6,
+                    w.pruned_messages
+                ));
+            }
+        }
+        out
     }
 }
 

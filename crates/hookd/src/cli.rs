@@ -125,6 +125,22 @@ pub struct BenchArgs {
     /// Seconds to wait for the last acknowledgements.
     #[arg(long, default_value_t = 120)]
     pub drain_timeout: u64,
+    /// A soak: send at --rate for this many seconds (instead of --messages), reading the
+    /// database's size and cutting latencies into windows as it goes.
+    #[arg(long, value_name = "SECS", requires = "rate", conflicts_with_all = ["suite", "backlog", "url"])]
+    pub soak_secs: Option<u64>,
+    /// With --soak-secs: each window's length.
+    #[arg(
+        long,
+        default_value_t = 60,
+        value_name = "SECS",
+        requires = "soak_secs"
+    )]
+    pub soak_window_secs: u64,
+    /// With --soak-secs: run hookd keeping messages this many seconds (payloads half of it),
+    /// pruning every 5 s. Without it, nothing expires during the run (the baseline).
+    #[arg(long, value_name = "SECS", requires = "soak_secs")]
+    pub retention_secs: Option<u64>,
     /// Seconds of the sink-alone loopback flood (0: skip).
     #[arg(long, default_value_t = 3)]
     pub loopback_secs: u64,
@@ -243,7 +259,15 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
         fail_rate: args.fail_rate,
         drain_timeout: std::time::Duration::from_secs(args.drain_timeout),
         loopback: std::time::Duration::from_secs(args.loopback_secs),
+        soak: args.soak_secs.map(|_| bench::Soak {
+            window: std::time::Duration::from_secs(args.soak_window_secs.max(1)),
+            retention: args.retention_secs.map(std::time::Duration::from_secs),
+        }),
     };
+    let mut opts = opts;
+    if let (Some(secs), Some(rate)) = (args.soak_secs, args.rate) {
+        opts.messages = ((secs as f64) * rate).ceil().max(1.0) as u64;
+    }
     if args.suite {
         let rows = bench::run_suite(&opts, args.suite_backlog, |sc, r| match r {
             Ok(r) if !args.json => {

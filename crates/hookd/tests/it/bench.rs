@@ -143,3 +143,41 @@ async fn the_whole_suite_runs_in_one_call_and_accounts_for_every_delivery() {
         assert!(table.contains(sc.name));
     }
 }
+
+/// A soak samples the database as it runs and cuts latencies into windows; with a short
+/// retention the server prunes while it runs, and the report shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soak_reports_each_windows_latency_database_size_and_pruning() {
+    testkit::init_test_log();
+    let report = run(&BenchOptions {
+        server: Server::Child(env!("CARGO_BIN_EXE_hookd").into()),
+        messages: 400,
+        rate: Some(50.0),
+        drain_timeout: Duration::from_secs(30),
+        loopback: Duration::ZERO,
+        soak: Some(bench::Soak {
+            window: Duration::from_secs(2),
+            retention: Some(Duration::from_secs(2)),
+        }),
+        ..BenchOptions::new(hookd::in_process::server())
+    })
+    .await
+    .expect("bench runs");
+    let table = report.table();
+    assert_eq!(report.ledger.delivered, 400, "{table}");
+    assert_eq!(report.soak.len(), 4, "8 s in 2 s windows: {table}");
+    assert_eq!(
+        report.soak.iter().map(|w| w.accepted).sum::<u64>(),
+        400,
+        "{table}"
+    );
+    for w in &report.soak {
+        assert!(w.database_bytes > 0, "{table}");
+        assert!(w.ingest_p99_ms > 0.0 && w.ttd_p99_ms > 0.0, "{table}");
+    }
+    assert!(
+        report.soak.last().unwrap().pruned_messages > 0,
+        "messages older than 2 s were pruned while the load ran: {table}"
+    );
+    assert!(table.contains("pruned msgs"), "{table}");
+}
