@@ -28,14 +28,16 @@ use sea_orm::{
 use crate::Result;
 use crate::entities::{application, attempt, delivery, message, tenant};
 
-/// Messages per batch.
-pub const BATCH: u64 = 500;
+/// Messages per batch: each batch is one write transaction, and on SQLite ingest and
+/// delivery wait for it, so it is kept short (measured: 500 per batch doubled ingest p99 in a
+/// soak at 500 msg/s; see BENCHMARKS.md).
+pub const BATCH: u64 = 100;
 /// Most batches per pass (over every application); the rest waits for the next pass.
-const MAX_BATCHES: u64 = 400;
+const MAX_BATCHES: u64 = 2000;
 /// Applications read per page while walking them.
 const APPS_PAGE: u64 = 500;
 /// Given to the hot path between two batches.
-const PAUSE: Duration = Duration::from_millis(5);
+const PAUSE: Duration = Duration::from_millis(20);
 
 /// What a pass removed (or, dry, would remove).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
