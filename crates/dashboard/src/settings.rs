@@ -100,6 +100,15 @@ async fn page(
     Ok(views::render(status, &view)?)
 }
 
+/// The page again, answering 422, with `extra` saying what was refused.
+async fn refused(
+    req: &HttpRequest,
+    session: Session,
+    extra: Extra,
+) -> Result<HttpResponse, PageError> {
+    page(req, session, StatusCode::UNPROCESSABLE_ENTITY, extra).await
+}
+
 /// GET `/settings`.
 pub async fn show(
     req: HttpRequest,
@@ -150,10 +159,9 @@ pub async fn create_key(
     session.check_csrf(&req, &form.csrf)?;
     let name = form.name.trim();
     if name.is_empty() || name.chars().count() > 256 || name.chars().any(char::is_control) {
-        return page(
+        return refused(
             &req,
             session,
-            StatusCode::UNPROCESSABLE_ENTITY,
             Extra {
                 error: Some("Give the key a name of 1 to 256 printable characters.".to_owned()),
                 ..Extra::default()
@@ -226,10 +234,9 @@ pub async fn set_email(
             Ok(see_other("/settings?done=email"))
         }
         Err(_) => {
-            page(
+            refused(
                 &req,
                 session,
-                StatusCode::UNPROCESSABLE_ENTITY,
                 Extra {
                     error: Some(format!(
                         "“{}” is not an email address; use the form name@example.com.",
@@ -260,17 +267,14 @@ pub async fn set_preset(
     form: web::Form<PresetForm>,
 ) -> Result<HttpResponse, PageError> {
     session.check_csrf(&req, &form.csrf)?;
-    let preset = match form.preset.as_str() {
-        "" => None,
-        other => match other.parse::<StatusPreset>() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                let known: Vec<&str> = StatusPreset::ALL.map(StatusPreset::as_str).to_vec();
-                return page(
-                    &req,
-                    session,
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    Extra {
+    let preset =
+        match form.preset.as_str() {
+            "" => None,
+            other => match other.parse::<StatusPreset>() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    let known: Vec<&str> = StatusPreset::ALL.map(StatusPreset::as_str).to_vec();
+                    return refused(&req, session, Extra {
                         error: Some(format!(
                             "“{other}” is not a preset; choose one of {}, or the server's choice.",
                             known.join(", ")
@@ -279,9 +283,9 @@ pub async fn set_preset(
                     },
                 )
                 .await;
-            }
-        },
-    };
+                }
+            },
+        };
     session::store_of(&req)?
         .set_status_preset(session.tenant, preset)
         .await?;
@@ -327,10 +331,9 @@ pub async fn set_retention(
         }
         Err(()) => {
             let typed = (form.payload_days.clone(), form.metadata_days.clone());
-            page(
+            refused(
                 &req,
                 session,
-                StatusCode::UNPROCESSABLE_ENTITY,
                 Extra {
                     error: Some(format!(
                         "Give each retention as a whole number of days from 1 to {}, or leave it \

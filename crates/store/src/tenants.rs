@@ -82,43 +82,46 @@ impl Store {
         tenant: TenantId,
         preset: Option<StatusPreset>,
     ) -> Result<()> {
-        let res = tenant::Entity::update_many()
-            .col_expr(tenant::Column::StatusPreset, Expr::value(preset))
-            .col_expr(
-                tenant::Column::UpdatedAt,
-                Expr::value(Timestamp::now().as_millis()),
+        let res = self
+            .update_tenant(
+                tenant,
+                [(tenant::Column::StatusPreset, Expr::value(preset))],
             )
-            .filter(tenant::Column::Id.eq(tenant))
-            .exec(&self.db)
-            .await?;
+            .await;
         self.presets.clear();
-        if res.rows_affected == 0 {
-            return Err(StoreError::not_found("tenant"));
-        }
-        Ok(())
+        res
     }
 
     /// The tenant's retention choice (unset: the server's); checked by the caller against
     /// `max_retention`. The next prune applies it.
     pub async fn set_retention(&self, tenant: TenantId, days: RetentionDays) -> Result<()> {
-        let column = |d: Option<u32>| d.map(crate::resources::days_column);
-        let res = tenant::Entity::update_many()
-            .col_expr(
-                tenant::Column::PayloadRetentionDays,
-                Expr::value(column(days.payload)),
-            )
-            .col_expr(
-                tenant::Column::MetadataRetentionDays,
-                Expr::value(column(days.metadata)),
-            )
+        let column = |d: Option<u32>| Expr::value(d.map(crate::resources::days_column));
+        self.update_tenant(
+            tenant,
+            [
+                (tenant::Column::PayloadRetentionDays, column(days.payload)),
+                (tenant::Column::MetadataRetentionDays, column(days.metadata)),
+            ],
+        )
+        .await
+    }
+
+    /// Sets `columns` of the tenant's row and its `updated_at`; not found if there is none.
+    async fn update_tenant<const N: usize>(
+        &self,
+        tenant: TenantId,
+        columns: [(tenant::Column, sea_orm::sea_query::SimpleExpr); N],
+    ) -> Result<()> {
+        let mut update = tenant::Entity::update_many()
             .col_expr(
                 tenant::Column::UpdatedAt,
                 Expr::value(Timestamp::now().as_millis()),
             )
-            .filter(tenant::Column::Id.eq(tenant))
-            .exec(&self.db)
-            .await?;
-        if res.rows_affected == 0 {
+            .filter(tenant::Column::Id.eq(tenant));
+        for (column, value) in columns {
+            update = update.col_expr(column, value);
+        }
+        if update.exec(&self.db).await?.rows_affected == 0 {
             return Err(StoreError::not_found("tenant"));
         }
         Ok(())
