@@ -631,12 +631,11 @@ fn sample_database(
 
 /// Cuts (offset from the load's start, value) pairs into windows of `window`: the p99 of each.
 fn window_p99(points: &[(Duration, Duration)], window: Duration, n: usize) -> Vec<(u64, f64)> {
+    let n = n.max(1);
     let mut by: Vec<Vec<Duration>> = vec![Vec::new(); n];
     for (at, v) in points {
         let i = (at.as_secs_f64() / window.as_secs_f64()) as usize;
-        if let Some(w) = by.get_mut(i) {
-            w.push(*v);
-        }
+        by[i.min(n - 1)].push(*v);
     }
     by.into_iter()
         .map(|v| (v.len() as u64, Percentiles::of(v).p99_ms))
@@ -742,7 +741,13 @@ async fn drive(
     let wall = last_ack.duration_since(load_start).as_secs_f64();
     let soak = match &opts.soak {
         Some(s) => {
-            let n = (ingest_secs / s.window.as_secs_f64()).ceil().max(1.0) as usize;
+            // Windows cover the load as offered (messages / rate), so an 8 s load in 2 s windows
+            // is 4 windows however late its last answer came; later points join the last one.
+            let offered = match opts.rate {
+                Some(rate) => opts.messages as f64 / rate,
+                None => ingest_secs,
+            };
+            let n = (offered / s.window.as_secs_f64()).ceil().max(1.0) as usize;
             let ingest = window_p99(&ingest_points, s.window, n);
             let ttd = window_p99(&ttd_points, s.window, n);
             ingest
