@@ -215,6 +215,10 @@ pub struct BenchReport {
     pub loopback_per_sec: f64,
     /// deliveries_per_sec / loopback_per_sec.
     pub ratio_to_loopback: f64,
+    /// Growth of the database's used bytes (free pages excluded) from before the load to the
+    /// end of the drain, per accepted message: what each message costs on disk, indexes
+    /// included. 0 when the server's database is not visible (in-process or remote).
+    pub stored_bytes_per_message: f64,
     /// A soak's windows, in order (empty otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub soak: Vec<SoakWindow>,
@@ -513,6 +517,12 @@ async fn run_against(
     // The server starts draining a backlog the moment it runs: the clock starts here.
     let load_start = Instant::now();
     let cpu_before = running.resources().1;
+    // A preloaded backlog was written before this point: its growth would not be the cost.
+    let used_before = match port {
+        0 => None,
+        _ if opts.backlog => None,
+        p => database_used_bytes(&client, p).await,
+    };
     let sampler = opts
         .soak
         .as_ref()
@@ -525,6 +535,10 @@ async fn run_against(
             task.await.unwrap_or_default()
         }
         None => Vec::new(),
+    };
+    let used_after = match used_before {
+        None => None,
+        Some(_) => database_used_bytes(&client, port).await,
     };
     let (rss, cpu_after) = running.resources();
     running.stop().await;
@@ -544,6 +558,12 @@ async fn run_against(
         0.0
     } else {
         loopback(opts, sink, &client).await
+    };
+    let stored_bytes_per_message = match (used_before, used_after) {
+        (Some(b), Some(a)) if ledger.accepted > 0 => {
+            a.saturating_sub(b) as f64 / ledger.accepted as f64
+        }
+        _ => 0.0,
     };
     Ok(BenchReport {
         server: match &opts.server {
@@ -583,8 +603,22 @@ async fn run_against(
         } else {
             0.0
         },
+        stored_bytes_per_message,
         soak,
     })
+}
+
+/// The server's `hookd_database_bytes` less `hookd_database_free_bytes`, from its /metrics.
+async fn database_used_bytes(client: &reqwest::Client, port: u16) -> Option<u64> {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = client.get(&url).send().await.ok()?.text().await.ok()?;
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+    };
+    let total = value("hookd_database_bytes ")?;
+    let free = value("hookd_database_free_bytes ").unwrap_or(0.0);
+    Some((total - free).max(0.0) as u64)
 }
 
 /// Reads the server's `hookd_database_bytes` and pruned-message count at the end of every
@@ -1078,6 +1112,17 @@ impl BenchReport {
                     "peak RSS {:.1} MB, CPU {:.2} s",
                     self.peak_rss_mb, self.cpu_secs
                 ),
+            ),
+            (
+                "stored per message",
+                if self.stored_bytes_per_message > 0.0 {
+                    format!(
+                        "{:.0} B (database growth, indexes included)",
+                        self.stored_bytes_per_message
+                    )
+                } else {
+                    "– (not measured: in-process, remote or preloaded)".to_owned()
+                },
             ),
         ];
         let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);

@@ -71,6 +71,29 @@ async fn a_backlog_drains_from_a_child_server_whose_own_resources_are_reported()
     assert!(report.table().contains("preloaded"), "{}", report.table());
 }
 
+/// A child server's database is visible to the bench: it reports what each message cost on
+/// disk (the figure BENCHMARKS.md states at 100,000 messages).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_server_reports_what_each_message_costs_on_disk() {
+    testkit::init_test_log();
+    let report = run(&BenchOptions {
+        server: Server::Child(env!("CARGO_BIN_EXE_hookd").into()),
+        messages: 2_000,
+        drain_timeout: Duration::from_secs(60),
+        loopback: Duration::ZERO,
+        ..BenchOptions::new(hookd::in_process::server())
+    })
+    .await
+    .expect("bench runs");
+    let table = report.table();
+    assert_eq!(report.ledger.delivered, 2_000, "{table}");
+    // A message, its delivery and its attempt take some hundreds of bytes, not nothing and
+    // not tens of kilobytes.
+    let b = report.stored_bytes_per_message;
+    assert!((100.0..20_000.0).contains(&b), "{b} B/msg: {table}");
+    assert!(table.contains("stored per message"), "{table}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_load_can_be_pointed_at_a_running_server_by_url_and_key() {
     let db = store::testing::TestDb::sqlite().await;
