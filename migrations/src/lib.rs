@@ -12,6 +12,7 @@ mod m0003_pending_signups;
 mod m0004_signature_headers;
 mod m0005_tenant_status_preset;
 mod m0006_retention;
+mod m0007_lean_indexes;
 
 pub struct Migrator;
 
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0004_signature_headers::Migration),
             Box::new(m0005_tenant_status_preset::Migration),
             Box::new(m0006_retention::Migration),
+            Box::new(m0007_lean_indexes::Migration),
         ]
     }
 }

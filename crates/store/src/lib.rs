@@ -17,6 +17,7 @@ mod lite;
 mod ops;
 mod page;
 mod pg;
+mod plans;
 mod queue;
 mod recovery;
 mod resources;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use domain::Timestamp;
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::{AttemptId, DeliveryId, EndpointId, MessageId, OperationalEventId};
-use sea_orm::sea_query::{Expr, Value};
+use sea_orm::sea_query::{Expr, SimpleExpr, Value};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryTrait, Set,
     Statement,
@@ -38,7 +38,11 @@ pub struct AttemptResult {
     pub disable_endpoint: Option<String>,
 }
 
-fn claim_sql(backend: Backend, fresh: bool) -> String {
+/// The earliest due time of pending work (through `idx_deliveries_due`).
+pub(crate) const NEXT_DUE_SQL: &str =
+    "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'";
+
+pub(crate) fn claim_sql(backend: Backend, fresh: bool) -> String {
     // Numbered parameters on both backends, so the values bind by number, not text order.
     let p = |n: usize| match backend {
         Backend::Sqlite => format!("?{n}"),
@@ -464,6 +468,20 @@ fn back_to_pending(
     hand_back(update, DeliveryState::Pending)
 }
 
+/// Deliveries in `state`, written as a literal so that the partial index over that state
+/// (`idx_deliveries_due`, `_leased`, `_failed`) applies: a bound parameter would not match
+/// the index's WHERE in a prepared plan (m0007).
+pub(crate) fn in_state(state: DeliveryState) -> SimpleExpr {
+    Expr::cust(format!("state = '{}'", state.as_str()))
+}
+
+/// Sending deliveries whose lease ran out, back to pending (through `idx_deliveries_leased`).
+pub(crate) fn expired_leases(now: Timestamp) -> sea_orm::UpdateMany<delivery::Entity> {
+    back_to_pending(delivery::Entity::update_many())
+        .filter(in_state(DeliveryState::Sending))
+        .filter(delivery::Column::LeaseExpiresAt.lt(now.as_millis()))
+}
+
 /// The columns that end a claim (or any lease) and leave the delivery in `state`.
 pub(crate) fn hand_back(
     update: sea_orm::UpdateMany<delivery::Entity>,
@@ -520,11 +538,7 @@ impl crate::System<'_> {
     /// an attempt. Returns how many.
     pub async fn reap_expired_leases(&self, now: Timestamp) -> Result<u64> {
         let _turn = self.write_turn().await;
-        let res = back_to_pending(delivery::Entity::update_many())
-            .filter(delivery::Column::State.eq(DeliveryState::Sending.as_str()))
-            .filter(delivery::Column::LeaseExpiresAt.lt(now.as_millis()))
-            .exec(&self.db)
-            .await?;
+        let res = expired_leases(now).exec(&self.db).await?;
         Ok(res.rows_affected)
     }
 
@@ -662,7 +676,7 @@ impl crate::System<'_> {
     /// The earliest time a pending delivery becomes due, to know how long to sleep.
     pub async fn next_due_at(&self) -> Result<Option<Timestamp>> {
         let backend = self.db.get_database_backend();
-        let sql = "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'";
+        let sql = NEXT_DUE_SQL;
         let row = self
             .db
             .query_one(Statement::from_string(backend, sql))

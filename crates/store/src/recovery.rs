@@ -393,14 +393,9 @@ impl Store {
         state: Option<DeliveryState>,
         params: &ListParams,
     ) -> Result<Page<(delivery::Model, message::Model)>> {
-        let mut select =
-            delivery::Entity::find_in(tenant).filter(delivery::Column::EndpointId.eq(endpoint_id));
-        if let Some(state) = state {
-            select = select.filter(delivery::Column::State.eq(state.as_str()));
-        }
         let mut page = fetch_page(
             &self.db,
-            select,
+            endpoint_deliveries(tenant, endpoint_id, state),
             delivery::Column::Id,
             |d| d.id.to_string(),
             params,
@@ -442,5 +437,19 @@ impl Store {
     pub async fn count_deliveries(&self, tenant: TenantId) -> Result<u64> {
         use sea_orm::PaginatorTrait;
         Ok(delivery::Entity::find_in(tenant).count(&self.db).await?)
+    }
+}
+
+/// An endpoint's deliveries, in one state or all (through `idx_deliveries_endpoint`).
+pub(crate) fn endpoint_deliveries(
+    tenant: TenantId,
+    endpoint_id: EndpointId,
+    state: Option<DeliveryState>,
+) -> sea_orm::Select<delivery::Entity> {
+    let select =
+        delivery::Entity::find_in(tenant).filter(delivery::Column::EndpointId.eq(endpoint_id));
+    match state {
+        Some(state) => select.filter(delivery::Column::State.eq(state.as_str())),
+        None => select,
     }
 }

@@ -2,7 +2,7 @@
 //! per application, as `domain::retention` decides (the application's choice, its tenant's,
 //! else the server's).
 //!
-//! Each application is walked oldest first through `idx_messages_list` (tenant, app, id):
+//! Each application is walked oldest first through `idx_messages_app` (app, id):
 //! ids start with their creation time, so "created before the horizon" is an id range and no
 //! time column or extra index is needed. Work goes in batches of [`BATCH`] messages, each its
 //! own short write transaction, with a pause between batches so ingest and delivery keep the
@@ -221,20 +221,12 @@ impl crate::System<'_> {
             if budget.spent() {
                 return Ok(last);
             }
-            let mut q = message::Entity::find()
-                .select_only()
-                .column(message::Column::Id)
-                .filter(message::Column::TenantId.eq(app.tenant_id))
-                .filter(message::Column::AppId.eq(app.id))
-                .filter(message::Column::Id.lt(below));
-            match (last, step) {
-                (Some(l), _) => q = q.filter(message::Column::Id.gt(l)),
-                (None, Step::Expire { from }) => q = q.filter(message::Column::Id.gte(from)),
-                (None, Step::Remove) => {}
-            }
-            let ids: Vec<MessageId> = q
-                .order_by_asc(message::Column::Id)
-                .limit(BATCH)
+            let after = match (last, step) {
+                (Some(l), _) => Bound::After(l),
+                (None, Step::Expire { from }) => Bound::From(from),
+                (None, Step::Remove) => Bound::Start,
+            };
+            let ids: Vec<MessageId> = walk_batch(app.tenant_id, app.id, below, after)
                 .into_tuple()
                 .all(&self.db)
                 .await?;
@@ -313,4 +305,34 @@ impl crate::System<'_> {
         txn.commit().await?;
         Ok(())
     }
+}
+
+/// Where a walk's next batch starts.
+#[derive(Clone, Copy)]
+pub(crate) enum Bound {
+    Start,
+    From(MessageId),
+    After(MessageId),
+}
+
+/// The ids of one batch of an application's messages below `below`, oldest first, through
+/// `idx_messages_app`.
+pub(crate) fn walk_batch(
+    tenant: TenantId,
+    app_id: ApplicationId,
+    below: MessageId,
+    after: Bound,
+) -> sea_orm::Select<message::Entity> {
+    let q = message::Entity::find()
+        .select_only()
+        .column(message::Column::Id)
+        .filter(message::Column::TenantId.eq(tenant))
+        .filter(message::Column::AppId.eq(app_id))
+        .filter(message::Column::Id.lt(below));
+    let q = match after {
+        Bound::After(l) => q.filter(message::Column::Id.gt(l)),
+        Bound::From(f) => q.filter(message::Column::Id.gte(f)),
+        Bound::Start => q,
+    };
+    q.order_by_asc(message::Column::Id).limit(BATCH)
 }

@@ -277,14 +277,10 @@ impl Store {
 }
 
 /// Cross-tenant work (claims, sweeps, authentication): reached only through
-/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
-impl crate::System<'_> {
-    /// Reads [`QueueGauges`] in one statement; every count is served by an index on `state`
-    /// except the two over endpoints, which are small.
-    pub async fn queue_gauges(&self, now: Timestamp) -> Result<QueueGauges> {
-        let now_ms = now.as_millis();
-        let sql = format!(
-            "SELECT \
+/// The one statement behind [`crate::System::queue_gauges`].
+pub(crate) fn gauges_sql(now_ms: i64) -> String {
+    format!(
+        "SELECT \
                (SELECT COUNT(*) FROM deliveries WHERE state = 'pending') AS pending, \
                (SELECT COUNT(*) FROM deliveries WHERE state = 'sending') AS sending, \
                (SELECT COUNT(*) FROM deliveries WHERE state = 'failed') AS dead, \
@@ -293,7 +289,15 @@ impl crate::System<'_> {
                (SELECT COUNT(*) FROM endpoints WHERE breaker_state = 'open') AS open_breakers, \
                (SELECT COUNT(*) FROM endpoints WHERE disabled) AS disabled, \
                (SELECT COUNT(*) FROM email_outbox WHERE state = 'pending') AS outbox"
-        );
+    )
+}
+
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
+    /// Reads [`QueueGauges`] in one statement; every count is served by an index on `state`
+    /// except the two over endpoints, which are small.
+    pub async fn queue_gauges(&self, now: Timestamp) -> Result<QueueGauges> {
+        let sql = gauges_sql(now.as_millis());
         let backend = self.db.get_database_backend();
         let Some(row) = self
             .db

@@ -77,14 +77,7 @@ impl Store {
         app_id: ApplicationId,
         id_or_event_id: &str,
     ) -> Result<message::Model> {
-        let by = if id_or_event_id.starts_with(MessageId::PREFIX) {
-            message::Column::Id
-        } else {
-            message::Column::EventId
-        };
-        message::Entity::find_in(tenant)
-            .filter(message::Column::AppId.eq(app_id))
-            .filter(by.eq(id_or_event_id))
+        message_lookup(tenant, app_id, id_or_event_id)
             .one(&self.db)
             .await?
             .ok_or(StoreError::not_found("message"))
@@ -123,26 +116,8 @@ impl Store {
             message::Column::Id,
             params,
         );
-        let backend = self.db.get_database_backend();
-        let stmt = select.build(backend);
-        let prefix = match self.backend {
-            crate::Backend::Sqlite => "EXPLAIN QUERY PLAN ",
-            crate::Backend::Postgres => "EXPLAIN ",
-        };
-        let explain = sea_orm::Statement {
-            sql: format!("{prefix}{}", stmt.sql),
-            ..stmt
-        };
-        let rows = self.db.query_all(explain).await?;
-        let column = match self.backend {
-            crate::Backend::Sqlite => "detail",
-            crate::Backend::Postgres => "QUERY PLAN",
-        };
-        let lines: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get::<String>("", column))
-            .collect::<std::result::Result<_, _>>()?;
-        Ok(lines.join("\n"))
+        let stmt = select.build(self.db.get_database_backend());
+        explain(&self.db, stmt).await
     }
 
     pub async fn deliveries_of_message(
@@ -260,8 +235,7 @@ impl Store {
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select = attempt::Entity::find_in(tenant).filter(attempt::Column::MsgId.eq(msg_id));
-        let select = filter.apply(select);
+        let select = filter.apply(attempts_of_message(tenant, msg_id));
         fetch_page(
             &self.db,
             select,
@@ -279,9 +253,7 @@ impl Store {
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select =
-            attempt::Entity::find_in(tenant).filter(attempt::Column::EndpointId.eq(endpoint_id));
-        let select = filter.apply(select);
+        let select = filter.apply(attempts_of_endpoint(tenant, endpoint_id));
         fetch_page(
             &self.db,
             select,
@@ -344,8 +316,56 @@ pub(crate) fn new_delivery(
     }
 }
 
+/// The database's plan for `stmt`, one line per step.
+pub(crate) async fn explain(db: &impl ConnectionTrait, stmt: sea_orm::Statement) -> Result<String> {
+    let (prefix, column) = match db.get_database_backend() {
+        sea_orm::DbBackend::Postgres => ("EXPLAIN ", "QUERY PLAN"),
+        _ => ("EXPLAIN QUERY PLAN ", "detail"),
+    };
+    let explain = sea_orm::Statement {
+        sql: format!("{prefix}{}", stmt.sql),
+        ..stmt
+    };
+    let rows = db.query_all(explain).await?;
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| r.try_get::<String>("", column))
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(lines.join("\n"))
+}
+
+/// A message by its id or its eventId (`uq_messages_app_event` skips messages without one).
+pub(crate) fn message_lookup(
+    tenant: TenantId,
+    app_id: ApplicationId,
+    id_or_event_id: &str,
+) -> sea_orm::Select<message::Entity> {
+    let by = if id_or_event_id.starts_with(MessageId::PREFIX) {
+        message::Column::Id
+    } else {
+        message::Column::EventId
+    };
+    message::Entity::find_in(tenant)
+        .filter(message::Column::AppId.eq(app_id))
+        .filter(by.eq(id_or_event_id))
+}
+
+pub(crate) fn attempts_of_message(
+    tenant: TenantId,
+    msg_id: MessageId,
+) -> sea_orm::Select<attempt::Entity> {
+    attempt::Entity::find_in(tenant).filter(attempt::Column::MsgId.eq(msg_id))
+}
+
+pub(crate) fn attempts_of_endpoint(
+    tenant: TenantId,
+    endpoint_id: EndpointId,
+) -> sea_orm::Select<attempt::Entity> {
+    attempt::Entity::find_in(tenant).filter(attempt::Column::EndpointId.eq(endpoint_id))
+}
+
 /// The filtered, unpaged query behind [`Store::list_messages`].
-fn message_listing(
+pub(crate) fn message_listing(
     tenant: TenantId,
     app_id: ApplicationId,
     filter: &MessageFilter,

@@ -511,7 +511,7 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
             .unwrap();
         eprintln!("{plan}");
         assert!(
-            plan.contains("idx_messages_list"),
+            plan.contains("idx_messages_app"),
             "uses the listing index:\n{plan}"
         );
         assert!(
