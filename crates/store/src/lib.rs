@@ -42,7 +42,7 @@ pub use page::{ListParams, Page};
 pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
 pub use recovery::{AttemptFilter, DeliveryStats};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
-pub use retention::Pruned;
+pub use retention::{Pruned, Reclaim};
 pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};
 pub use sweep::{Horizons, Swept};
 pub use tenants::{NewTenant, hash_token};

@@ -336,3 +336,50 @@ pub(crate) fn walk_batch(
     };
     q.order_by_asc(message::Column::Id).limit(BATCH)
 }
+
+/// What [`crate::System::reclaim_space`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaim {
+    /// SQLite reuses the pages a delete frees (its free list) with no help; PostgreSQL with
+    /// autovacuum on reclaims dead rows itself.
+    Automatic,
+    /// PostgreSQL with autovacuum off: hookd vacuumed its busy tables itself.
+    Vacuumed,
+}
+
+/// The tables whose rows are updated or deleted all day (deliveries twice per attempt).
+const BUSY_TABLES: &str = "messages, deliveries, attempts, endpoints, idempotency_keys, \
+    sessions, operational_events, email_outbox, jobs, attempt_stats, ordering_sequences";
+
+impl crate::System<'_> {
+    /// Makes the space of deleted and updated rows reusable, where the database would not.
+    ///
+    /// PostgreSQL keeps a deleted or updated row's old version until a VACUUM; with the
+    /// server's `autovacuum` off (measured: a 500 msg/s soak under a 60 s retention grew
+    /// 33 MB every 30 s, without end) nothing ever does, and pruning frees nothing. Then
+    /// hookd runs a plain VACUUM (no lock that blocks reads or writes) of its busy tables.
+    pub async fn reclaim_space(&self) -> Result<Reclaim> {
+        if self.db.get_database_backend() != sea_orm::DbBackend::Postgres {
+            return Ok(Reclaim::Automatic);
+        }
+        let backend = self.db.get_database_backend();
+        let row = self
+            .db
+            .query_one(sea_orm::Statement::from_string(
+                backend,
+                "SELECT current_setting('autovacuum') AS on",
+            ))
+            .await?;
+        let on = row
+            .map(|r| r.try_get::<String>("", "on"))
+            .transpose()?
+            .is_none_or(|v| v == "on");
+        if on {
+            return Ok(Reclaim::Automatic);
+        }
+        self.db
+            .execute_unprepared(&format!("VACUUM {BUSY_TABLES}"))
+            .await?;
+        Ok(Reclaim::Vacuumed)
+    }
+}
