@@ -608,16 +608,18 @@ async fn run_against(
     })
 }
 
+/// The value of the metric line starting with `name` (name and labels, then a space).
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+}
+
 /// The server's `hookd_database_bytes` less `hookd_database_free_bytes`, from its /metrics.
 async fn database_used_bytes(client: &reqwest::Client, port: u16) -> Option<u64> {
     let url = format!("http://127.0.0.1:{port}/metrics");
     let text = client.get(&url).send().await.ok()?.text().await.ok()?;
-    let value = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-    };
-    let total = value("hookd_database_bytes ")?;
-    let free = value("hookd_database_free_bytes ").unwrap_or(0.0);
+    let total = metric(&text, "hookd_database_bytes ")?;
+    let free = metric(&text, "hookd_database_free_bytes ").unwrap_or(0.0);
     Some((total - free).max(0.0) as u64)
 }
 
@@ -646,11 +648,7 @@ fn sample_database(
                 Ok(r) => r.text().await.unwrap_or_default(),
                 Err(_) => String::new(),
             };
-            let value = |name: &str| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-                    .unwrap_or(0.0) as u64
-            };
+            let value = |name: &str| metric(&text, name).unwrap_or(0.0) as u64;
             out.push((
                 value("hookd_database_bytes "),
                 value("hookd_pruned_rows_total{kind=\"messages\"} "),

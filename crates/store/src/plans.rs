@@ -7,7 +7,6 @@ mod tests {
     use domain::Timestamp;
     use domain::delivery::DeliveryState;
     use domain::ids::{ApplicationId, EndpointId, MessageId, TenantId};
-    use sea_orm::sea_query::Value;
     use sea_orm::{ConnectionTrait, QueryTrait, Statement, TransactionTrait};
 
     use crate::page::page_query;
@@ -21,10 +20,6 @@ mod tests {
     fn hot_statements(
         backend: sea_orm::DbBackend,
     ) -> Vec<(&'static str, Statement, Vec<&'static str>)> {
-        let store_backend = match backend {
-            sea_orm::DbBackend::Postgres => crate::Backend::Postgres,
-            _ => crate::Backend::Sqlite,
-        };
         let (t, a, e, m) = (
             TenantId::new(),
             ApplicationId::new(),
@@ -33,20 +28,14 @@ mod tests {
         );
         let now = Timestamp::now().as_millis();
         let claim = |fresh: bool| {
-            let mut values: Vec<Value> = vec![
-                "owner".into(),
-                (now + 30_000).into(),
-                now.into(),
-                now.into(),
-                100i64.into(),
-            ];
-            if fresh {
-                values.push((now - 5_000).into());
-            }
-            Statement::from_sql_and_values(
+            let now = Timestamp::now();
+            crate::queue::claim_statement(
                 backend,
-                crate::queue::claim_sql(store_backend, fresh),
-                values,
+                "owner",
+                now,
+                now.plus(std::time::Duration::from_secs(30)),
+                100,
+                fresh.then(|| Timestamp::from_millis(now.as_millis() - 5_000)),
             )
         };
         let deep = ListParams {

@@ -42,7 +42,37 @@ pub struct AttemptResult {
 pub(crate) const NEXT_DUE_SQL: &str =
     "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'";
 
-pub(crate) fn claim_sql(backend: Backend, fresh: bool) -> String {
+/// The claim with its values bound, as [`crate::System::claim_due`] runs it.
+pub(crate) fn claim_statement(
+    backend: sea_orm::DbBackend,
+    owner: &str,
+    now: Timestamp,
+    lease_until: Timestamp,
+    limit: u64,
+    fresh_since: Option<Timestamp>,
+) -> Statement {
+    let mut values: Vec<Value> = vec![
+        owner.into(),
+        lease_until.as_millis().into(),
+        now.as_millis().into(),
+        now.as_millis().into(),
+        (limit as i64).into(),
+    ];
+    if let Some(since) = fresh_since {
+        values.push(since.as_millis().into());
+    }
+    let store_backend = match backend {
+        sea_orm::DbBackend::Postgres => Backend::Postgres,
+        _ => Backend::Sqlite,
+    };
+    Statement::from_sql_and_values(
+        backend,
+        claim_sql(store_backend, fresh_since.is_some()),
+        values,
+    )
+}
+
+fn claim_sql(backend: Backend, fresh: bool) -> String {
     // Numbered parameters on both backends, so the values bind by number, not text order.
     let p = |n: usize| match backend {
         Backend::Sqlite => format!("?{n}"),
@@ -514,19 +544,14 @@ impl crate::System<'_> {
         limit: u64,
         fresh_since: Option<Timestamp>,
     ) -> Result<Vec<delivery::Model>> {
-        let mut values: Vec<Value> = vec![
-            owner.into(),
-            lease_until.as_millis().into(),
-            now.as_millis().into(),
-            now.as_millis().into(),
-            (limit as i64).into(),
-        ];
-        if let Some(since) = fresh_since {
-            values.push(since.as_millis().into());
-        }
-        let backend = self.db.get_database_backend();
-        let sql = claim_sql(self.backend, fresh_since.is_some());
-        let stmt = Statement::from_sql_and_values(backend, sql, values);
+        let stmt = claim_statement(
+            self.db.get_database_backend(),
+            owner,
+            now,
+            lease_until,
+            limit,
+            fresh_since,
+        );
         let _turn = self.write_turn().await;
         let rows = delivery::Model::find_by_statement(stmt)
             .all(&self.db)
