@@ -13,6 +13,7 @@ mod m0004_signature_headers;
 mod m0005_tenant_status_preset;
 mod m0006_retention;
 mod m0007_lean_indexes;
+mod m0008_endpoint_leases;
 
 pub struct Migrator;
 
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0005_tenant_status_preset::Migration),
             Box::new(m0006_retention::Migration),
             Box::new(m0007_lean_indexes::Migration),
+            Box::new(m0008_endpoint_leases::Migration),
         ]
     }
 }

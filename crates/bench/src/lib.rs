@@ -78,6 +78,10 @@ pub struct BenchOptions {
     pub loopback: Duration,
     /// A soak: sample the database size and cut latencies into windows as the run goes.
     pub soak: Option<Soak>,
+    /// With a child server: 0 runs one `hookd serve` with every role; N > 0 runs one process
+    /// with the API and scheduler roles and N more with only the dispatcher role (scale-out
+    /// on PostgreSQL).
+    pub dispatchers: u32,
 }
 
 /// What a soak run samples, and the retention it runs the server with.
@@ -132,6 +136,7 @@ impl BenchOptions {
             drain_timeout: Duration::from_secs(120),
             loopback: Duration::from_secs(3),
             soak: None,
+            dispatchers: 0,
         }
     }
 }
@@ -186,7 +191,7 @@ pub struct Ledger {
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct BenchReport {
-    /// "in-process", "child process" or the remote URL.
+    /// "in-process", "child process", "N child processes (…)" or the remote URL.
     pub server: String,
     pub database: String,
     pub backlog: bool,
@@ -286,7 +291,8 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BoxError> {
 /// A server under load, and how to stop it and read its resources.
 enum Running {
     InProcess(Started),
-    Child(std::process::Child),
+    /// The API process first, then any dispatcher-only processes.
+    Child(Vec<std::process::Child>),
     Remote,
 }
 
@@ -295,10 +301,11 @@ impl Running {
     fn resources(&self) -> (f64, f64) {
         match self {
             Running::InProcess(_) => (peak_rss_mb("self"), cpu_secs("self")),
-            Running::Child(c) => {
+            // Several processes: their peaks and CPU added up.
+            Running::Child(all) => all.iter().fold((0.0, 0.0), |(rss, cpu), c| {
                 let pid = c.id().to_string();
-                (peak_rss_mb(&pid), cpu_secs(&pid))
-            }
+                (rss + peak_rss_mb(&pid), cpu + cpu_secs(&pid))
+            }),
             Running::Remote => (0.0, 0.0),
         }
     }
@@ -309,9 +316,11 @@ impl Running {
                 stop();
                 let _ = task.await;
             }
-            Running::Child(mut c) => {
-                let _ = c.kill();
-                let _ = c.wait();
+            Running::Child(all) => {
+                for mut c in all {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
             }
             Running::Remote => {}
         }
@@ -435,15 +444,35 @@ async fn start_server(
             let port = std::net::TcpListener::bind("127.0.0.1:0")?
                 .local_addr()?
                 .port();
-            let child = std::process::Command::new(bin)
-                .arg("serve")
-                .envs(&settings_env)
-                .env("HOOKD_BIND", format!("127.0.0.1:{port}"))
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .map_err(|e| format!("could not start {} serve: {e}", bin.display()))?;
-            let running = Running::Child(child);
+            let spawn = |roles: Option<&str>| {
+                let mut cmd = std::process::Command::new(bin);
+                cmd.arg("serve")
+                    .envs(&settings_env)
+                    .env("HOOKD_BIND", format!("127.0.0.1:{port}"))
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null());
+                if let Some(roles) = roles {
+                    cmd.env("HOOKD_ROLES", roles);
+                }
+                cmd.spawn()
+                    .map_err(|e| format!("could not start {} serve: {e}", bin.display()))
+            };
+            let mut all = Vec::new();
+            if opts.dispatchers == 0 {
+                all.push(spawn(None)?);
+            } else {
+                all.push(spawn(Some("api,scheduler"))?);
+                for _ in 0..opts.dispatchers {
+                    match spawn(Some("dispatcher")) {
+                        Ok(c) => all.push(c),
+                        Err(e) => {
+                            Running::Child(all).stop().await;
+                            return Err(e.into());
+                        }
+                    }
+                }
+            }
+            let running = Running::Child(all);
             let health = format!("http://127.0.0.1:{port}/api/v1/health");
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
@@ -568,6 +597,11 @@ async fn run_against(
     Ok(BenchReport {
         server: match &opts.server {
             Server::InProcess(_) => "in-process".to_owned(),
+            Server::Child(_) if opts.dispatchers > 0 => format!(
+                "{} child processes (1 api + scheduler, {} dispatcher)",
+                opts.dispatchers + 1,
+                opts.dispatchers
+            ),
             Server::Child(_) => "child process".to_owned(),
             Server::Remote { url, .. } => url.clone(),
         },

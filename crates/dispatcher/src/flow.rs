@@ -16,7 +16,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use store::entities::endpoint;
 
-pub const DEFAULT_MAX_CONCURRENCY: usize = 10;
+const DEFAULT_MAX_CONCURRENCY: usize = domain::delivery::DEFAULT_MAX_CONCURRENCY as usize;
 /// The shortest deferral, so a saturated endpoint's backlog does not spin through the claim.
 const MIN_DEFER: Duration = Duration::from_millis(100);
 /// A delivery waits in memory for a slot only if, at the endpoint's pace, its turn comes
@@ -134,7 +134,12 @@ impl<T> Flow<T> {
     ) -> (Gate<T>, Option<BreakerChange>) {
         let mut all = self.lock();
         let f = all.entry(ep.id).or_insert_with(|| EndpointFlow {
-            breaker: Breaker::new(now),
+            // As stored: another process may have opened it before this one took the endpoint.
+            breaker: Breaker::resumed(
+                ep.breaker_state,
+                ep.breaker_until.map(Timestamp::from_millis),
+                now,
+            ),
             in_flight: 0,
             cap: DEFAULT_MAX_CONCURRENCY,
             limiter: None,
@@ -272,6 +277,18 @@ impl<T> Flow<T> {
                 || f.breaker.state != BreakerState::Closed
         });
         before - all.len()
+    }
+
+    /// Forgets one endpoint's state unless it has work here (in flight or waiting): it is
+    /// read again, breaker included, from the endpoint as stored when next admitted.
+    pub fn forget_idle(&self, endpoint_id: EndpointId) {
+        let mut all = self.lock();
+        if all
+            .get(&endpoint_id)
+            .is_some_and(|f| f.in_flight == 0 && f.waiting.is_empty())
+        {
+            all.remove(&endpoint_id);
+        }
     }
 
     #[cfg(test)]

@@ -25,12 +25,13 @@ use crate::send::{self, Prepared};
 struct PermitTaker {
     permits: Arc<Semaphore>,
     keep_free: usize,
+    leased: Leased,
     tx: mpsc::UnboundedSender<store::HandedOff>,
 }
 
 impl store::Taker for PermitTaker {
-    fn reserve(&self) -> Option<store::Slot> {
-        if self.permits.available_permits() <= self.keep_free {
+    fn reserve(&self, endpoint: EndpointId) -> Option<store::Slot> {
+        if self.permits.available_permits() <= self.keep_free || !self.leased.holds(endpoint) {
             return None;
         }
         let permit = self.permits.clone().try_acquire_owned().ok()?;
@@ -43,6 +44,85 @@ impl store::Taker for PermitTaker {
 
     fn is_open(&self) -> bool {
         !self.tx.is_closed()
+    }
+}
+
+/// The endpoints this process holds the lease of, and until when (see the store's
+/// `endpoint_leases`): on PostgreSQL only the holder sends to an endpoint, so its flow control
+/// (in [`Flow`]) holds for every process. A new delivery is handed over at creation only for
+/// an endpoint held for at least another `margin` (the next renewal comes well before that);
+/// otherwise it waits in the table for a claim, which takes or renews the lease. With one
+/// process (SQLite) every endpoint counts as held.
+#[derive(Clone, Debug)]
+struct Leased {
+    exclusive: bool,
+    margin: Duration,
+    until: Arc<std::sync::Mutex<HashMap<EndpointId, Timestamp>>>,
+}
+
+impl Leased {
+    fn new(exclusive: bool, lease: Duration) -> Self {
+        Leased {
+            exclusive,
+            margin: lease / 2,
+            until: Default::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<EndpointId, Timestamp>> {
+        self.until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn holds(&self, endpoint: EndpointId) -> bool {
+        !self.exclusive
+            || self
+                .lock()
+                .get(&endpoint)
+                .is_some_and(|until| *until > Timestamp::now().plus(self.margin))
+    }
+
+    /// A claim took these endpoints until `until`. Returns those this process did not hold
+    /// until now: another process may have sent to them meanwhile.
+    fn held(
+        &self,
+        endpoints: impl IntoIterator<Item = EndpointId>,
+        until: Timestamp,
+    ) -> Vec<EndpointId> {
+        if !self.exclusive {
+            return Vec::new();
+        }
+        let now = Timestamp::now();
+        let mut all = self.lock();
+        let mut taken = Vec::new();
+        for ep in endpoints {
+            if all.insert(ep, until).is_none_or(|before| before <= now) {
+                taken.push(ep);
+            }
+        }
+        taken
+    }
+
+    /// A renewal of `asked` kept only `kept`: the others went to another process. Leases
+    /// that ran out are forgotten.
+    fn renewed(&self, asked: &[EndpointId], kept: &[EndpointId], until: Timestamp) {
+        if !self.exclusive {
+            return;
+        }
+        let kept: HashSet<EndpointId> = kept.iter().copied().collect();
+        let now = Timestamp::now();
+        let mut all = self.lock();
+        for ep in asked {
+            if kept.contains(ep) {
+                all.insert(*ep, until);
+            } else {
+                all.remove(ep);
+            }
+        }
+        all.retain(|_, t| *t > now);
+    }
+
+    fn clear(&self) {
+        self.lock().clear();
     }
 }
 
@@ -105,6 +185,7 @@ pub struct Dispatcher {
     client: reqwest::Client,
     flow: Arc<Flow<Job>>,
     metrics: Arc<Metrics>,
+    leased: Leased,
 }
 
 const RESULT_BATCH: usize = 512;
@@ -112,14 +193,15 @@ const RESULT_BATCH: usize = 512;
 /// The claims this process holds and is working on: the only leases it renews. A claim
 /// dropped from here by an error expires and returns to pending for anyone to take.
 #[derive(Clone, Default)]
-struct Held(Arc<std::sync::Mutex<HashSet<DeliveryId>>>);
+struct Held(Arc<std::sync::Mutex<HashMap<DeliveryId, EndpointId>>>);
 
 impl Held {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<DeliveryId>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<DeliveryId, EndpointId>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn add(&self, ids: impl IntoIterator<Item = DeliveryId>) {
-        self.lock().extend(ids);
+    fn add<'a>(&self, deliveries: impl IntoIterator<Item = &'a delivery::Model>) {
+        self.lock()
+            .extend(deliveries.into_iter().map(|d| (d.id, d.endpoint_id)));
     }
     fn drop_ids<'a>(&self, ids: impl IntoIterator<Item = &'a DeliveryId>) {
         let mut held = self.lock();
@@ -128,7 +210,12 @@ impl Held {
         }
     }
     fn snapshot(&self) -> Vec<DeliveryId> {
-        self.lock().iter().copied().collect()
+        self.lock().keys().copied().collect()
+    }
+    /// The endpoints of the claims held: their endpoint leases are renewed with them.
+    fn endpoints(&self) -> Vec<EndpointId> {
+        let set: HashSet<EndpointId> = self.lock().values().copied().collect();
+        set.into_iter().collect()
     }
 }
 
@@ -137,7 +224,9 @@ impl Dispatcher {
         let client = crate::http::build_client(cfg.allow_networks.clone(), cfg.proxy.as_deref())?;
         // One endpoint's line may hold at most half the process's in-flight permits.
         let flow = Arc::new(Flow::new(cfg.breaker, cfg.max_in_flight / 2));
+        let leased = Leased::new(store.backend() == store::Backend::Postgres, cfg.lease);
         Ok(Dispatcher {
+            leased,
             store,
             cfg,
             wake,
@@ -184,6 +273,7 @@ impl Dispatcher {
             self.store.clone(),
             self.cfg.clone(),
             held.clone(),
+            self.leased.clone(),
             renewer_stop,
         ));
         let watcher = tokio::spawn(watch_endpoints(
@@ -240,6 +330,17 @@ impl Dispatcher {
         let _ = stop_renewing.send(true);
         let _ = renewer.await;
         let _ = watcher.await;
+        // Every claim is recorded or given back: its endpoints are free for the others now
+        // rather than when their leases run out.
+        this.leased.clear();
+        if let Err(e) = this
+            .store
+            .system()
+            .release_endpoint_leases(&this.cfg.node_id)
+            .await
+        {
+            tracing::warn!(error = %e, "could not release endpoint leases; they will expire");
+        }
     }
 
     /// Registers this dispatcher as the store's taker of new deliveries (see [`PermitTaker`])
@@ -258,6 +359,7 @@ impl Dispatcher {
             taker: Arc::new(PermitTaker {
                 permits: in_flight.clone(),
                 keep_free: self.cfg.max_in_flight / 8,
+                leased: self.leased.clone(),
                 tx: handoff_tx,
             }),
         }));
@@ -320,7 +422,18 @@ impl Dispatcher {
             Err(e) => Err((e, Vec::new())),
         };
         match result {
-            Ok(claimed) => Some(claimed),
+            Ok(claimed) => {
+                // The claim took (or renewed) the lease of every endpoint it returned. One
+                // taken anew may have had its breaker opened or closed by its last holder:
+                // its flow state here is dropped and starts again from what is stored.
+                let taken = self
+                    .leased
+                    .held(claimed.iter().map(|d| d.endpoint_id), lease_until);
+                for ep in taken {
+                    self.flow.forget_idle(ep);
+                }
+                Some(claimed)
+            }
             Err((e, partial)) => {
                 tracing::warn!(error = %e, "claim failed; retrying");
                 let ids: Vec<DeliveryId> = partial.into_iter().map(|d| d.id).collect();
@@ -344,7 +457,7 @@ impl Dispatcher {
             return;
         }
         let ids: Vec<DeliveryId> = claimed.iter().map(|d| d.id).collect();
-        held.add(ids.iter().copied());
+        held.add(&claimed);
         if let Err(e) = self.start(claimed, in_flight, slots, tasks).await {
             tracing::warn!(error = %e, "loading claimed work failed; giving the claims back");
             self.give_back(held, &ids).await;
@@ -392,7 +505,7 @@ impl Dispatcher {
         slots: &Arc<Slots>,
         tasks: &mut JoinSet<()>,
     ) {
-        held.add(handed.iter().map(|h| h.delivery.id));
+        held.add(handed.iter().map(|h| &h.delivery));
         let ids: Vec<DeliveryId> = handed.iter().map(|h| h.delivery.id).collect();
         let mut items = Vec::with_capacity(handed.len());
         let mut stray = Vec::new();
@@ -892,6 +1005,7 @@ async fn renew_leases(
     store: Store,
     cfg: DispatcherConfig,
     held: Held,
+    leased: Leased,
     mut stop: watch::Receiver<bool>,
 ) {
     let every = cfg.lease / 3;
@@ -908,6 +1022,16 @@ async fn renew_leases(
         {
             tracing::warn!(error = %e, "lease renewal failed");
         }
+        // The endpoints of those claims stay this process's while it works on them.
+        let endpoints = held.endpoints();
+        match store
+            .system()
+            .renew_endpoint_leases(&cfg.node_id, &endpoints, until)
+            .await
+        {
+            Ok(kept) => leased.renewed(&endpoints, &kept, until),
+            Err(e) => tracing::warn!(error = %e, "endpoint lease renewal failed"),
+        }
     }
 }
 
@@ -923,9 +1047,11 @@ mod tests {
         let taker = PermitTaker {
             permits: permits.clone(),
             keep_free: 1,
+            leased: Leased::new(false, Duration::from_secs(30)),
             tx,
         };
-        let slots: Vec<_> = std::iter::from_fn(|| taker.reserve()).take(10).collect();
+        let ep = EndpointId::new();
+        let slots: Vec<_> = std::iter::from_fn(|| taker.reserve(ep)).take(10).collect();
         assert_eq!(slots.len(), 3, "one permit stays free for retries");
         assert_eq!(permits.available_permits(), 1);
         // A slot is the permit itself: unused, it gives the room back.
@@ -936,9 +1062,36 @@ mod tests {
             .expect("our slots hold permits");
         drop(permit);
         assert_eq!(permits.available_permits(), 2);
-        assert!(taker.reserve().is_some());
+        assert!(taker.reserve(ep).is_some());
         assert!(taker.is_open());
         drop(rx);
         assert!(!taker.is_open(), "a stopped dispatcher takes nothing more");
+    }
+
+    #[test]
+    fn on_postgres_new_deliveries_are_handed_over_only_for_endpoints_held_well_beyond_now() {
+        let leased = Leased::new(true, Duration::from_secs(30));
+        let (one, two) = (EndpointId::new(), EndpointId::new());
+        assert!(!leased.holds(one), "never claimed: left to the claim");
+        let now = Timestamp::now();
+        assert_eq!(
+            leased.held([one, two], now.plus(Duration::from_secs(30))),
+            vec![one, two]
+        );
+        assert!(leased.holds(one));
+        assert!(
+            leased
+                .held([one], now.plus(Duration::from_secs(30)))
+                .is_empty(),
+            "held already"
+        );
+        // A renewal that kept only `one`: `two` went to another process.
+        leased.renewed(&[one, two], &[one], now.plus(Duration::from_secs(30)));
+        assert!(leased.holds(one) && !leased.holds(two));
+        // Held for less than the margin (half the lease): no more hand-overs.
+        leased.held([one], now.plus(Duration::from_secs(10)));
+        assert!(!leased.holds(one));
+        // One process (SQLite): every endpoint is its own.
+        assert!(Leased::new(false, Duration::from_secs(30)).holds(two));
     }
 }

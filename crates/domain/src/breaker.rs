@@ -160,6 +160,21 @@ impl Breaker {
         }
     }
 
+    /// The breaker as another process left it: the state stored on the endpoint. An open one
+    /// stays open until its stored time; a half-open one sends its probe at once (its earlier
+    /// probe's answer went to a process that no longer holds the endpoint).
+    pub fn resumed(phase: BreakerPhase, until: Option<Timestamp>, now: Timestamp) -> Self {
+        let mut b = Breaker::new(now);
+        b.state = match (phase, until) {
+            (BreakerPhase::Open, Some(until)) => BreakerState::Open { until },
+            (BreakerPhase::Open, None) | (BreakerPhase::HalfOpen, _) => {
+                BreakerState::Open { until: now }
+            }
+            (BreakerPhase::Closed, _) => BreakerState::Closed,
+        };
+        b
+    }
+
     /// Asks to send one delivery. Moves open → half-open once `open_for` has passed.
     pub fn allow(&mut self, config: &BreakerConfig, now: Timestamp) -> Admission {
         match self.state {
@@ -531,5 +546,24 @@ mod tests {
             assert_eq!(c.validate(), Err(err.clone()));
             assert!(err.to_string().starts_with("breaker "));
         }
+    }
+
+    #[test]
+    fn a_stored_open_breaker_resumes_open_until_its_time_and_a_half_open_one_probes() {
+        let cfg = BreakerConfig::default();
+        let now = Timestamp::from_millis(1_000_000);
+        let until = now.plus(Duration::from_secs(30));
+        let mut open = Breaker::resumed(BreakerPhase::Open, Some(until), now);
+        assert_eq!(open.allow(&cfg, now), Admission::Defer { until });
+        let mut half = Breaker::resumed(BreakerPhase::HalfOpen, None, now);
+        assert_eq!(half.allow(&cfg, now), Admission::Probe);
+        assert_eq!(
+            half.allow(&cfg, now),
+            Admission::Defer {
+                until: now.plus(PROBE_RECHECK)
+            }
+        );
+        let mut closed = Breaker::resumed(BreakerPhase::Closed, Some(until), now);
+        assert_eq!(closed.allow(&cfg, now), Admission::Allow);
     }
 }

@@ -1,5 +1,8 @@
 //! The life-cycle states of a delivery (one message to one endpoint) and of an attempt.
 
+/// Requests in flight to one endpoint at most when it sets no `maxConcurrency`.
+pub const DEFAULT_MAX_CONCURRENCY: u32 = 10;
+
 use serde::{Deserialize, Serialize};
 
 /// Where a delivery stands. `Failed` is the dead-letter state; `Skipped` is a dead ordered head

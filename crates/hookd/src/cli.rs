@@ -144,6 +144,10 @@ pub struct BenchArgs {
     /// Seconds of the sink-alone loopback flood (0: skip).
     #[arg(long, default_value_t = 3)]
     pub loopback_secs: u64,
+    /// Run one process with the API and scheduler and this many dispatcher-only processes
+    /// (scale-out; needs a PostgreSQL --database-url). 0: one process with every role.
+    #[arg(long, default_value_t = 0, value_name = "N", conflicts_with_all = ["url", "in_process"])]
+    pub dispatchers: u32,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -263,6 +267,7 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
             window: std::time::Duration::from_secs(args.soak_window_secs.max(1)),
             retention: args.retention_secs.map(std::time::Duration::from_secs),
         }),
+        dispatchers: args.dispatchers,
     };
     let mut opts = opts;
     if let (Some(secs), Some(rate)) = (args.soak_secs, args.rate) {

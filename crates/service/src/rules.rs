@@ -265,7 +265,7 @@ pub fn ordering_key(value: &str) -> Result<(), FieldError> {
 }
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
-pub const DEFAULT_MAX_CONCURRENCY: u32 = 10;
+pub use domain::delivery::DEFAULT_MAX_CONCURRENCY;
 
 pub fn timeout(value: &str) -> Result<i64, FieldError> {
     let d = parse_duration(value).map_err(|e| FieldError::new("timeout", e.to_string()))?;

@@ -33,10 +33,11 @@ pub struct Handoff {
 /// What takes new deliveries at creation: the dispatcher decides how much room it has (its
 /// permits and how many it keeps free for retries); the store only asks and hands over.
 pub trait Taker: Send + Sync + std::fmt::Debug {
-    /// Room for one more delivery, if the taker has it now. The slot is held until the
-    /// delivery is done; dropped unused (its message was refused, or the commit failed), it
-    /// gives the room back.
-    fn reserve(&self) -> Option<Slot>;
+    /// Room for one more delivery to `endpoint`, if the taker has it now. The slot is held
+    /// until the delivery is done; dropped unused (its message was refused, or the commit
+    /// failed), it gives the room back. A taker sharing the database with other dispatchers
+    /// takes only deliveries of endpoints it holds the lease of (see `endpoint_leases`).
+    fn reserve(&self, endpoint: EndpointId) -> Option<Slot>;
     /// Takes committed deliveries. Returns false once the taker is gone.
     fn take(&self, handed: HandedOff) -> bool;
     /// False once the taker is gone: nothing more is claimed for it.
@@ -644,7 +645,7 @@ fn assemble(
             );
             d.next_attempt_at = starts.as_millis();
             if let Some(h) = handoff.as_ref().filter(|_| seq.is_none() && due.is_none())
-                && let Some(slot) = h.taker.reserve()
+                && let Some(slot) = h.taker.reserve(ep.id)
             {
                 d.state = domain::delivery::DeliveryState::Sending;
                 d.lease_owner = Some(h.owner.clone());

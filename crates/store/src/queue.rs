@@ -72,6 +72,9 @@ pub(crate) fn claim_statement(
     )
 }
 
+/// How long an expired endpoint lease row is kept before the reaper removes it.
+const ENDPOINT_LEASE_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
+
 fn claim_sql(backend: Backend, fresh: bool) -> String {
     // Numbered parameters on both backends, so the values bind by number, not text order.
     let p = |n: usize| match backend {
@@ -86,27 +89,61 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
     } else {
         (String::new(), "d.next_attempt_at")
     };
-    let lock = match backend {
-        Backend::Sqlite => "",
-        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-    };
-    format!(
-        "UPDATE deliveries SET state = 'sending', lease_owner = {p1}, lease_expires_at = {p2}, updated_at = {p3} \
-         WHERE id IN ( \
-           SELECT d.id FROM deliveries d \
-           WHERE d.state = 'pending' AND d.next_attempt_at <= {p4}{window} \
-             AND (d.seq IS NULL OR NOT EXISTS ( \
+    let new_endpoints = format!(
+        "CAST(GREATEST(1, CEIL(CAST({} AS numeric) / {})) AS bigint)",
+        p(5),
+        domain::delivery::DEFAULT_MAX_CONCURRENCY
+    );
+    let ordered = "(d.seq IS NULL OR NOT EXISTS ( \
                SELECT 1 FROM deliveries p \
                WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key \
-                 AND p.seq < d.seq AND p.state IN ('pending', 'sending', 'failed', 'paused'))) \
-           ORDER BY {order} LIMIT {p5}{lock}) \
-         RETURNING *",
-        p1 = p(1),
-        p2 = p(2),
-        p3 = p(3),
-        p4 = p(4),
-        p5 = p(5),
-    )
+                 AND p.seq < d.seq AND p.state IN ('pending', 'sending', 'failed', 'paused')))";
+    match backend {
+        Backend::Sqlite => format!(
+            "UPDATE deliveries SET state = 'sending', lease_owner = ?1, lease_expires_at = ?2, updated_at = ?3 \
+             WHERE id IN ( \
+               SELECT d.id FROM deliveries d \
+               WHERE d.state = 'pending' AND d.next_attempt_at <= ?4{window} AND {ordered} \
+               ORDER BY {order} LIMIT ?5) \
+             RETURNING *"
+        ),
+        // Several dispatcher processes: each endpoint is sent to by one of them at a time (see
+        // `endpoint_leases`), so its cap, throttle and breaker, kept in that process, hold for
+        // the deployment. Candidates skip endpoints another process holds; the endpoints of
+        // the rest are taken or renewed (in id order, so two claims never wait on each other
+        // crosswise), and only deliveries of endpoints this claim holds are claimed. A claim
+        // takes new endpoints in proportion to its room, one per default cap's worth
+        // (`new_endpoints`), oldest work first: a process with little room left leaves the
+        // endpoints it could not serve at their caps to the others, which spreads endpoints
+        // over the processes by their spare capacity. Two
+        // processes racing for a free endpoint meet on its lease row: the later one sees the
+        // winner's row and takes nothing of it.
+        Backend::Postgres => format!(
+            "WITH cand AS ( \
+               SELECT d.id, d.endpoint_id, {order} AS o FROM deliveries d \
+               WHERE d.state = 'pending' AND d.next_attempt_at <= $4{window} AND {ordered} \
+                 AND NOT EXISTS (SELECT 1 FROM endpoint_leases l WHERE l.endpoint_id = d.endpoint_id \
+                   AND l.owner <> $1 AND l.expires_at > $3) \
+               ORDER BY {order} LIMIT $5 FOR UPDATE OF d SKIP LOCKED), \
+             eps AS ( \
+               SELECT c.endpoint_id, bool_or(l.owner IS NOT DISTINCT FROM $1 AND l.expires_at > $3) AS mine, \
+                 min(c.o) AS o \
+               FROM cand c LEFT JOIN endpoint_leases l ON l.endpoint_id = c.endpoint_id \
+               GROUP BY c.endpoint_id), \
+             pick AS ( \
+               SELECT endpoint_id FROM eps WHERE mine \
+               UNION ALL (SELECT endpoint_id FROM eps WHERE NOT mine ORDER BY o LIMIT {new_endpoints})), \
+             held AS ( \
+               INSERT INTO endpoint_leases (endpoint_id, owner, expires_at) \
+               SELECT endpoint_id, $1, $2 FROM pick ORDER BY endpoint_id \
+               ON CONFLICT (endpoint_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
+               WHERE endpoint_leases.owner = EXCLUDED.owner OR endpoint_leases.expires_at <= $3 \
+               RETURNING endpoint_id) \
+             UPDATE deliveries SET state = 'sending', lease_owner = $1, lease_expires_at = $2, updated_at = $3 \
+             WHERE id IN (SELECT c.id FROM cand c JOIN held h ON h.endpoint_id = c.endpoint_id) \
+             RETURNING *"
+        ),
+    }
 }
 
 /// An endpoint with its signing secrets, as the dispatcher needs it.
@@ -564,6 +601,19 @@ impl crate::System<'_> {
     pub async fn reap_expired_leases(&self, now: Timestamp) -> Result<u64> {
         let _turn = self.write_turn().await;
         let res = expired_leases(now).exec(&self.db).await?;
+        if self.backend == Backend::Postgres {
+            // Endpoint leases expire by their time alone; rows long expired (a deleted
+            // endpoint's, an idle one's) are removed so the table stays as small as the set of
+            // endpoints recently sent to.
+            let stale = now.as_millis() - ENDPOINT_LEASE_KEPT.as_millis() as i64;
+            self.db
+                .execute(Statement::from_sql_and_values(
+                    self.db.get_database_backend(),
+                    "DELETE FROM endpoint_leases WHERE expires_at < $1",
+                    [stale.into()],
+                ))
+                .await?;
+        }
         Ok(res.rows_affected)
     }
 
@@ -709,6 +759,64 @@ impl crate::System<'_> {
         Ok(row
             .and_then(|r| r.try_get::<Option<i64>>("", "at").ok().flatten())
             .map(Timestamp::from_millis))
+    }
+
+    /// Extends to `until` `owner`'s leases on `endpoints` (PostgreSQL; see `endpoint_leases`)
+    /// and answers which it still holds: one taken over by another process after it expired
+    /// is not renewed, and its deliveries must no longer be handed to this one.
+    pub async fn renew_endpoint_leases(
+        &self,
+        owner: &str,
+        endpoints: &[EndpointId],
+        until: Timestamp,
+    ) -> Result<Vec<EndpointId>> {
+        if self.backend != Backend::Postgres || endpoints.is_empty() {
+            return Ok(endpoints.to_vec());
+        }
+        let backend = self.db.get_database_backend();
+        let mut kept = Vec::with_capacity(endpoints.len());
+        let mut sorted = endpoints.to_vec();
+        sorted.sort();
+        for chunk in sorted.chunks(500) {
+            let list = (0..chunk.len())
+                .map(|i| format!("${}", i + 3))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "UPDATE endpoint_leases SET expires_at = $1 \
+                 WHERE owner = $2 AND endpoint_id IN ({list}) RETURNING endpoint_id"
+            );
+            let mut values: Vec<Value> = vec![until.as_millis().into(), owner.into()];
+            values.extend(chunk.iter().map(Value::from));
+            let rows = self
+                .db
+                .query_all(Statement::from_sql_and_values(backend, sql, values))
+                .await?;
+            for r in rows {
+                let id: String = r.try_get("", "endpoint_id")?;
+                if let Ok(id) = id.parse() {
+                    kept.push(id);
+                }
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Gives up every endpoint lease `owner` holds (a dispatcher stopping, after its claims
+    /// are recorded or given back), so other processes take its endpoints at once.
+    pub async fn release_endpoint_leases(&self, owner: &str) -> Result<u64> {
+        if self.backend != Backend::Postgres {
+            return Ok(0);
+        }
+        let res = self
+            .db
+            .execute(Statement::from_sql_and_values(
+                self.db.get_database_backend(),
+                "DELETE FROM endpoint_leases WHERE owner = $1",
+                [owner.into()],
+            ))
+            .await?;
+        Ok(res.rows_affected())
     }
 
     /// Extends to `until` the leases `owner` holds on `ids`.

@@ -17,7 +17,7 @@ use crate::delivery::{SECRET, eventually, sink};
 use testkit::new_tenant;
 
 /// A child process that is killed when dropped, so a failing test never leaves one running.
-struct Proc(Child);
+pub(crate) struct Proc(pub(crate) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -26,7 +26,7 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -56,7 +56,7 @@ fn start_child(db_url: &str, port: u16) -> Proc {
         .expect("start hookd serve")
 }
 
-async fn wait_healthy(client: &reqwest::Client, base: &str) {
+pub(crate) async fn wait_healthy(client: &reqwest::Client, base: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if let Ok(r) = client.get(format!("{base}/api/v1/health")).send().await
@@ -224,26 +224,33 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
     api_only.env("HOOKD_BIND", format!("127.0.0.1:{port}"));
     let mut children = vec![Proc(api_only.spawn().expect("start api"))];
     wait_healthy(&client, &base).await;
-    let app: serde_json::Value = client
-        .post(format!("{base}/api/v1/app"))
-        .bearer_auth(&key)
-        .json(&json!({"name": "scale"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let a = app["id"].as_str().unwrap().to_owned();
-    client
-        .post(format!("{base}/api/v1/app/{a}/endpoint"))
-        .bearer_auth(&key)
-        .json(&json!({"url": sink.url("/scale"), "secret": SECRET, "retryPolicy": {"delays": ["30ms"], "maxAttempts": 50}}))
-        .send()
-        .await
-        .unwrap();
+    // Four applications with an endpoint each: each endpoint is sent to by one dispatcher at a
+    // time (its limits hold for the deployment), so the processes share the work by endpoint.
+    let mut apps = Vec::new();
+    for i in 0..4 {
+        let app: serde_json::Value = client
+            .post(format!("{base}/api/v1/app"))
+            .bearer_auth(&key)
+            .json(&json!({"name": format!("scale-{i}")}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let a = app["id"].as_str().unwrap().to_owned();
+        client
+            .post(format!("{base}/api/v1/app/{a}/endpoint"))
+            .bearer_auth(&key)
+            .json(&json!({"url": sink.url(&format!("/scale-{i}")), "secret": SECRET, "retryPolicy": {"delays": ["30ms"], "maxAttempts": 50}}))
+            .send()
+            .await
+            .unwrap();
+        apps.push(a);
+    }
     const TOTAL: u64 = 1000;
     for i in 0..TOTAL {
+        let a = &apps[i as usize % apps.len()];
         let r = client
             .post(format!("{base}/api/v1/app/{a}/msg"))
             .bearer_auth(&key)
@@ -318,7 +325,7 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
     sink.stop().await;
 }
 
-fn start_child_roles(db_url: &str, roles: &str) -> Command {
+pub(crate) fn start_child_roles(db_url: &str, roles: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookd"));
     for (k, _) in std::env::vars() {
         if k.starts_with("HOOKD_") {

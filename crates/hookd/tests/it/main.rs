@@ -12,4 +12,5 @@ mod health;
 mod helpers;
 mod metrics;
 mod retention;
+mod scaleout;
 mod serve;

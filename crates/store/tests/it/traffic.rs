@@ -534,7 +534,7 @@ struct Permits {
 }
 
 impl store::Taker for Permits {
-    fn reserve(&self) -> Option<store::Slot> {
+    fn reserve(&self, _endpoint: domain::ids::EndpointId) -> Option<store::Slot> {
         let permit = self.permits.clone().try_acquire_owned().ok()?;
         Some(store::Slot::new(permit))
     }
@@ -751,17 +751,19 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
             .await
             .unwrap();
         assert_eq!(claimed.len(), 2);
-        // The second delivery's claim passes to another dispatcher before "a" reports.
+        // The second delivery's claim passes to another dispatcher before "a" reports (on
+        // PostgreSQL once "a"'s lease of the endpoint has run out too).
         let lost_id = lost.deliveries[0].id;
         store
             .system()
             .release_claims("a", std::slice::from_ref(&lost_id))
             .await
             .unwrap();
+        let later = lease.plus(Duration::from_secs(1));
         assert_eq!(
             store
                 .system()
-                .claim_due("b", now, lease, 10, None)
+                .claim_due("b", later, later.plus(Duration::from_secs(60)), 10, None)
                 .await
                 .unwrap()
                 .len(),
@@ -993,4 +995,77 @@ async fn a_stored_id_that_does_not_parse_is_an_error_naming_its_column() {
         );
     })
     .await;
+}
+
+#[tokio::test]
+async fn on_postgres_an_endpoint_is_claimed_by_one_dispatcher_until_its_lease_runs_out() {
+    let Some(admin) = store::testing::postgres_url() else {
+        eprintln!("SKIPPED endpoint leases: HOOKD_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let db = store::testing::TestDb::postgres(&admin).await;
+    let store = db.store.clone();
+    let t = tenant(&store, "t").await;
+    let a = app(&store, t, "a").await;
+    let one = endpoint(&store, t, &a, url("one")).await;
+    for _ in 0..4 {
+        store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+    }
+    let now = Timestamp::now().plus(Duration::from_secs(1));
+    let lease = now.plus(Duration::from_secs(30));
+    let system = store.system();
+    let first = system.claim_due("a", now, lease, 2, None).await.unwrap();
+    assert_eq!(first.len(), 2);
+    // "b" takes nothing of an endpoint "a" holds, while "a" goes on claiming it.
+    assert!(
+        system
+            .claim_due("b", now, lease, 10, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A second endpoint is free for "b": its message's delivery to `two` is b's.
+    let two = endpoint(&store, t, &a, url("two")).await;
+    store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+    let of_b = system.claim_due("b", now, lease, 10, None).await.unwrap();
+    assert!(
+        !of_b.is_empty() && of_b.iter().all(|d| d.endpoint_id == two.id),
+        "b claims only the free endpoint's work: {of_b:?}"
+    );
+    assert_eq!(
+        system
+            .claim_due("a", now, lease, 10, None)
+            .await
+            .unwrap()
+            .len(),
+        3,
+        "a claims the rest of its endpoint's work (2 + the new message's), none of b's"
+    );
+    // Renewal keeps what is still held; a lease taken over after it ran out is not renewed.
+    let later = lease.plus(Duration::from_secs(1));
+    assert_eq!(
+        system
+            .renew_endpoint_leases("a", &[one.id, two.id], later)
+            .await
+            .unwrap(),
+        vec![one.id],
+    );
+    // Released (a dispatcher stopping), the endpoint is free at once.
+    let more = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+    assert!(
+        system
+            .claim_due("b", now, lease, 10, None)
+            .await
+            .unwrap()
+            .iter()
+            .all(|d| d.endpoint_id == two.id)
+    );
+    assert_eq!(system.release_endpoint_leases("a").await.unwrap(), 1);
+    let taken = system.claim_due("b", now, lease, 10, None).await.unwrap();
+    assert!(
+        taken
+            .iter()
+            .any(|d| d.msg_id == more.message.id && d.endpoint_id == one.id),
+        "after the release b claims the endpoint a held: {taken:?}"
+    );
 }
