@@ -308,7 +308,10 @@ impl Dispatcher {
                 sleep_or_stop(&mut stop, this.cfg.poll_interval).await;
                 continue;
             };
-            let full = claimed.len() == room;
+            // On PostgreSQL a claim takes only so many endpoints new to this process (see
+            // `endpoint_leases`) and may stop short of its room with more due: look again at
+            // once while claims find work.
+            let full = claimed.len() == room || (this.leased.exclusive && !claimed.is_empty());
             this.start_claimed(claimed, &in_flight, &held, &slots, &mut tasks)
                 .await;
             if !full {

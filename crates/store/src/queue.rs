@@ -90,7 +90,7 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
         (String::new(), "d.next_attempt_at")
     };
     let new_endpoints = format!(
-        "CAST(GREATEST(1, CEIL(CAST({} AS numeric) / {})) AS bigint)",
+        "GREATEST(1, {} / {})",
         p(5),
         domain::delivery::DEFAULT_MAX_CONCURRENCY
     );
@@ -111,13 +111,14 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
         // `endpoint_leases`), so its cap, throttle and breaker, kept in that process, hold for
         // the deployment. Candidates skip endpoints another process holds; the endpoints of
         // the rest are taken or renewed (in id order, so two claims never wait on each other
-        // crosswise), and only deliveries of endpoints this claim holds are claimed. A claim
-        // takes new endpoints in proportion to its room, one per default cap's worth
-        // (`new_endpoints`), oldest work first: a process with little room left leaves the
-        // endpoints it could not serve at their caps to the others, which spreads endpoints
-        // over the processes by their spare capacity. Two
-        // processes racing for a free endpoint meet on its lease row: the later one sees the
-        // winner's row and takes nothing of it.
+        // crosswise), and only deliveries of endpoints this claim then holds are claimed. A
+        // lease of ours with at least half its time left is not written again (the renewer
+        // extends it while we have its work). A claim takes new endpoints in proportion to its
+        // room, one per default cap's worth and at least one (`new_endpoints`), oldest work
+        // first: a process with little room leaves the endpoints it could not serve at their
+        // caps to the others, which spreads endpoints over processes by their spare capacity.
+        // Two processes racing for a free endpoint meet on its lease row: the later one sees
+        // the winner's row and takes nothing of it.
         Backend::Postgres => format!(
             "WITH cand AS ( \
                SELECT d.id, d.endpoint_id, {order} AS o FROM deliveries d \
@@ -126,12 +127,13 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
                    AND l.owner <> $1 AND l.expires_at > $3) \
                ORDER BY {order} LIMIT $5 FOR UPDATE OF d SKIP LOCKED), \
              eps AS ( \
-               SELECT c.endpoint_id, bool_or(l.owner IS NOT DISTINCT FROM $1 AND l.expires_at > $3) AS mine, \
-                 min(c.o) AS o \
+               SELECT c.endpoint_id, min(c.o) AS o, \
+                 bool_or(l.owner IS NOT DISTINCT FROM $1 AND l.expires_at > $3) AS mine, \
+                 bool_or(l.owner IS NOT DISTINCT FROM $1 AND l.expires_at >= ($2 + $3) / 2) AS fresh \
                FROM cand c LEFT JOIN endpoint_leases l ON l.endpoint_id = c.endpoint_id \
                GROUP BY c.endpoint_id), \
              pick AS ( \
-               SELECT endpoint_id FROM eps WHERE mine \
+               SELECT endpoint_id FROM eps WHERE mine AND NOT fresh \
                UNION ALL (SELECT endpoint_id FROM eps WHERE NOT mine ORDER BY o LIMIT {new_endpoints})), \
              held AS ( \
                INSERT INTO endpoint_leases (endpoint_id, owner, expires_at) \
@@ -140,7 +142,8 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
                WHERE endpoint_leases.owner = EXCLUDED.owner OR endpoint_leases.expires_at <= $3 \
                RETURNING endpoint_id) \
              UPDATE deliveries SET state = 'sending', lease_owner = $1, lease_expires_at = $2, updated_at = $3 \
-             WHERE id IN (SELECT c.id FROM cand c JOIN held h ON h.endpoint_id = c.endpoint_id) \
+             WHERE id IN (SELECT c.id FROM cand c WHERE c.endpoint_id IN ( \
+               SELECT endpoint_id FROM eps WHERE fresh UNION ALL SELECT endpoint_id FROM held)) \
              RETURNING *"
         ),
     }

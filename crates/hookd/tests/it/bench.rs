@@ -204,3 +204,34 @@ async fn a_soak_reports_each_windows_latency_database_size_and_pruning() {
     );
     assert!(table.contains("pruned msgs"), "{table}");
 }
+
+/// `--dispatchers N`: one API process and N dispatcher-only processes on one PostgreSQL take
+/// the load together, every delivery accounted for (the scale-out row of BENCHMARKS.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bench_runs_a_scaled_out_deployment_of_dispatcher_processes() {
+    let Some(admin) = store::testing::postgres_url() else {
+        eprintln!("SKIPPED bench --dispatchers: HOOKD_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let db = store::testing::TestDb::postgres(&admin).await;
+    let report = run(&BenchOptions {
+        server: Server::Child(env!("CARGO_BIN_EXE_hookd").into()),
+        database_url: Some(db.url.clone()),
+        messages: 100,
+        endpoints: 8,
+        drain_timeout: Duration::from_secs(60),
+        loopback: Duration::ZERO,
+        dispatchers: 2,
+        ..BenchOptions::new(hookd::in_process::server())
+    })
+    .await
+    .expect("bench runs");
+    let table = report.table();
+    assert_eq!(report.ledger.delivered, 800, "{table}");
+    assert_eq!(report.ledger.missing, 0, "{table}");
+    assert!(
+        report.server.contains("2 dispatcher"),
+        "the report names the layout: {table}"
+    );
+    assert!(report.deliveries_per_sec > 0.0, "{table}");
+}

@@ -224,10 +224,11 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
     api_only.env("HOOKD_BIND", format!("127.0.0.1:{port}"));
     let mut children = vec![Proc(api_only.spawn().expect("start api"))];
     wait_healthy(&client, &base).await;
-    // Four applications with an endpoint each: each endpoint is sent to by one dispatcher at a
-    // time (its limits hold for the deployment), so the processes share the work by endpoint.
+    // Eight applications with an endpoint each: each endpoint is sent to by one dispatcher at
+    // a time (its limits hold for the deployment), so the processes share the work by
+    // endpoint; at their caps (10) eight need more than one process's 32 requests in flight.
     let mut apps = Vec::new();
-    for i in 0..4 {
+    for i in 0..8 {
         let app: serde_json::Value = client
             .post(format!("{base}/api/v1/app"))
             .bearer_auth(&key)
