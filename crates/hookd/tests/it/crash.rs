@@ -56,6 +56,26 @@ fn start_child(db_url: &str, port: u16) -> Proc {
         .expect("start hookd serve")
 }
 
+/// Creates an application through the API at `base`; returns its id.
+pub(crate) async fn create_app(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    name: &str,
+) -> String {
+    let app: serde_json::Value = client
+        .post(format!("{base}/api/v1/app"))
+        .bearer_auth(key)
+        .json(&json!({ "name": name }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    app["id"].as_str().expect("an application id").to_owned()
+}
+
 pub(crate) async fn wait_healthy(client: &reqwest::Client, base: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
@@ -87,17 +107,7 @@ async fn sigkill_during_a_flow_of_5000_messages_loses_nothing() {
         let mut child = start_child(&db.url, port);
         wait_healthy(&client, &base).await;
 
-        let app: serde_json::Value = client
-            .post(format!("{base}/api/v1/app"))
-            .bearer_auth(&key)
-            .json(&json!({"name": "crash"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let a = app["id"].as_str().unwrap().to_owned();
+        let a = create_app(&client, &base, &key, "crash").await;
         let r = client
             .post(format!("{base}/api/v1/app/{a}/endpoint"))
             .bearer_auth(&key)
@@ -229,17 +239,7 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
     // endpoint; at their caps (10) eight need more than one process's 32 requests in flight.
     let mut apps = Vec::new();
     for i in 0..8 {
-        let app: serde_json::Value = client
-            .post(format!("{base}/api/v1/app"))
-            .bearer_auth(&key)
-            .json(&json!({"name": format!("scale-{i}")}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let a = app["id"].as_str().unwrap().to_owned();
+        let a = create_app(&client, &base, &key, &format!("scale-{i}")).await;
         client
             .post(format!("{base}/api/v1/app/{a}/endpoint"))
             .bearer_auth(&key)

@@ -23,6 +23,26 @@ pub fn sink(behaviour: Behaviour) -> Sink {
     .expect("start sink")
 }
 
+/// Request arrival times at `sink`, in milliseconds, sorted (the sink must record).
+pub fn arrival_times(sink: &Sink) -> Vec<i64> {
+    let mut at: Vec<i64> = sink
+        .state
+        .received()
+        .iter()
+        .map(|r| r.at.as_millis())
+        .collect();
+    at.sort();
+    at
+}
+
+/// The most of the sorted times `at` within any one second.
+pub fn most_in_one_second(at: &[i64]) -> usize {
+    (0..at.len())
+        .map(|i| at[i..].iter().take_while(|t| **t < at[i] + 1000).count())
+        .max()
+        .unwrap_or(0)
+}
+
 pub async fn apps() -> Vec<TestApp> {
     apps_with(&[]).await
 }
