@@ -304,14 +304,15 @@ impl Dispatcher {
                 }
                 continue;
             }
-            let Some(claimed) = this.claim(room).await else {
+            let Some((claimed, took_endpoints)) = this.claim(room).await else {
                 sleep_or_stop(&mut stop, this.cfg.poll_interval).await;
                 continue;
             };
             // On PostgreSQL a claim takes only so many endpoints new to this process (see
-            // `endpoint_leases`) and may stop short of its room with more due: look again at
-            // once while claims find work.
-            let full = claimed.len() == room || (this.leased.exclusive && !claimed.is_empty());
+            // `endpoint_leases`) and may stop short of its room with more due: one that took
+            // new endpoints looks again at once (one that only found a saturated endpoint's
+            // work waits, or it would spin on that backlog).
+            let full = claimed.len() == room || took_endpoints;
             this.start_claimed(claimed, &in_flight, &held, &slots, &mut tasks)
                 .await;
             if !full {
@@ -394,9 +395,10 @@ impl Dispatcher {
     }
 
     /// Claims up to `room` due deliveries: half the room for what just became due, the rest
-    /// oldest first, fair to new messages without starving a backlog. `None` when a claim
-    /// failed (what the first query claimed is given back).
-    async fn claim(&self, room: usize) -> Option<Vec<delivery::Model>> {
+    /// oldest first, fair to new messages without starving a backlog; and whether it took
+    /// endpoints new to this process. `None` when a claim failed (what the first query claimed
+    /// is given back).
+    async fn claim(&self, room: usize) -> Option<(Vec<delivery::Model>, bool)> {
         let now = Timestamp::now();
         let lease_until = now.plus(self.cfg.lease);
         let fresh_since = Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
@@ -432,10 +434,11 @@ impl Dispatcher {
                 let taken = self
                     .leased
                     .held(claimed.iter().map(|d| d.endpoint_id), lease_until);
+                let took = !taken.is_empty();
                 for ep in taken {
                     self.flow.forget_idle(ep);
                 }
-                Some(claimed)
+                Some((claimed, took))
             }
             Err((e, partial)) => {
                 tracing::warn!(error = %e, "claim failed; retrying");
