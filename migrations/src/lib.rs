@@ -14,6 +14,7 @@ mod m0005_tenant_status_preset;
 mod m0006_retention;
 mod m0007_lean_indexes;
 mod m0008_endpoint_leases;
+mod m0009_portal_tokens;
 
 pub struct Migrator;
 
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0006_retention::Migration),
             Box::new(m0007_lean_indexes::Migration),
             Box::new(m0008_endpoint_leases::Migration),
+            Box::new(m0009_portal_tokens::Migration),
         ]
     }
 }

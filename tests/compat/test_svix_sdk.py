@@ -668,3 +668,39 @@ def test_full_flow(svix, base_port, uniq):
     with pytest.raises(HttpError) as e:
         svix.application.get(app.id)
     assert _status(e) == 404
+
+
+def test_app_portal_access_gives_a_token_for_that_application_only(svix, server, app, uniq):
+    from svix.api import AppPortalAccessIn, ApplicationTokenExpireIn
+
+    from conftest import make_client
+
+    base_url, _ = server
+    other = svix.application.create(ApplicationIn(name=f"other-{uniq}"))
+    out = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(session_id="s1"))
+    assert "#token=" in out.url and out.url.endswith(out.token)
+    customer = make_client(base_url, out.token)
+    # The token is a bearer credential for this application's API, as Svix's React hooks use it.
+    created = customer.endpoint.create(app.id, EndpointIn(url="http://127.0.0.1:9/portal"))
+    assert [e.id for e in customer.endpoint.list(app.id).data] == [created.id]
+    with pytest.raises(HttpError) as e:
+        customer.endpoint.list(other.id)
+    assert _status(e) == 404
+    with pytest.raises(HttpError) as e:
+        customer.application.list()
+    assert _status(e) == 404
+    # Created with its application (Svix's `application`), then expired by session id.
+    fresh = svix.authentication.app_portal_access(
+        f"new-{uniq}", AppPortalAccessIn(application=ApplicationIn(name="New", uid=f"new-{uniq}"))
+    )
+    assert make_client(base_url, fresh.token).application.get(f"new-{uniq}").uid == f"new-{uniq}"
+    svix.authentication.expire_all(app.id, ApplicationTokenExpireIn(session_ids=["s1"]))
+    with pytest.raises(HttpError) as e:
+        customer.endpoint.list(app.id)
+    assert _status(e) == 401
+    # Logout ends the token it is called with.
+    second = make_client(base_url, svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token)
+    second.authentication.logout()
+    with pytest.raises(HttpError) as e:
+        second.endpoint.list(app.id)
+    assert _status(e) == 401

@@ -94,8 +94,26 @@ impl FromRequest for AppEndpoint {
     }
 }
 
-/// Resolves (once per request) the tenant behind the bearer token.
+/// Resolves the tenant behind the bearer token and, for a portal token, checks that the
+/// route is within its reach (see [`portal_allows`]): what every handler's extractor calls.
 pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError> {
+    let tenant = identify(req).await?;
+    let unchecked = req.extensions().get::<PortalChecked>().is_none();
+    if let Some(grant) = portal_grant(req).filter(|_| unchecked) {
+        portal_allows(req, &grant).await?;
+        req.extensions_mut().insert(PortalChecked);
+    }
+    Ok(tenant)
+}
+
+/// Marks a request whose portal token was checked against its route.
+#[derive(Clone, Copy)]
+struct PortalChecked;
+
+/// Resolves (once per request) the tenant behind the bearer token, without deciding whether
+/// the route is within a portal token's reach: for middleware that runs before routing (the
+/// idempotency layer); handlers go through [`authenticate`].
+pub(crate) async fn identify(req: &HttpRequest) -> Result<TenantId, ApiError> {
     if let Some(t) = req.extensions().get::<TenantId>() {
         return Ok(*t);
     }
@@ -111,14 +129,72 @@ pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError
         .map(|(_, t)| t.trim())
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <api key>"))?;
-    let tenant = store_of(req)?
-        .system()
-        .authenticate_api_key(token)
-        .await?
-        .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;
+    let tenant = if token.starts_with(store::PORTAL_TOKEN_PREFIX) {
+        let grant = store_of(req)?
+            .system()
+            .authenticate_portal_token(token)
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("invalid, expired or revoked portal token"))?;
+        req.extensions_mut().insert(grant);
+        grant.tenant
+    } else {
+        store_of(req)?
+            .system()
+            .authenticate_api_key(token)
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?
+    };
     req.extensions_mut().insert(tenant);
     note(Field::Tenant, tenant);
     Ok(tenant)
+}
+
+/// The one place a portal token's reach is decided (issue 19): routes of its own application,
+/// reading the tenant's event-type catalogue, and logging out. Anything else — another
+/// application, the tenant's own resources, issuing or expiring portal tokens — answers 404 as
+/// if it did not exist. Within its application a token neither changes nor deletes the
+/// application itself nor sends messages (the tenant does), and a read-only token only reads.
+async fn portal_allows(req: &HttpRequest, grant: &store::PortalGrant) -> Result<(), ApiError> {
+    let pattern = req.match_pattern().unwrap_or_default();
+    let reads = matches!(
+        *req.method(),
+        actix_web::http::Method::GET | actix_web::http::Method::HEAD
+    );
+    if pattern == "/api/v1/auth/logout" {
+        return Ok(());
+    }
+    let own_app = match req.match_info().get("app_id") {
+        Some(path) if pattern.starts_with("/api/v1/app/") => matches!(
+            store_of(req)?.get_application(grant.tenant, path).await,
+            Ok(app) if app.id == grant.app
+        ),
+        _ => false,
+    };
+    let catalogue = reads && pattern.starts_with("/api/v1/event-type");
+    if !own_app && !catalogue {
+        return Err(ApiError::not_found("resource"));
+    }
+    let forbidden =
+        |detail: &str| ApiError::new(actix_web::http::StatusCode::FORBIDDEN, "forbidden", detail);
+    if !reads && grant.read_only {
+        return Err(forbidden("this portal token is read-only"));
+    }
+    if !reads && pattern == "/api/v1/app/{app_id}" {
+        return Err(forbidden(
+            "a portal token cannot change or delete its application",
+        ));
+    }
+    if !reads && pattern == "/api/v1/app/{app_id}/msg" {
+        return Err(forbidden(
+            "messages are sent by the tenant's API key, not a portal token",
+        ));
+    }
+    Ok(())
+}
+
+/// The portal token the request was authenticated with, if it was one.
+pub(crate) fn portal_grant(req: &HttpRequest) -> Option<store::PortalGrant> {
+    req.extensions().get::<store::PortalGrant>().copied()
 }
 
 /// A JSON body, parsed into `T`. Syntax errors answer 400 `invalid_json`; a missing field or a

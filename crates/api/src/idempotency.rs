@@ -22,7 +22,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 use store::{IdempotencyStart, Store};
 
-use crate::extract::{authenticate, payload_too_large};
+use crate::extract::{identify, payload_too_large, portal_grant};
 use crate::{ApiConfig, ApiError};
 
 const HEADER: &str = "idempotency-key";
@@ -46,9 +46,15 @@ pub async fn middleware(
             return reply(req, e);
         }
     };
-    let tenant = match authenticate(req.request()).await {
+    let tenant = match identify(req.request()).await {
         Ok(t) => t,
         Err(e) => return reply(req, e),
+    };
+    // A portal token's keys live apart from the tenant's and other applications' tokens': it
+    // can never be answered with a reply stored for a request outside its application.
+    let key = match portal_grant(req.request()) {
+        Some(grant) => format!("portal:{}:{key}", grant.app),
+        None => key,
     };
     let (Some(store), Some(cfg)) = (
         req.app_data::<web::Data<Store>>().cloned(),

@@ -25,6 +25,8 @@ pub struct ApiConfig {
     pub ingest_counts: std::sync::Arc<IngestCounts>,
     /// Idempotent answers whose record could not be written yet (see `idempotency`).
     pub unwritten_replies: std::sync::Arc<UnwrittenReplies>,
+    /// Where hookd is reached, for the portal links it issues.
+    pub public_url: String,
 }
 
 /// What became of a message-create request (`POST /api/v1/app/{app_id}/msg`).
@@ -177,6 +179,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(
                 at!("/retention", get => routes::retention::get, put => routes::retention::put),
             )
+            .service(
+                at!("/auth/app-portal-access/{app_id}", post => routes::auth::app_portal_access),
+            )
+            .service(at!("/auth/app/{app_id}/expire-all", post => routes::auth::expire_all))
+            .service(at!("/auth/logout", post => routes::auth::logout))
             .service(app_scope)
             .service(event_type_scope)
             .default_service(web::to(error::no_route)),

@@ -112,6 +112,7 @@ impl Modify for CommonResponses {
         messages::create, messages::list, messages::get,
         crate::routes::retention::get, crate::routes::retention::put,
         attempts::list_by_endpoint, attempts::list_by_msg, attempts::list_destinations, attempts::expunge_content, messages::expunge_content, attempts::get, attempts::resend, attempts::skip,
+        crate::routes::auth::app_portal_access, crate::routes::auth::expire_all, crate::routes::auth::logout,
     ),
     components(schemas(
         HttpErrorOut, HttpValidationError, ValidationError, HealthOut,
@@ -121,6 +122,7 @@ impl Modify for CommonResponses {
         EndpointHeadersIn, EndpointHeadersOut, EndpointHeadersPatchIn, EndpointStats, RecoverIn,
         BackgroundTaskOut, MessageIn, MessageOut, MessageAttemptOut, EndpointMessageOut, crate::routes::attempts::MessageEndpointOut,
         crate::routes::retention::RetentionIn, crate::routes::retention::RetentionOut,
+        crate::routes::auth::AppPortalAccessIn, crate::routes::auth::AppPortalAccessOut, crate::routes::auth::ApplicationTokenExpireIn,
     ))
 )]
 struct ApiDoc;

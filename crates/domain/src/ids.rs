@@ -239,6 +239,7 @@ define_id!(/** A queued email. */ EmailId, "eml");
 define_id!(/** An operational event (endpoint disabled, …). */ OperationalEventId, "oev");
 define_id!(/** A running hookd process. */ NodeId, "node");
 define_id!(/** A durable background job (bulk recover or replay). */ JobId, "job");
+define_id!(/** An app portal token (its secret part is never stored). */ PortalTokenId, "ptk");
 
 #[cfg(test)]
 mod tests {

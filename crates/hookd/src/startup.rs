@@ -289,6 +289,7 @@ fn http_server(
         service: service_config,
         ingest_counts: metrics.ingest.clone(),
         unwritten_replies: Default::default(),
+        public_url: settings.public_url(),
     };
     // `/metrics` is served here unless it has an address of its own.
     let metrics_here = settings.metrics_bind.is_none();

@@ -417,6 +417,28 @@ pub mod node_heartbeat {
     entity_boilerplate!();
 }
 
+pub mod portal_token {
+    use domain::ids::{ApplicationId, PortalTokenId, TenantId};
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "portal_tokens")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: PortalTokenId,
+        pub tenant_id: TenantId,
+        pub app_id: ApplicationId,
+        pub token_hash: String,
+        pub session_id: Option<String>,
+        pub read_only: bool,
+        /// JSON array of the feature flags the tenant attached.
+        pub feature_flags: String,
+        pub created_at: i64,
+        pub expires_at: i64,
+        pub revoked_at: Option<i64>,
+    }
+    entity_boilerplate!();
+}
+
 /// The one root of tenant scoping (like Svix's `secure_find`): a query of a tenant-owned
 /// table that a tenant's request runs starts here, already filtered to that tenant. Queries
 /// that must cross tenants are on [`crate::System`].
@@ -466,4 +488,5 @@ owned!(
     job,
     email,
     operational_event,
+    portal_token,
 );

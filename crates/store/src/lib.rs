@@ -18,6 +18,7 @@ mod ops;
 mod page;
 mod pg;
 mod plans;
+mod portal;
 mod queue;
 mod recovery;
 mod resources;
@@ -39,6 +40,7 @@ pub use error::{StoreError, redact_url};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart};
 pub use page::{ListParams, Page};
+pub use portal::{NewPortalToken, PORTAL_TOKEN_PREFIX, PortalGrant};
 pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
 pub use recovery::{AttemptFilter, DeliveryStats};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
@@ -69,6 +71,8 @@ pub struct Store {
     lite: Option<lite::Lite>,
     /// Short-lived copies of API-key and application lookups (see `cache`).
     keys: std::sync::Arc<cache::ReadCache<String, domain::ids::TenantId>>,
+    /// The same for portal tokens (see `portal`).
+    portal: std::sync::Arc<cache::ReadCache<String, portal::PortalGrant>>,
     apps: std::sync::Arc<
         cache::ReadCache<(domain::ids::TenantId, String), entities::application::Model>,
     >,
@@ -138,6 +142,7 @@ impl Store {
             handoff: Default::default(),
             lite: None,
             keys: Default::default(),
+            portal: Default::default(),
             apps: Default::default(),
             presets: Default::default(),
             stopped: Default::default(),

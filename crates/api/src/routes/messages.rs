@@ -114,12 +114,7 @@ async fn accept(
         .as_deref()
         .map(|at| rules::timestamp("deliverAt", at))
         .transpose()?;
-    let app = match (store.get_application(t, path).await, body.application) {
-        (Err(StoreError::NotFound { .. }), Some(new_app)) => {
-            create_app_for(store, cfg, t, path, new_app).await?
-        }
-        (found, _) => found?,
-    };
+    let app = find_or_create_app(store, cfg, t, path, body.application).await?;
     let new = NewMessage {
         event_type: body.event_type,
         event_id: body.event_id,
@@ -136,8 +131,25 @@ async fn accept(
     Ok(HttpResponse::Accepted().json(out(created.message, q.with_content.unwrap_or(true))?))
 }
 
-/// Svix's implicit application creation: the message names the application it belongs to by
-/// the uid in the path, and carries what to create it with.
+/// The application the path names or, when it does not exist and `new` says how, a new one
+/// (Svix's implicit creation with a first message or a portal link).
+pub(crate) async fn find_or_create_app(
+    store: &Store,
+    cfg: &ApiConfig,
+    t: TenantId,
+    path: &str,
+    new: Option<crate::dto::ApplicationIn>,
+) -> Result<application::Model, ApiError> {
+    match (store.get_application(t, path).await, new) {
+        (Err(StoreError::NotFound { .. }), Some(new_app)) => {
+            create_app_for(store, cfg, t, path, new_app).await
+        }
+        (found, _) => Ok(found?),
+    }
+}
+
+/// Svix's implicit application creation: the request names the application by the uid in the
+/// path, and carries what to create it with.
 async fn create_app_for(
     store: &Store,
     cfg: &ApiConfig,

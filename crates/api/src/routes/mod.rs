@@ -1,5 +1,6 @@
 pub mod applications;
 pub mod attempts;
+pub mod auth;
 pub mod endpoints;
 pub mod event_types;
 pub mod messages;

@@ -11,6 +11,7 @@ mod flow;
 mod health;
 mod helpers;
 mod metrics;
+mod portal;
 mod retention;
 mod scaleout;
 mod serve;

@@ -1,0 +1,341 @@
+//! App portal access through the API (issue 19): Svix's `app-portal-access`, `expire-all` and
+//! `logout`, and what a portal token may reach: its own application and nothing else.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use testkit::{TestApp, new_tenant};
+
+/// Issues a portal token for `app` (id or uid) with `body`; returns (url, token).
+async fn portal(t: &TestApp, app: &str, body: Value) -> (String, String) {
+    let out = t
+        .ok(
+            Method::POST,
+            &format!("/auth/app-portal-access/{app}"),
+            Some(body),
+            200,
+        )
+        .await;
+    (
+        out["url"].as_str().unwrap().to_owned(),
+        out["token"].as_str().unwrap().to_owned(),
+    )
+}
+
+async fn status(t: &TestApp, token: &str, method: Method, path: &str, body: Option<Value>) -> u16 {
+    t.call_as(token, method, path, body, &[])
+        .await
+        .status
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_portal_token_reaches_its_own_application_and_nothing_else() {
+    for t in TestApp::all(&[]).await {
+        let (a, ep_a) = t.app_with_endpoint("cust-a").await;
+        let (b, ep_b) = t.app_with_endpoint("cust-b").await;
+        let msg_b = t
+            .ok(
+                Method::POST,
+                &format!("/app/{b}/msg"),
+                Some(json!({"eventType": "x.y", "payload": {}})),
+                202,
+            )
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (url, token) = portal(&t, &a, json!({})).await;
+        assert!(token.starts_with("hkp_"), "{token}");
+        assert!(
+            url.contains("/portal/#token=") && url.ends_with(&token) && !url.contains('?'),
+            "the token travels in the fragment only: {url}"
+        );
+        // Its own application, by id and by uid: read, and manage endpoints.
+        for path in [
+            format!("/app/{a}"),
+            "/app/cust-a".to_owned(),
+            format!("/app/{a}/endpoint"),
+            format!("/app/{a}/endpoint/{ep_a}"),
+            format!("/app/{a}/endpoint/{ep_a}/secret"),
+            format!("/app/{a}/msg"),
+            "/event-type".to_owned(),
+        ] {
+            assert_eq!(
+                status(&t, &token, Method::GET, &path, None).await,
+                200,
+                "{path} on {}",
+                t.backend
+            );
+        }
+        let created = t
+            .call_as(
+                &token,
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(json!({"url": "http://127.0.0.1:9/new"})),
+                &[],
+            )
+            .await;
+        assert_eq!(created.status.as_u16(), 201, "{}", created.body);
+        // Another application of the same tenant, another tenant's, and the tenant's own
+        // resources: 404 as if they did not exist.
+        let (_, other_key) = new_tenant(&t.store, "other").await;
+        let c = t
+            .call_as(
+                &other_key,
+                Method::POST,
+                "/app",
+                Some(json!({"name": "c"})),
+                &[],
+            )
+            .await
+            .body["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let ep_c = t
+            .call_as(
+                &other_key,
+                Method::POST,
+                &format!("/app/{c}/endpoint"),
+                Some(json!({"url": "http://127.0.0.1:9/c"})),
+                &[],
+            )
+            .await
+            .body["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        for (method, path, body) in [
+            (Method::GET, format!("/app/{b}"), None),
+            (Method::GET, "/app/cust-b".to_owned(), None),
+            (Method::GET, format!("/app/{b}/endpoint/{ep_b}"), None),
+            (
+                Method::GET,
+                format!("/app/{b}/endpoint/{ep_b}/secret"),
+                None,
+            ),
+            (Method::GET, format!("/app/{b}/msg/{msg_b}"), None),
+            (Method::GET, format!("/app/{b}/attempt/msg/{msg_b}"), None),
+            (Method::DELETE, format!("/app/{b}/endpoint/{ep_b}"), None),
+            (
+                Method::POST,
+                format!("/app/{b}/endpoint"),
+                Some(json!({"url": "http://127.0.0.1:9/x"})),
+            ),
+            (Method::GET, format!("/app/{c}"), None),
+            (Method::GET, format!("/app/{c}/endpoint/{ep_c}"), None),
+            (Method::GET, "/app".to_owned(), None),
+            (
+                Method::POST,
+                "/app".to_owned(),
+                Some(json!({"name": "mine"})),
+            ),
+            (Method::GET, "/retention".to_owned(), None),
+            (Method::GET, "/background-task".to_owned(), None),
+            (Method::GET, "/email".to_owned(), None),
+            (
+                Method::POST,
+                "/event-type".to_owned(),
+                Some(json!({"name": "a.b", "description": "x"})),
+            ),
+            (
+                Method::POST,
+                format!("/auth/app-portal-access/{a}"),
+                Some(json!({})),
+            ),
+            (
+                Method::POST,
+                format!("/auth/app/{a}/expire-all"),
+                Some(json!({})),
+            ),
+        ] {
+            assert_eq!(
+                status(&t, &token, method.clone(), &path, body).await,
+                404,
+                "{method} {path} with a portal token of another application, on {}",
+                t.backend
+            );
+        }
+        // Within its application it neither changes the application nor sends messages.
+        assert_eq!(
+            status(&t, &token, Method::DELETE, &format!("/app/{a}"), None).await,
+            403
+        );
+        assert_eq!(
+            status(
+                &t,
+                &token,
+                Method::POST,
+                &format!("/app/{a}/msg"),
+                Some(json!({"eventType": "x.y", "payload": {}}))
+            )
+            .await,
+            403
+        );
+        // With an Idempotency-Key (the Svix SDKs send one): still only its own application,
+        // and never a reply stored for the tenant's request with the same key.
+        let body = json!({"url": "http://127.0.0.1:9/idem"});
+        let tenants = t
+            .call_as(
+                &t.key,
+                Method::POST,
+                &format!("/app/{b}/endpoint"),
+                Some(body.clone()),
+                &[("idempotency-key", "k-1")],
+            )
+            .await;
+        assert_eq!(tenants.status.as_u16(), 201);
+        let mine = t
+            .call_as(
+                &token,
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(body.clone()),
+                &[("idempotency-key", "k-1")],
+            )
+            .await;
+        assert_eq!(mine.status.as_u16(), 201, "{}", mine.body);
+        assert_ne!(
+            mine.body["id"], tenants.body["id"],
+            "a reply stored for another application"
+        );
+        let theirs = t
+            .call_as(
+                &token,
+                Method::POST,
+                &format!("/app/{b}/endpoint"),
+                Some(body),
+                &[("idempotency-key", "k-2")],
+            )
+            .await;
+        assert_eq!(theirs.status.as_u16(), 404, "{}", theirs.body);
+        // The application still exists and b's endpoint too.
+        assert_eq!(
+            t.get(&format!("/app/{b}/endpoint/{ep_b}"))
+                .await
+                .status
+                .as_u16(),
+            200
+        );
+    }
+}
+
+#[tokio::test]
+async fn portal_tokens_expire_are_expired_all_and_log_out() {
+    for t in TestApp::all(&[]).await {
+        let (a, _) = t.app_with_endpoint("exp-a").await;
+        // Svix's bounds: one hour to seven days; a bad field is a 422 naming it.
+        for (body, field) in [
+            (json!({"expiry": 10}), "expiry"),
+            (json!({"expiry": 700_000}), "expiry"),
+            (json!({"capabilities": ["Everything"]}), "capabilities"),
+            (json!({"sessionId": ""}), "sessionId"),
+        ] {
+            let r = t
+                .post(&format!("/auth/app-portal-access/{a}"), body.clone())
+                .await;
+            assert_eq!(r.status.as_u16(), 422, "{body}: {}", r.body);
+            assert_eq!(r.body["detail"][0]["loc"][1], field, "{}", r.body);
+        }
+        assert_eq!(
+            t.post(
+                "/auth/app-portal-access/app_01J000000000000000000000000",
+                json!({})
+            )
+            .await
+            .status
+            .as_u16(),
+            404
+        );
+        // A read-only token reads and changes nothing.
+        let (_, ro) = portal(&t, &a, json!({"readOnly": true, "expiry": 3600})).await;
+        assert_eq!(
+            status(&t, &ro, Method::GET, &format!("/app/{a}/endpoint"), None).await,
+            200
+        );
+        assert_eq!(
+            status(
+                &t,
+                &ro,
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(json!({"url": "http://127.0.0.1:9/ro"}))
+            )
+            .await,
+            403
+        );
+        // Logout ends one token, at once.
+        let (_, one) = portal(&t, &a, json!({})).await;
+        let (_, two) = portal(&t, &a, json!({"sessionId": "s-2"})).await;
+        let (_, three) = portal(&t, &a, json!({"sessionId": "s-3"})).await;
+        assert_eq!(
+            status(&t, &one, Method::POST, "/auth/logout", None).await,
+            204
+        );
+        assert_eq!(
+            status(&t, &one, Method::GET, &format!("/app/{a}"), None).await,
+            401
+        );
+        assert_eq!(
+            status(&t, &two, Method::GET, &format!("/app/{a}"), None).await,
+            200
+        );
+        // An API key is not logged out.
+        assert_eq!(
+            t.call(Method::POST, "/auth/logout", None)
+                .await
+                .status
+                .as_u16(),
+            400
+        );
+        // expire-all by session id, then all.
+        assert_eq!(
+            t.call(
+                Method::POST,
+                &format!("/auth/app/{a}/expire-all"),
+                Some(json!({"sessionIds": ["s-2"]}))
+            )
+            .await
+            .status
+            .as_u16(),
+            204
+        );
+        assert_eq!(
+            status(&t, &two, Method::GET, &format!("/app/{a}"), None).await,
+            401
+        );
+        assert_eq!(
+            status(&t, &three, Method::GET, &format!("/app/{a}"), None).await,
+            200
+        );
+        assert_eq!(
+            t.call(
+                Method::POST,
+                &format!("/auth/app/{a}/expire-all"),
+                Some(json!({}))
+            )
+            .await
+            .status
+            .as_u16(),
+            204
+        );
+        for tok in [&three, &ro] {
+            assert_eq!(
+                status(&t, tok, Method::GET, &format!("/app/{a}"), None).await,
+                401
+            );
+        }
+        // A portal link can create the application it is for (Svix's `application`).
+        let (_, fresh) = portal(
+            &t,
+            "new-cust",
+            json!({"application": {"name": "New", "uid": "new-cust"}}),
+        )
+        .await;
+        assert_eq!(
+            status(&t, &fresh, Method::GET, "/app/new-cust", None).await,
+            200
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! App portal tokens (issue 19): what a tenant hands to one of its customers so that customer
+//! can manage exactly one application — through the Svix API with the token as bearer
+//! credential, or through the portal. Stored hashed; each expires; `expire-all` brings the
+//! expiry of an application's tokens forward; logout revokes one. A lookup answers from a copy
+//! at most a second old (see `cache`), so a revoked token fails on every process within a
+//! second and at once on the process that revoked it.
+
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::ids::{ApplicationId, PortalTokenId, TenantId};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+
+use crate::entities::{Owned, portal_token};
+use crate::tenants::{hash_token, random_token};
+use crate::{Result, Store};
+
+/// The prefix that tells a portal token from an API key (`hk_`).
+pub const PORTAL_TOKEN_PREFIX: &str = "hkp_";
+
+/// What a live portal token allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortalGrant {
+    pub tenant: TenantId,
+    pub app: ApplicationId,
+    pub read_only: bool,
+    pub expires_at: Timestamp,
+}
+
+/// A token to issue.
+#[derive(Clone, Debug, Default)]
+pub struct NewPortalToken {
+    pub expiry: Duration,
+    pub read_only: bool,
+    pub session_id: Option<String>,
+    pub feature_flags: Vec<String>,
+}
+
+impl Store {
+    /// Issues a token for `app` of `tenant`; returns the token (shown once, never stored) and
+    /// its row.
+    pub async fn create_portal_token(
+        &self,
+        tenant: TenantId,
+        app: ApplicationId,
+        new: NewPortalToken,
+    ) -> Result<(String, portal_token::Model)> {
+        let token = random_token(PORTAL_TOKEN_PREFIX);
+        let now = Timestamp::now();
+        let row = portal_token::ActiveModel {
+            id: Set(PortalTokenId::new()),
+            tenant_id: Set(tenant),
+            app_id: Set(app),
+            token_hash: Set(hash_token(&token)),
+            session_id: Set(new.session_id),
+            read_only: Set(new.read_only),
+            feature_flags: Set(crate::to_json(&new.feature_flags)),
+            created_at: Set(now.as_millis()),
+            expires_at: Set(now.plus(new.expiry).as_millis()),
+            revoked_at: Set(None),
+        }
+        .insert(&self.db)
+        .await?;
+        Ok((token, row))
+    }
+
+    /// Makes every live token of `app` (only those of `session_ids`, when given) expire within
+    /// `within`. Returns how many were brought forward.
+    pub async fn expire_portal_tokens(
+        &self,
+        tenant: TenantId,
+        app: ApplicationId,
+        within: Duration,
+        session_ids: &[String],
+    ) -> Result<u64> {
+        let at = Timestamp::now().plus(within).as_millis();
+        let mut update = portal_token::Entity::update_in(tenant)
+            .col_expr(portal_token::Column::ExpiresAt, Expr::value(at))
+            .filter(portal_token::Column::AppId.eq(app))
+            .filter(portal_token::Column::ExpiresAt.gt(at));
+        if !session_ids.is_empty() {
+            update = update.filter(portal_token::Column::SessionId.is_in(session_ids.to_vec()));
+        }
+        let res = update.exec(&self.db).await?;
+        self.portal.clear();
+        Ok(res.rows_affected)
+    }
+}
+
+impl crate::System<'_> {
+    /// Authentication: what a live portal token allows (`None`: unknown, revoked or expired).
+    pub async fn authenticate_portal_token(&self, token: &str) -> Result<Option<PortalGrant>> {
+        let hash = hash_token(token);
+        let load = async {
+            let found = portal_token::Entity::find()
+                .filter(portal_token::Column::TokenHash.eq(hash.as_str()))
+                .filter(portal_token::Column::RevokedAt.is_null())
+                .one(&self.db)
+                .await?;
+            Ok::<_, crate::StoreError>(found.map(|t| PortalGrant {
+                tenant: t.tenant_id,
+                app: t.app_id,
+                read_only: t.read_only,
+                expires_at: Timestamp::from_millis(t.expires_at),
+            }))
+        };
+        let grant = self.portal.get_or_load(hash.clone(), load).await?;
+        // The copy may be up to a second old; its expiry is checked at every use.
+        Ok(grant.filter(|g| g.expires_at > Timestamp::now()))
+    }
+
+    /// Revokes one portal token (logout). Returns whether it was live.
+    pub async fn revoke_portal_token(&self, token: &str) -> Result<bool> {
+        let res = portal_token::Entity::update_many()
+            .col_expr(
+                portal_token::Column::RevokedAt,
+                Expr::value(Timestamp::now().as_millis()),
+            )
+            .filter(portal_token::Column::TokenHash.eq(hash_token(token)))
+            .filter(portal_token::Column::RevokedAt.is_null())
+            .exec(&self.db)
+            .await?;
+        self.portal.clear();
+        Ok(res.rows_affected > 0)
+    }
+}
