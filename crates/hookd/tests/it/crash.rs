@@ -10,7 +10,7 @@ use bench::sink::Behaviour;
 use reqwest::StatusCode;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
-use store::entities::{delivery, message};
+use store::entities::{delivery, message, node_heartbeat};
 use store::testing::TestDb;
 
 use crate::delivery::{SECRET, eventually, sink};
@@ -249,6 +249,27 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
             .unwrap();
         apps.push(a);
     }
+    for _ in 0..3 {
+        let mut cmd = start_child_roles(&db.url, "dispatcher");
+        cmd.env("HOOKD_DELIVERY_MAX_IN_FLIGHT", "32");
+        // One failure in five makes five in a row likely somewhere in 1,250 attempts, and an
+        // open breaker holds the endpoint for 30 s: this test is about sharing work, not that.
+        cmd.env("HOOKD_BREAKER_FAILURES", "1000");
+        cmd.env("HOOKD_BREAKER_FAILURE_RATIO", "1");
+        children.push(Proc(cmd.spawn().expect("start dispatcher")));
+    }
+    // All three up (each has reported a heartbeat) before the first message: an endpoint
+    // belongs to the dispatcher that claims it first and stays with it while it has work, so
+    // one started seconds before the others would take every endpoint.
+    eventually(Duration::from_secs(60), "three dispatchers up", || async {
+        node_heartbeat::Entity::find()
+            .filter(node_heartbeat::Column::Roles.eq("dispatcher"))
+            .count(store.connection())
+            .await
+            .unwrap()
+            == 3
+    })
+    .await;
     const TOTAL: u64 = 1000;
     for i in 0..TOTAL {
         let a = &apps[i as usize % apps.len()];
@@ -260,15 +281,6 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
             .await
             .unwrap();
         assert_eq!(r.status(), 202);
-    }
-    for _ in 0..3 {
-        let mut cmd = start_child_roles(&db.url, "dispatcher");
-        cmd.env("HOOKD_DELIVERY_MAX_IN_FLIGHT", "32");
-        // One failure in five makes five in a row likely somewhere in 1,250 attempts, and an
-        // open breaker holds the endpoint for 30 s: this test is about sharing work, not that.
-        cmd.env("HOOKD_BREAKER_FAILURES", "1000");
-        cmd.env("HOOKD_BREAKER_FAILURE_RATIO", "1");
-        children.push(Proc(cmd.spawn().expect("start dispatcher")));
     }
     // Watch which processes hold claims while the work drains.
     let mut owners = HashSet::new();
