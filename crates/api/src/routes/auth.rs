@@ -94,6 +94,7 @@ fn seconds(field: &str, value: i64, min: Duration, max: Duration) -> Result<Dura
 }
 
 #[utoipa::path(post, path = "/api/v1/auth/app-portal-access/{app_id}", tag = "Authentication",
+    params(("app_id" = String, Path, description = "id or uid")),
     request_body = AppPortalAccessIn,
     responses((status = 200, body = AppPortalAccessOut), (status = 404, body = crate::error::HttpErrorOut),
         (status = 422, body = crate::error::HttpValidationError)),
@@ -155,6 +156,7 @@ pub async fn app_portal_access(
 }
 
 #[utoipa::path(post, path = "/api/v1/auth/app/{app_id}/expire-all", tag = "Authentication",
+    params(("app_id" = String, Path, description = "id or uid")),
     request_body = ApplicationTokenExpireIn,
     responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
