@@ -537,8 +537,12 @@ fn plan<'e>(
                 })
                 .collect();
             targets.map(|t| {
+                // Ids increase strictly within the process: one minted just after another
+                // thread's, a millisecond later, carries that later time. `createdAt` is the
+                // id's own time, so listing by time (an id range) and by `createdAt` agree.
+                let id = MessageId::new_at(now, &mut rand::rng());
                 let m = message::Model {
-                    id: MessageId::new_at(now, &mut rand::rng()),
+                    id,
                     tenant_id: *tenant,
                     app_id: app.id,
                     event_type: new.event_type.clone(),
@@ -547,7 +551,7 @@ fn plan<'e>(
                     channels: (!new.channels.is_empty()).then(|| to_json(&new.channels)),
                     tags: (!new.tags.is_empty()).then(|| to_json(&new.tags)),
                     ordering_key: new.ordering_key.clone(),
-                    created_at: now.as_millis(),
+                    created_at: id.created_at().as_millis(),
                 };
                 (m, t)
             })
