@@ -106,6 +106,22 @@ pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError
     Ok(tenant)
 }
 
+/// The token of `Authorization: Bearer <token>`.
+pub(crate) fn bearer_token(req: &HttpRequest) -> Result<&str, ApiError> {
+    let value = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthorized("missing Authorization header: expected Bearer <api key>")
+    })?;
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("Authorization header is not valid text"))?;
+    value
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <api key>"))
+}
+
 /// Marks a request whose portal token was checked against its route.
 #[derive(Clone, Copy)]
 struct PortalChecked;
@@ -117,18 +133,7 @@ pub(crate) async fn identify(req: &HttpRequest) -> Result<TenantId, ApiError> {
     if let Some(t) = req.extensions().get::<TenantId>() {
         return Ok(*t);
     }
-    let value = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
-        ApiError::unauthorized("missing Authorization header: expected Bearer <api key>")
-    })?;
-    let value = value
-        .to_str()
-        .map_err(|_| ApiError::unauthorized("Authorization header is not valid text"))?;
-    let token = value
-        .split_once(' ')
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <api key>"))?;
+    let token = bearer_token(req)?;
     let tenant = if token.starts_with(store::PORTAL_TOKEN_PREFIX) {
         let grant = store_of(req)?
             .system()

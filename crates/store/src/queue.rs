@@ -72,6 +72,17 @@ pub(crate) fn claim_statement(
     )
 }
 
+/// `n` numbered parameters from `first` on, comma-separated (`?3, ?4` or `$3, $4`).
+fn placeholders(backend: Backend, first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| match backend {
+            Backend::Sqlite => format!("?{i}"),
+            Backend::Postgres => format!("${i}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// How long an expired endpoint lease row is kept before the reaper removes it.
 const ENDPOINT_LEASE_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -781,10 +792,7 @@ impl crate::System<'_> {
         let mut sorted = endpoints.to_vec();
         sorted.sort();
         for chunk in sorted.chunks(500) {
-            let list = (0..chunk.len())
-                .map(|i| format!("${}", i + 3))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let list = placeholders(Backend::Postgres, 3, chunk.len());
             let sql = format!(
                 "UPDATE endpoint_leases SET expires_at = $1 \
                  WHERE owner = $2 AND endpoint_id IN ({list}) RETURNING endpoint_id"
@@ -835,13 +843,7 @@ impl crate::System<'_> {
         for chunk in ids.chunks(500) {
             // Only the claims this process still holds in memory: a claim it lost track of
             // (an error between claim and send) expires and returns to pending by itself.
-            let list = (0..chunk.len())
-                .map(|i| match self.backend {
-                    Backend::Sqlite => format!("?{}", i + 3),
-                    Backend::Postgres => format!("${}", i + 3),
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
+            let list = placeholders(self.backend, 3, chunk.len());
             // On PostgreSQL, skip rows a result write holds right now: they are being
             // finished, and waiting on them in arbitrary order deadlocks against that write.
             let sql = match self.backend {

@@ -11,7 +11,7 @@ use store::{NewPortalToken, Store};
 use utoipa::ToSchema;
 
 use crate::dto::ApplicationIn;
-use crate::extract::{JsonBody, Tenant, portal_grant};
+use crate::extract::{JsonBody, Tenant, bearer_token, portal_grant};
 use crate::{ApiConfig, ApiError};
 
 /// Svix's bounds on a portal token's life: one hour to seven days, seven days by default.
@@ -198,16 +198,7 @@ pub async fn logout(
             "logout ends a portal token; API keys are revoked in the dashboard",
         ));
     }
-    let token = bearer(&req).ok_or_else(ApiError::internal)?;
+    let token = bearer_token(&req)?;
     store.system().revoke_portal_token(token).await?;
     Ok(HttpResponse::NoContent().finish())
-}
-
-fn bearer(req: &HttpRequest) -> Option<&str> {
-    req.headers()
-        .get(actix_web::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .split_once(' ')
-        .map(|(_, t)| t.trim())
 }
