@@ -1,0 +1,195 @@
+// Svix's official JavaScript SDK against a live hookd, as a team migrating from Svix would use
+// it. Run by tests/compat/test_svix_js.py:
+//
+//   node sdk.mjs MODULE BASE_URL API_KEY      (MODULE: svix for 2.x, svix1 for the last 1.x)
+//
+// Every check runs; each prints "ok" or "FAIL <why>", and the exit code is 1 if any failed.
+// Deliveries reach a receiver in this process (loopback) and are verified with the SDK's own
+// Webhook class and with the standardwebhooks library.
+import { createServer } from "node:http";
+import { randomBytes } from "node:crypto";
+import assert from "node:assert/strict";
+import { Webhook as StandardWebhook } from "standardwebhooks";
+
+const [moduleName, baseUrl, apiKey] = process.argv.slice(2);
+if (!moduleName || !baseUrl || !apiKey) {
+  console.error("usage: node sdk.mjs MODULE BASE_URL API_KEY");
+  process.exit(2);
+}
+const sdk = await import(moduleName);
+const { Svix, Webhook } = sdk;
+// No retries: a 5xx must fail the check, not be retried into a pass.
+const client = (token) => new Svix(token, { serverUrl: baseUrl, retryScheduleInMs: [], requestTimeout: 10000 });
+const svix = client(apiKey);
+const uniq = randomBytes(6).toString("hex");
+// What differs between the SDK's major versions: 2.x names an endpoint's filter `eventTypes`
+// (1.x: `filterTypes`) and asks for no payload unless told (`withContent`).
+const v2 = (await import(`${moduleName}/package.json`, { with: { type: "json" } })).default.version.startsWith("2.");
+const filter = (types) => (v2 ? { eventTypes: types } : { filterTypes: types });
+
+// --- a receiver on loopback: records every request by path --------------------------------
+const received = new Map();
+const receiver = createServer((req, res) => {
+  const chunks = [];
+  req.on("data", (c) => chunks.push(c));
+  req.on("end", () => {
+    const list = received.get(req.url) ?? [];
+    list.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+    received.set(req.url, list);
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end("{}");
+  });
+});
+await new Promise((ok) => receiver.listen(0, "127.0.0.1", ok));
+const receiverUrl = `http://127.0.0.1:${receiver.address().port}`;
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+async function waitFor(path, count = 1, ms = 10000) {
+  const until = Date.now() + ms;
+  while (Date.now() < until && (received.get(path)?.length ?? 0) < count) await sleep(50);
+  return received.get(path) ?? [];
+}
+
+// Runs `call`, which must fail with an HTTP error of `status`; returns the error's body.
+async function refused(status, call) {
+  try {
+    await call();
+  } catch (e) {
+    assert.equal(e.code, status, `expected HTTP ${status}, got ${e.code}: ${JSON.stringify(e.body)}`);
+    return e.body;
+  }
+  assert.fail(`expected HTTP ${status}, the call succeeded`);
+}
+
+const checks = [];
+const check = (name, fn) => checks.push([name, fn]);
+
+// --- the checks ----------------------------------------------------------------------------
+check("health answers", async () => {
+  await svix.health.get();
+});
+
+check("applications: create, get by uid, page forward and back (prevIterator)", async () => {
+  const made = [];
+  for (let i = 0; i < 3; i++) made.push(await svix.application.create({ name: `js-${uniq}-${i}`, uid: `js-${uniq}-${i}` }));
+  const got = await svix.application.get(`js-${uniq}-1`);
+  assert.equal(got.id, made[1].id);
+  const first = await svix.application.list({ limit: 1 });
+  assert.equal(first.data.length, 1);
+  assert.ok(first.iterator, "a first page of one has an iterator");
+  const second = await svix.application.list({ limit: 1, iterator: first.iterator });
+  assert.ok(second.prevIterator, "a non-empty page has a prevIterator");
+  const back = await svix.application.list({ limit: 1, iterator: second.prevIterator });
+  assert.deepEqual(back.data.map((a) => a.id), first.data.map((a) => a.id));
+});
+
+check("a delivery verifies with the SDK's Webhook (svix-* headers) and standardwebhooks (webhook-*)", async () => {
+  const app = await svix.application.create({ name: `sig-${uniq}` });
+  const ep = await svix.endpoint.create(app.id, { url: `${receiverUrl}/sig/${uniq}` });
+  const msg = await svix.message.create(app.id, { eventType: "js.sig", payload: { hello: "js" } });
+  assert.ok(msg.id.startsWith("msg_"));
+  const [delivery] = await waitFor(`/sig/${uniq}`);
+  assert.ok(delivery, "the message reached the endpoint");
+  const { key } = await svix.endpoint.getSecret(app.id, ep.id);
+  const only = (prefix) =>
+    Object.fromEntries(Object.entries(delivery.headers).filter(([k]) => k.startsWith(prefix)));
+  const svixHeaders = only("svix-");
+  assert.deepEqual(Object.keys(svixHeaders).sort(), ["svix-id", "svix-signature", "svix-timestamp"]);
+  assert.equal(svixHeaders["svix-id"], msg.id);
+  new Webhook(key).verify(delivery.body, svixHeaders);
+  assert.throws(() => new Webhook(key).verify('{"hello":"tampered"}', svixHeaders));
+  const webhookHeaders = only("webhook-");
+  new StandardWebhook(key).verify(delivery.body, webhookHeaders);
+  assert.deepEqual(JSON.parse(delivery.body), { hello: "js" });
+});
+
+check("a message creates its application (application: {name, uid})", async () => {
+  const uid = `implicit-${uniq}`;
+  const msg = await svix.message.create(uid, { eventType: "js.implicit", payload: {}, application: { name: "Implicit", uid } });
+  const app = await svix.application.get(uid);
+  assert.equal(app.name, "Implicit");
+  assert.equal((await svix.message.get(uid, msg.id)).id, msg.id);
+});
+
+check("deliverAt holds a message until its time", async () => {
+  const app = await svix.application.create({ name: `at-${uniq}` });
+  await svix.endpoint.create(app.id, { url: `${receiverUrl}/at/${uniq}` });
+  const at = new Date(Date.now() + 2500);
+  await svix.message.create(app.id, { eventType: "js.later", payload: { later: true }, deliverAt: at });
+  await sleep(1000);
+  assert.equal(received.get(`/at/${uniq}`)?.length ?? 0, 0, "delivered before deliverAt");
+  const [delivery] = await waitFor(`/at/${uniq}`, 1, 10000);
+  assert.ok(delivery, "never delivered");
+  assert.ok(Date.now() >= at.getTime() - 50, "delivered before deliverAt");
+});
+
+check("filterTypes must name defined event types; send-example reaches only its endpoint", async () => {
+  const app = await svix.application.create({ name: `ex-${uniq}` });
+  await refused(422, () => svix.endpoint.create(app.id, { url: `${receiverUrl}/x`, ...filter([`missing.${uniq}`]) }));
+  await svix.eventType.create({
+    name: `js.ex.${uniq}`,
+    description: "an example",
+    schemas: { 1: { type: "object", examples: [{ first: 1 }, { second: 2 }] } },
+  });
+  const target = await svix.endpoint.create(app.id, { url: `${receiverUrl}/ex/${uniq}/t`, ...filter([`js.ex.${uniq}`]) });
+  await svix.endpoint.create(app.id, { url: `${receiverUrl}/ex/${uniq}/o` });
+  const msg = await svix.endpoint.sendExample(app.id, target.id, { eventType: `js.ex.${uniq}`, exampleIndex: 1 });
+  const [delivery] = await waitFor(`/ex/${uniq}/t`);
+  assert.deepEqual(JSON.parse(delivery.body), { second: 2 });
+  await sleep(300);
+  assert.equal(received.get(`/ex/${uniq}/o`)?.length ?? 0, 0, "the example reached another endpoint");
+  const dests = await svix.messageAttempt.listAttemptedDestinations(app.id, msg.id);
+  assert.deepEqual(dests.data.map((d) => d.id), [target.id]);
+});
+
+check("attempts filter by endpoint; an unsupported filter is refused by name; expunge stops resends", async () => {
+  const app = await svix.application.create({ name: `att-${uniq}` });
+  const a = await svix.endpoint.create(app.id, { url: `${receiverUrl}/att/${uniq}/a` });
+  const b = await svix.endpoint.create(app.id, { url: `${receiverUrl}/att/${uniq}/b` });
+  const msg = await svix.message.create(app.id, { eventType: "js.att", payload: { secret: "pii" } });
+  await waitFor(`/att/${uniq}/a`);
+  await waitFor(`/att/${uniq}/b`);
+  let attempts;
+  for (let i = 0; i < 100; i++) {
+    attempts = await svix.messageAttempt.listByMsg(app.id, msg.id, { endpointId: b.id });
+    if (attempts.data.length > 0) break;
+    await sleep(50);
+  }
+  assert.deepEqual(attempts.data.map((x) => x.endpointId), [b.id]);
+  const body = await refused(422, () => svix.messageAttempt.listByEndpoint(app.id, a.id, { channel: "c" }));
+  assert.deepEqual(body.detail[0].loc, ["query", "channel"]);
+  await svix.message.expungeContent(app.id, msg.id);
+  const after = await svix.message.get(app.id, msg.id, { withContent: true });
+  assert.deepEqual(after.payload, { expired: true });
+  await refused(409, () => svix.messageAttempt.resend(app.id, msg.id, a.id));
+});
+
+check("app portal access: a token for one application only", async () => {
+  const app = await svix.application.create({ name: `portal-${uniq}` });
+  const other = await svix.application.create({ name: `portal-other-${uniq}` });
+  const ep = await svix.endpoint.create(app.id, { url: `${receiverUrl}/portal/${uniq}` });
+  const access = await svix.authentication.appPortalAccess(app.id, {});
+  assert.ok(access.url.includes("#"), "the token travels in the URL's fragment");
+  assert.ok(!access.url.includes("?"), "never in a query string");
+  const portal = client(access.token);
+  const eps = await portal.endpoint.list(app.id);
+  assert.deepEqual(eps.data.map((e) => e.id), [ep.id]);
+  await refused(404, () => portal.endpoint.list(other.id));
+  await refused(404, () => portal.application.list());
+  await svix.authentication.expireAll(app.id, {});
+  await refused(401, () => portal.endpoint.list(app.id));
+});
+
+// --- run them all ----------------------------------------------------------------------------
+let failed = 0;
+for (const [name, fn] of checks) {
+  try {
+    await fn();
+    console.log(`ok    ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL  ${name}\n      ${(e.stack ?? String(e)).split("\n").slice(0, 4).join("\n      ")}`);
+  }
+}
+receiver.close();
+console.log(`${moduleName}: ${checks.length - failed} of ${checks.length} checks passed`);
+process.exit(failed ? 1 : 0);
