@@ -4,7 +4,10 @@
 // sign up → create an application and an endpoint at the sink → send events through the API →
 // see them delivered → switch the sink to failing → see failures and the endpoint's badge
 // change → resend one → recover since a date → replay from a message → the sink's report
-// shows every message delivered. Screenshots of each main page at 1440 and 360 px go to
+// shows every message delivered → the portal: the tenant asks the API for a link, the customer
+// opens it in a browser of their own, adds an endpoint at the sink, sees deliveries and
+// failures, resends one and recovers the rest; an expired link shows a clear page.
+// Screenshots of each main page (dashboard and portal) at 1440 and 360 px go to
 // web/screenshots/, and every page is checked for sideways scrolling at 360 px.
 //
 // Needs: target/debug/hookd (or HOOKD_BIN), Chromium at /usr/bin/chromium (or CHROMIUM).
@@ -268,6 +271,9 @@ async function main() {
     assert.equal(shown, stats[field], `${label}: the page shows ${shown}, the API ${JSON.stringify(stats)}`);
   }
 
+  // --- The portal: the tenant's customer, through a link -----------------------------------
+  const portal = await portalFlow({ base, key, sink, sinkBase, consoleErrors });
+
   // --- Every main page at both widths ------------------------------------------------------
   step('screenshots at 1440 and 360 px; no page scrolls sideways at 360 px');
   const pages = {
@@ -280,16 +286,128 @@ async function main() {
     settings: '/settings',
   };
   for (const [width, height] of [[1440, 900], [360, 780]]) {
-    await page.setViewportSize({ width, height });
-    for (const [name, path] of Object.entries(pages)) {
-      await page.goto(path);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      assert.ok(overflow <= 1, `${name} scrolls sideways by ${overflow}px at ${width}px`);
-      await shot(page, `${name}-${width}`);
+    for (const [p, list] of [[page, pages], [portal.page, portal.pages]]) {
+      await p.setViewportSize({ width, height });
+      for (const [name, path] of Object.entries(list)) {
+        await p.goto(path);
+        const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        assert.ok(overflow <= 1, `${name} scrolls sideways by ${overflow}px at ${width}px`);
+        await shot(p, `${name}-${width}`);
+      }
     }
   }
   assert.deepEqual(consoleErrors, [], 'no script errors in the browser console');
+  // After the console check: the browser logs the page's 401 as a failed load.
+  step('an expired portal link shows a clear page');
+  const expired = await fetch(`${base}/api/v1/auth/app/${portal.appId}/expire-all`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: '{}',
+  });
+  assert.equal(expired.status, 204);
+  await portal.page.goto(`/portal/app/${portal.appId}`);
+  await portal.page.getByText('This link is not valid').waitFor();
+  await shot(portal.page, 'portal-expired-1440');
   console.log(`ok: dashboard flow passed (badge went healthy → ${failingBadge} → healthy; sink ${JSON.stringify(report.statuses)})`);
+}
+
+/**
+ * The portal as a tenant's customer uses it: the tenant asks the API for a link (creating the
+ * customer's application with it); the customer opens it in a browser of their own, adds an
+ * endpoint at the sink, sees the tenant's messages delivered, sees failures while the sink
+ * fails, resends one and recovers the rest. Returns the customer's page and its pages to
+ * screenshot.
+ */
+async function portalFlow({ base, key, sink, sinkBase, consoleErrors }) {
+  step('portal: the tenant asks for a link; the customer opens it');
+  const uid = `customer-${Date.now()}`;
+  const access = await fetch(`${base}/api/v1/auth/app-portal-access/${uid}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ application: { name: 'Customer Co', uid } }),
+  });
+  const { url } = await access.json();
+  assert.equal(access.status, 200, url);
+  assert.match(url, /\/portal\/#token=hkp_/);
+  const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(`portal: ${m.text()}`); });
+  page.on('pageerror', (e) => consoleErrors.push(`portal: ${e}`));
+  await page.goto(url);
+  await page.getByRole('heading', { name: 'Customer Co' }).waitFor();
+  assert.ok(!page.url().includes('token'), `the token left the address bar: ${page.url()}`);
+  const appId = new URL(page.url()).pathname.match(/^\/portal\/app\/([^/]+)$/)[1];
+  await page.getByText('No endpoints yet').waitFor();
+  await page.getByText('order.paid').first().waitFor();
+  assert.equal(await page.getByRole('link', { name: 'Settings' }).count(), 0, 'no dashboard links');
+
+  step('portal: the customer adds an endpoint at the sink');
+  await page.getByRole('link', { name: 'Add an endpoint' }).click();
+  await page.getByLabel('URL').fill(`${sinkBase}/hooks/customer`);
+  await page.getByLabel('Event types').fill('order.paid');
+  await page.locator('textarea[name=retry_policy]').fill('{"delays": ["300ms"], "maxAttempts": 2}');
+  await page.getByRole('button', { name: 'Create endpoint' }).click();
+  await page.getByText('Endpoint created').waitFor();
+  const [, epId] = new URL(page.url()).pathname.match(/^\/portal\/app\/[^/]+\/endpoint\/([^/?]+)/);
+  const endpointPath = `/portal/app/${appId}/endpoint/${epId}`;
+  await page.getByText('How to verify a request').waitFor();
+
+  const send = async (n) => {
+    const r = await fetch(`${base}/api/v1/app/${appId}/msg`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ eventType: 'order.paid', payload: { customerOrder: n } }),
+    });
+    const body = await r.text();
+    assert.equal(r.status, 202, body);
+    return JSON.parse(body).id;
+  };
+  const before = (await sink.report()).unique;
+
+  step('portal: the tenant sends; the customer sees them delivered');
+  const sent = [await send(1), await send(2)];
+  await until(page, `/portal/app/${appId}/msg/${sent[0]}`, 'the customer sees a delivery',
+    deliveryIs('succeeded'));
+  await until(page, `/portal/app/${appId}/msg`, 'two messages listed',
+    async (p) => (await p.locator('#message-list tbody tr').count()) === 2);
+
+  step('portal: failures while the sink fails; resend one, recover the rest');
+  await sink.behave({ failRate: 1.0, failStatus: 503 });
+  const failed = [await send(3), await send(4)];
+  await until(page, `/portal/app/${appId}/msg/${failed[0]}`, 'a failed message',
+    deliveryIs('failed'), 45_000);
+  await until(page, `/portal/app/${appId}/msg/${failed[1]}`, 'the other failed too',
+    deliveryIs('failed'), 45_000);
+  await sink.behave({ failRate: 0 });
+  await page.goto(`/portal/app/${appId}/msg/${failed[0]}`);
+  await page.getByRole('button', { name: 'Resend' }).click();
+  await page.getByText('Resend queued').waitFor();
+  await until(page, `/portal/app/${appId}/msg/${failed[0]}`, 'the resent message delivered',
+    deliveryIs('succeeded'));
+  await page.goto(endpointPath);
+  await page.getByLabel('Since (UTC)').fill(new Date(Date.now() - 3600_000).toISOString().slice(0, 16));
+  await page.getByRole('button', { name: 'Recover', exact: true }).click();
+  await page.getByText('Recovery started for failed messages since').waitFor();
+  await waitFor(async () => (await sink.report()).unique === before + 4, 'all four reached the sink');
+  await page.goto(`/portal/app/${appId}`);
+  assert.equal(await portalBadge(page), 'Healthy');
+
+  return {
+    page,
+    appId,
+    pages: {
+      'portal-home': `/portal/app/${appId}`,
+      'portal-endpoint': endpointPath,
+      'portal-messages': `/portal/app/${appId}/msg`,
+      'portal-message': `/portal/app/${appId}/msg/${failed[0]}`,
+      'portal-endpoint-new': `/portal/app/${appId}/endpoint/new`,
+    },
+  };
+}
+
+/** The first endpoint badge on an application's portal home. */
+async function portalBadge(page) {
+  return (await page.locator('.endpoints .badge').first().textContent()).trim();
 }
 
 /** A check for `until`: the message page's first delivery is in `state`. */

@@ -60,6 +60,7 @@ pub async fn signup_page(req: HttpRequest) -> Result<HttpResponse, PageError> {
     let (token, _) = session::form_token(&req);
     let page = SignupPage {
         csrf: None,
+        root: "",
         form_token: token.clone(),
         name: String::new(),
         email: String::new(),
@@ -101,6 +102,7 @@ pub async fn signup(
     if let Some(error) = problem {
         let page = SignupPage {
             csrf: None,
+            root: "",
             form_token: form.csrf,
             name,
             email,
@@ -177,6 +179,7 @@ async fn confirm_by_email(
 fn sent_page(email: &str) -> Result<HttpResponse, PageError> {
     let page = MessagePage {
         csrf: None,
+        root: "",
         title: "Check your email",
         text: format!(
             "We sent a message to {email}. Open the link in it within an hour to finish \
@@ -201,6 +204,7 @@ pub async fn confirm_page(
     let (form_token, _) = session::form_token(&req);
     let page = SignupConfirmPage {
         csrf: None,
+        root: "",
         form_token: form_token.clone(),
         token: q.token.clone(),
     };
@@ -279,6 +283,7 @@ async fn welcome(
     let (cookie, csrf) = open_session(store, tenant_id, user_id).await?;
     let page = SignupDone {
         csrf: Some(csrf),
+        root: "",
         tenant_name,
         api_key,
         base_url: base_url(req),
@@ -295,6 +300,7 @@ pub async fn login_page(req: HttpRequest) -> Result<HttpResponse, PageError> {
     let (token, _) = session::form_token(&req);
     let page = LoginPage {
         csrf: None,
+        root: "",
         form_token: token.clone(),
         email: String::new(),
         error: None,
@@ -314,6 +320,7 @@ pub async fn login(
     let failed = |status: StatusCode, error: String| -> Result<HttpResponse, PageError> {
         let page = LoginPage {
             csrf: None,
+            root: "",
             form_token: form.csrf.clone(),
             email: email.clone(),
             error: Some(error),
@@ -369,9 +376,11 @@ pub async fn logout(
     form: web::Form<LogoutForm>,
 ) -> Result<HttpResponse, PageError> {
     session.check_csrf(&req, &form.csrf)?;
-    session::store_of(&req)?
-        .delete_session(session.tenant, session.id)
-        .await?;
+    if let session::SessionKind::Tenant { id } = session.kind {
+        session::store_of(&req)?
+            .delete_session(session.tenant, id)
+            .await?;
+    }
     let mut resp = HttpResponse::SeeOther();
     resp.insert_header((header::LOCATION, "/login"));
     session::set_cookie(

@@ -81,6 +81,7 @@ pub async fn overview_page(
     let charts = charts_of(store, &session, None, Timestamp::now()).await?;
     let page = Overview {
         csrf: Some(session.csrf),
+        root: session.root,
         tenant_name: tenant.name,
         apps: live.apps,
         more_apps: live.more_apps,
@@ -125,6 +126,7 @@ async fn overview_apps(
         .filter(|e| e.status.needs_attention())
         .count();
     Ok(OverviewApps {
+        csrf: Some(session.csrf.clone()),
         apps: views,
         more_apps: !apps.done,
         attention,
@@ -155,6 +157,7 @@ async fn recent_attempts(
         )
         .await?;
     Ok(AttemptsFragment {
+        root: session.root,
         app_id: app_id.to_string(),
         ep_id: ep_id.to_string(),
         attempts: attempts.data.iter().map(AttemptRow::of).collect(),
@@ -213,6 +216,7 @@ pub async fn detail(
     let charts = charts_of(store, &session, Some((app.id, ep.id)), now).await?;
     let page = EndpointPage {
         csrf: Some(session.csrf),
+        root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
         ep: EndpointView::of(&ep, now),
@@ -270,7 +274,7 @@ async fn charts_of(
             .collect()
         }),
         poll_url: match endpoint {
-            Some((app, ep)) => format!("/app/{app}/endpoint/{ep}/charts"),
+            Some((app, ep)) => format!("{}/app/{app}/endpoint/{ep}/charts", session.root),
             None => "/overview/charts".to_owned(),
         },
     })
@@ -374,7 +378,8 @@ pub async fn dead_letters(
         .await?;
     let older = match (&page.iterator, page.done) {
         (Some(it), false) => Some(format!(
-            "/app/{}/endpoint/{}/dead?iterator={}",
+            "{}/app/{}/endpoint/{}/dead?iterator={}",
+            session.root,
             app.id,
             ep.id,
             views::query_value(it)
@@ -399,6 +404,7 @@ pub async fn dead_letters(
         .collect();
     let view = DeadLettersPage {
         csrf: Some(session.csrf),
+        root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
         ep_id: ep.id.to_string(),
@@ -432,7 +438,7 @@ pub async fn act(
     let store = session::store_of(&req)?;
     let (app_id, ep_id, action) = path.into_inner();
     let (app, ep) = load(store, &session, &app_id, &ep_id).await?;
-    let page = format!("/app/{}/endpoint/{}", app.id, ep.id);
+    let page = format!("{}/app/{}/endpoint/{}", session.root, app.id, ep.id);
     match action.as_str() {
         "enable" => {
             store

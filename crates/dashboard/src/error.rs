@@ -1,8 +1,10 @@
 //! What can go wrong on a page, and the page each failure shows. Bad input is always a message
 //! on a page (4xx); only failures of hookd itself answer 500, logged with their cause chain.
 
+use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 
 use crate::views::{self, MessagePage};
@@ -12,6 +14,9 @@ pub enum PageError {
     /// No valid session: the browser is sent to the login page.
     #[error("login required")]
     LoginRequired,
+    /// In the portal: no valid portal session (the link expired, was revoked or is cut short).
+    #[error("portal link not valid")]
+    PortalLink,
     #[error("not found")]
     NotFound,
     /// The form's CSRF token is missing or is not the session's.
@@ -72,6 +77,7 @@ impl ResponseError for PageError {
     fn status_code(&self) -> StatusCode {
         match self {
             PageError::LoginRequired => StatusCode::SEE_OTHER,
+            PageError::PortalLink => StatusCode::UNAUTHORIZED,
             PageError::NotFound | PageError::Store(store::StoreError::NotFound { .. }) => {
                 StatusCode::NOT_FOUND
             }
@@ -86,6 +92,14 @@ impl ResponseError for PageError {
     }
 
     fn error_response(&self) -> HttpResponse {
+        self.page("")
+    }
+}
+
+impl PageError {
+    /// The error's page, its links starting with `root` (the portal's pages show the portal's
+    /// chrome; see [`portal_errors`]).
+    pub fn page(&self, root: &'static str) -> HttpResponse {
         let status = self.status_code();
         let (title, text) = match self {
             PageError::LoginRequired => {
@@ -95,6 +109,12 @@ impl ResponseError for PageError {
                     .insert_header(("HX-Redirect", "/login"))
                     .finish();
             }
+            PageError::PortalLink => (
+                "This link is not valid",
+                "This portal link has expired, was revoked, or was cut short when it was \
+                 copied. Ask the service that gave it to you for a new link."
+                    .to_owned(),
+            ),
             PageError::Csrf => (
                 "Request refused",
                 "This form has expired or did not come from this dashboard. Reload the page \
@@ -129,6 +149,7 @@ impl ResponseError for PageError {
         };
         let page = MessagePage {
             csrf: None,
+            root,
             title,
             text,
         };
@@ -144,6 +165,20 @@ impl ResponseError for PageError {
         }
         resp
     }
+}
+
+/// The portal's error pages: the same pages as the dashboard's, in the portal's chrome (no
+/// dashboard links for a tenant's customer).
+pub fn portal_errors<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let page = res
+        .response()
+        .error()
+        .and_then(|e| e.as_error::<PageError>())
+        .map(|e| e.page(crate::session::PORTAL_ROOT));
+    Ok(ErrorHandlerResponse::Response(match page {
+        Some(page) => res.into_response(page).map_into_right_body(),
+        None => res.map_into_left_body(),
+    }))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

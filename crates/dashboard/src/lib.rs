@@ -14,10 +14,12 @@ mod limiter;
 mod manage;
 mod messages;
 mod password;
+mod portal;
 mod session;
 mod settings;
 mod views;
 
+use actix_web::middleware::ErrorHandlers;
 use actix_web::web;
 
 pub use auth::SignupConfig;
@@ -94,6 +96,33 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(web::resource("/overview/apps").route(web::get().to(endpoints::apps_fragment)))
         .service(web::resource("/overview/charts").route(web::get().to(endpoints::charts_fragment)))
+        .service(
+            web::resource("/app/{app_id}/portal")
+                .app_data(form())
+                .route(web::post().to(manage::open_portal)),
+        )
+        // The portal: its own pages, then the application's pages the dashboard has, for the
+        // one application of the portal session (see `portal`).
+        .service(
+            web::scope(session::PORTAL_ROOT)
+                .wrap(ErrorHandlers::new().default_handler(error::portal_errors))
+                .app_data(form())
+                .service(web::resource("/").route(web::get().to(portal::landing)))
+                .service(web::resource("/session").route(web::post().to(portal::open)))
+                .service(web::resource("/logout").route(web::post().to(portal::logout)))
+                .service(web::resource("/app/{app_id}").route(web::get().to(portal::home)))
+                .configure(app_pages)
+                .default_service(web::to(error::not_found)),
+        )
+        .configure(app_pages)
+        .default_service(web::to(error::not_found));
+}
+
+/// The pages of one application, on the dashboard (`/app/…`) and in the portal
+/// (`/portal/app/…`): the same handlers, and the session decides which applications they find.
+fn app_pages(cfg: &mut web::ServiceConfig) {
+    let form = || web::FormConfig::default().error_handler(error::form_error);
+    cfg
         // Before `/app/{app_id}/endpoint/{endpoint_id}`, which would take "new" as an id.
         .service(
             web::resource("/app/{app_id}/endpoint/new")
@@ -142,6 +171,5 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::resource("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/{action}")
                 .app_data(form())
                 .route(web::post().to(messages::act)),
-        )
-        .default_service(web::to(error::not_found));
+        );
 }

@@ -68,6 +68,61 @@ pub async fn create_app(
     Ok(see_other(&format!("/?created={}", app.id)))
 }
 
+#[derive(Deserialize)]
+pub struct PortalForm {
+    #[serde(default)]
+    csrf: String,
+    /// Present: show a link to hand to the customer instead of opening the portal.
+    copy: Option<String>,
+}
+
+/// How long "Open portal" lets the tenant look as their customer.
+const OPEN_PORTAL_FOR: Duration = Duration::from_secs(3_600);
+
+/// POST `/app/{app_id}/portal`: "Open portal" (the browser goes to a portal link valid for an
+/// hour) or, with `copy`, "Copy portal link" (a page shows a link for the customer, valid for
+/// the API's default of seven days).
+pub async fn open_portal(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<String>,
+    form: web::Form<PortalForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let app = session.app(store, &path).await?;
+    let copy = form.copy.is_some();
+    let expiry = if copy {
+        store::PORTAL_MAX_EXPIRY
+    } else {
+        OPEN_PORTAL_FOR
+    };
+    let new = store::NewPortalToken {
+        expiry,
+        ..Default::default()
+    };
+    let (token, _) = store
+        .create_portal_token(session.tenant, app.id, new)
+        .await?;
+    let url = store::portal_url(&crate::auth::base_url(&req), &token);
+    if !copy {
+        // The buttons' forms are not boosted (`hx-boost="false"`): a plain navigation.
+        return Ok(see_other(&url));
+    }
+    let page = MessagePage {
+        csrf: Some(session.csrf),
+        root: session.root,
+        title: "Portal link",
+        text: format!(
+            "Give this link to the customer of {}. It opens their portal, where they manage \
+             their endpoints and see their messages, for 7 days; expire it sooner with the \
+             API's expire-all. {url}",
+            app.name
+        ),
+    };
+    Ok(views::render(StatusCode::OK, &page)?)
+}
+
 /// The form's label of an endpoint field, by the field's API name.
 fn label(field: &str) -> &'static str {
     match field {
@@ -227,6 +282,7 @@ async fn form_page(
         known_event_types,
         more_event_types: !types.done,
         csrf: Some(session.csrf),
+        root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
         ep_id,
@@ -301,8 +357,8 @@ pub async fn create_endpoint(
     let secret = SigningSecret::generate(&mut rand::rng());
     match service::endpoints::create(store, cfg, session.tenant, &app, new, secret).await {
         Ok(ep) => Ok(see_other(&format!(
-            "/app/{}/endpoint/{}?done=created",
-            app.id, ep.id
+            "{}/app/{}/endpoint/{}?done=created",
+            session.root, app.id, ep.id
         ))),
         Err(e) => {
             let errors = form_problems(e)?;
@@ -372,8 +428,8 @@ pub async fn update_endpoint(
     };
     match service::endpoints::update(store, cfg, session.tenant, ep, new).await {
         Ok(ep) => Ok(see_other(&format!(
-            "/app/{}/endpoint/{}?done=saved",
-            app.id, ep.id
+            "{}/app/{}/endpoint/{}?done=saved",
+            session.root, app.id, ep.id
         ))),
         Err(e) => {
             let errors = form_problems(e)?;
@@ -405,6 +461,7 @@ pub async fn secret(
     } else {
         let page = MessagePage {
             csrf: Some(session.csrf),
+            root: session.root,
             title: "Signing secret",
             text: secret,
         };

@@ -145,9 +145,9 @@ pub async fn list(
             .map(|(k, v)| format!("{k}={}", views::query_value(v)))
             .collect();
         if parts.is_empty() {
-            format!("/app/{}/msg", app.id)
+            format!("{}/app/{}/msg", session.root, app.id)
         } else {
-            format!("/app/{}/msg?{}", app.id, parts.join("&"))
+            format!("{}/app/{}/msg?{}", session.root, app.id, parts.join("&"))
         }
     };
     let newest = with(None);
@@ -157,6 +157,7 @@ pub async fn list(
     };
     let view = MessagesPage {
         csrf: Some(session.csrf),
+        root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name.clone(),
         messages: page
@@ -255,6 +256,7 @@ pub async fn detail(
 
     let page = MessageDetail {
         csrf: Some(session.csrf),
+        root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
         id: msg.id.to_string(),
@@ -313,7 +315,7 @@ pub async fn act(
     let app = session.app(store, &app_id).await?;
     let msg = session.message(store, app.id, &msg_id).await?;
     let ep = session.endpoint(store, app.id, &ep_id).await?;
-    let page = format!("/app/{}/msg/{}", app.id, msg.id);
+    let page = format!("{}/app/{}/msg/{}", session.root, app.id, msg.id);
     if action == "resend" {
         let target = service::endpoints::Delivery {
             tenant: t,

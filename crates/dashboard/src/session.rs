@@ -24,17 +24,35 @@ use store::entities::{application, endpoint, message};
 use crate::error::PageError;
 
 pub const SESSION_COOKIE: &str = "hookd_session";
+/// The portal's cookie: the portal token itself (HttpOnly, path `/portal`), so it expires and
+/// is revoked with the token and needs no row of its own.
+pub const PORTAL_COOKIE: &str = "hookd_portal";
+/// Where the portal's pages live; every link of a portal page starts with it.
+pub const PORTAL_ROOT: &str = "/portal";
 pub const FORM_COOKIE: &str = "hookd_form";
 pub const CSRF_HEADER: &str = "X-CSRF-Token";
 /// Sessions end a week after login.
 pub const SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// The logged-in user's session; extracting it answers "log in first" when there is none.
+/// The logged-in user's session, or a tenant's customer's portal session (one application);
+/// extracting it answers "log in first" (the portal: "this link is not valid") when there is
+/// none.
 #[derive(Clone, Debug)]
 pub struct Session {
-    pub id: SessionId,
     pub tenant: TenantId,
     pub csrf: String,
+    pub kind: SessionKind,
+    /// What every link of the pages this session sees starts with: "" on the dashboard,
+    /// [`PORTAL_ROOT`] in the portal.
+    pub root: &'static str,
+}
+
+#[derive(Clone, Debug)]
+pub enum SessionKind {
+    /// A tenant's user, logged in with a password.
+    Tenant { id: SessionId },
+    /// A portal token's holder: one application of the tenant, nothing else.
+    Portal { app: ApplicationId, read_only: bool },
 }
 
 impl Session {
@@ -60,6 +78,13 @@ impl Session {
         id_or_uid: &str,
     ) -> Result<application::Model, PageError> {
         let app = store.get_application(self.tenant, id_or_uid).await?;
+        // The one place a portal session's reach is decided: every page of an application
+        // loads it here, and another application is not found.
+        if let SessionKind::Portal { app: own, .. } = self.kind
+            && app.id != own
+        {
+            return Err(PageError::NotFound);
+        }
         note(Field::App, app.id);
         Ok(app)
     }
@@ -95,12 +120,29 @@ impl FromRequest for Session {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
-        Box::pin(async move { current(&req).await?.ok_or(PageError::LoginRequired) })
+        Box::pin(async move {
+            current(&req).await?.ok_or(if in_portal(&req) {
+                PageError::PortalLink
+            } else {
+                PageError::LoginRequired
+            })
+        })
     }
 }
 
-/// The session behind the request's cookie, if it is valid.
+/// Whether the request is for the portal's pages.
+pub fn in_portal(req: &HttpRequest) -> bool {
+    req.path()
+        .strip_prefix(PORTAL_ROOT)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// The session behind the request's cookie, if it is valid: under [`PORTAL_ROOT`] only the
+/// portal's cookie counts, elsewhere only the dashboard's.
 pub async fn current(req: &HttpRequest) -> Result<Option<Session>, PageError> {
+    if in_portal(req) {
+        return portal_session(req).await;
+    }
     let Some(token) = cookie(req, SESSION_COOKIE) else {
         return Ok(None);
     };
@@ -114,10 +156,47 @@ pub async fn current(req: &HttpRequest) -> Result<Option<Session>, PageError> {
     };
     note(Field::Tenant, row.tenant_id);
     Ok(Some(Session {
-        id: row.id,
         tenant: row.tenant_id,
         csrf: row.csrf_token,
+        kind: SessionKind::Tenant { id: row.id },
+        root: "",
     }))
+}
+
+/// The portal session behind the portal cookie. A read-only token's session can only read.
+async fn portal_session(req: &HttpRequest) -> Result<Option<Session>, PageError> {
+    let Some(token) = cookie(req, PORTAL_COOKIE) else {
+        return Ok(None);
+    };
+    let store = store_of(req)?;
+    let Some(grant) = store.system().authenticate_portal_token(&token).await? else {
+        return Ok(None);
+    };
+    note(Field::Tenant, grant.tenant);
+    if grant.read_only && req.method() != actix_web::http::Method::GET {
+        return Err(PageError::BadInput(
+            actix_web::http::StatusCode::FORBIDDEN,
+            "This portal link is read-only: it shows your endpoints and messages but cannot \
+             change them."
+                .into(),
+        ));
+    }
+    Ok(Some(Session {
+        tenant: grant.tenant,
+        csrf: portal_csrf(&token),
+        kind: SessionKind::Portal {
+            app: grant.app,
+            read_only: grant.read_only,
+        },
+        root: PORTAL_ROOT,
+    }))
+}
+
+/// A portal session's CSRF token: derived from its portal token (which only the browser's
+/// HttpOnly cookie holds), so it needs no storage and changes with the token.
+pub fn portal_csrf(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    URL_SAFE_NO_PAD.encode(Sha256::digest(format!("hookd-portal-csrf:{token}")))
 }
 
 pub fn store_of(req: &HttpRequest) -> Result<&Store, PageError> {

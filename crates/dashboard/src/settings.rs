@@ -71,6 +71,7 @@ async fn page(
     };
     let view = SettingsPage {
         csrf: Some(session.csrf),
+        root: session.root,
         tenant_name: tenant.name,
         email: extra.email.unwrap_or(tenant.notification_email),
         keys: keys

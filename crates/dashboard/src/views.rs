@@ -28,6 +28,8 @@ pub fn render(status: StatusCode, page: &impl Template) -> Result<HttpResponse, 
 #[template(path = "message.html")]
 pub struct MessagePage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub title: &'static str,
     pub text: String,
 }
@@ -36,6 +38,8 @@ pub struct MessagePage {
 #[template(path = "login.html")]
 pub struct LoginPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     /// The pre-session form token (double-submitted with the `hookd_form` cookie).
     pub form_token: String,
     pub email: String,
@@ -46,6 +50,8 @@ pub struct LoginPage {
 #[template(path = "signup_confirm.html")]
 pub struct SignupConfirmPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub form_token: String,
     /// The link's token, posted back by the button.
     pub token: String,
@@ -55,6 +61,8 @@ pub struct SignupConfirmPage {
 #[template(path = "signup.html")]
 pub struct SignupPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub form_token: String,
     pub name: String,
     pub email: String,
@@ -65,6 +73,8 @@ pub struct SignupPage {
 #[template(path = "signup_done.html")]
 pub struct SignupDone {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub tenant_name: String,
     pub api_key: String,
     pub base_url: String,
@@ -74,6 +84,8 @@ pub struct SignupDone {
 #[template(path = "overview.html")]
 pub struct Overview {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub tenant_name: String,
     pub apps: Vec<AppView>,
     pub more_apps: bool,
@@ -106,6 +118,8 @@ pub struct EndpointRow {
 #[template(path = "endpoint.html")]
 pub struct EndpointPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub app_id: String,
     pub app_name: String,
     pub ep: EndpointView,
@@ -147,6 +161,8 @@ pub struct AttemptRow {
 #[template(path = "messages.html")]
 pub struct MessagesPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub app_id: String,
     pub app_name: String,
     /// The filters as typed (empty: all).
@@ -179,6 +195,8 @@ pub struct MessageRow {
 #[template(path = "message_detail.html")]
 pub struct MessageDetail {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub app_id: String,
     pub app_name: String,
     pub id: String,
@@ -208,6 +226,8 @@ pub struct DeliveryView {
 #[template(path = "dead_letters.html")]
 pub struct DeadLettersPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub app_id: String,
     pub app_name: String,
     pub ep_id: String,
@@ -231,6 +251,8 @@ pub struct DeadLetterRow {
 #[template(path = "settings.html")]
 pub struct SettingsPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub tenant_name: String,
     /// The notification email, stored or as typed.
     pub email: String,
@@ -301,6 +323,8 @@ pub struct ApiKeyRow {
 #[template(path = "endpoint_form.html")]
 pub struct EndpointFormPage {
     pub csrf: Option<String>,
+    /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
+    pub root: &'static str,
     pub app_id: String,
     pub app_name: String,
     /// `None` for a new endpoint.
@@ -345,6 +369,7 @@ pub struct EndpointFormValues {
 #[derive(Template)]
 #[template(path = "endpoint_attempts.html")]
 pub struct AttemptsFragment {
+    pub root: &'static str,
     pub app_id: String,
     pub ep_id: String,
     pub attempts: Vec<AttemptRow>,
@@ -365,10 +390,69 @@ pub struct ChartsFragment {
 #[derive(Template)]
 #[template(path = "overview_apps.html")]
 pub struct OverviewApps {
+    /// The session's token for the application buttons' forms (as in [`Overview`]).
+    pub csrf: Option<String>,
     pub apps: Vec<AppView>,
     pub more_apps: bool,
     pub attention: usize,
     pub base_url: String,
+}
+
+/// The portal's landing page: its script opens the session from the link's fragment.
+#[derive(Template)]
+#[template(path = "portal_landing.html")]
+pub struct PortalLanding {
+    pub csrf: Option<String>,
+    pub root: &'static str,
+}
+
+/// The portal's home: one application's endpoints and the tenant's event types.
+#[derive(Template)]
+#[template(path = "portal_home.html")]
+pub struct PortalHome {
+    pub csrf: Option<String>,
+    pub root: &'static str,
+    pub app_id: String,
+    pub app_name: String,
+    pub read_only: bool,
+    pub endpoints: Vec<EndpointRow>,
+    pub more_endpoints: bool,
+    pub event_types: Vec<EventTypeRow>,
+}
+
+/// An event type in the portal's catalogue.
+pub struct EventTypeRow {
+    pub name: String,
+    pub description: String,
+    pub deprecated: bool,
+    /// The newest schema version's first example, pretty-printed, if the schema has one.
+    pub example: Option<String>,
+}
+
+impl EventTypeRow {
+    pub fn of(et: &store::entities::event_type::Model) -> Self {
+        let schemas: Option<serde_json::Value> = et
+            .schemas
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok());
+        let example = schemas
+            .as_ref()
+            .and_then(|s| s.as_object())
+            .and_then(|versions| {
+                versions
+                    .iter()
+                    .max_by_key(|(v, _)| v.parse::<u64>().unwrap_or(0))
+                    .map(|(_, schema)| schema)
+            })
+            .and_then(|schema| schema.get("examples")?.get(0).cloned())
+            .and_then(|ex| serde_json::to_string_pretty(&ex).ok());
+        EventTypeRow {
+            name: et.name.clone(),
+            description: et.description.clone(),
+            deprecated: et.deprecated,
+            example,
+        }
+    }
 }
 
 /// An endpoint's current signing secret, shown on request.

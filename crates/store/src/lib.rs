@@ -40,7 +40,10 @@ pub use error::{StoreError, redact_url};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart};
 pub use page::{ListParams, Page};
-pub use portal::{NewPortalToken, PORTAL_TOKEN_PREFIX, PortalGrant};
+pub use portal::{
+    NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, PORTAL_TOKEN_PREFIX, PortalGrant,
+    portal_url,
+};
 pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
 pub use recovery::{AttemptFilter, DeliveryStats};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};

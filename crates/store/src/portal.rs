@@ -19,6 +19,16 @@ use crate::{Result, Store};
 /// The prefix that tells a portal token from an API key (`hk_`).
 pub const PORTAL_TOKEN_PREFIX: &str = "hkp_";
 
+/// Svix's bounds on a portal token's life: one hour to seven days, seven days by default.
+pub const PORTAL_MIN_EXPIRY: Duration = Duration::from_secs(3_600);
+pub const PORTAL_MAX_EXPIRY: Duration = Duration::from_secs(7 * 86_400);
+
+/// The portal link of a token: the token in the fragment, which browsers never send to a
+/// server, so it never reaches an access log or a `Referer`.
+pub fn portal_url(base: &str, token: &str) -> String {
+    format!("{}/portal/#token={token}", base.trim_end_matches('/'))
+}
+
 /// What a live portal token allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortalGrant {

@@ -7,16 +7,13 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use store::{NewPortalToken, Store};
+use store::{NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, Store, portal_url};
 use utoipa::ToSchema;
 
 use crate::dto::ApplicationIn;
 use crate::extract::{JsonBody, Tenant, bearer_token, portal_grant};
 use crate::{ApiConfig, ApiError};
 
-/// Svix's bounds on a portal token's life: one hour to seven days, seven days by default.
-const MIN_EXPIRY: Duration = Duration::from_secs(3_600);
-const MAX_EXPIRY: Duration = Duration::from_secs(7 * 86_400);
 /// Most feature flags and longest session id or flag a token carries.
 const MAX_FLAGS: usize = 64;
 const MAX_LABEL: usize = 256;
@@ -107,8 +104,8 @@ pub async fn app_portal_access(
     JsonBody(body): JsonBody<AppPortalAccessIn>,
 ) -> Result<HttpResponse, ApiError> {
     let expiry = match body.expiry {
-        Some(s) => seconds("expiry", s, MIN_EXPIRY, MAX_EXPIRY)?,
-        None => MAX_EXPIRY,
+        Some(s) => seconds("expiry", s, PORTAL_MIN_EXPIRY, PORTAL_MAX_EXPIRY)?,
+        None => PORTAL_MAX_EXPIRY,
     };
     let flags = body.feature_flags.unwrap_or_default();
     if flags.len() > MAX_FLAGS {
@@ -148,10 +145,7 @@ pub async fn app_portal_access(
             },
         )
         .await?;
-    let url = format!(
-        "{}/portal/#token={token}",
-        cfg.public_url.trim_end_matches('/')
-    );
+    let url = portal_url(&cfg.public_url, &token);
     Ok(HttpResponse::Ok().json(AppPortalAccessOut { url, token }))
 }
 

@@ -3,6 +3,7 @@
 mod helpers;
 mod manage;
 mod messages;
+mod portal;
 mod settings;
 
 use helpers::{Browser, PASSWORD, app_with_endpoint, spawn_app};
