@@ -14,6 +14,7 @@
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -272,7 +273,7 @@ async function main() {
   }
 
   // --- The portal: the tenant's customer, through a link -----------------------------------
-  const portal = await portalFlow({ base, key, sink, sinkBase, consoleErrors });
+  const portal = await portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage: page });
 
   // --- Every main page at both widths ------------------------------------------------------
   step('screenshots at 1440 and 360 px; no page scrolls sideways at 360 px');
@@ -318,7 +319,7 @@ async function main() {
  * fails, resends one and recovers the rest. Returns the customer's page and its pages to
  * screenshot.
  */
-async function portalFlow({ base, key, sink, sinkBase, consoleErrors }) {
+async function portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage }) {
   step('portal: the tenant asks for a link; the customer opens it');
   const uid = `customer-${Date.now()}`;
   const access = await fetch(`${base}/api/v1/auth/app-portal-access/${uid}`, {
@@ -391,6 +392,44 @@ async function portalFlow({ base, key, sink, sinkBase, consoleErrors }) {
   await waitFor(async () => (await sink.report()).unique === before + 4, 'all four reached the sink');
   await page.goto(`/portal/app/${appId}`);
   assert.equal(await portalBadge(page), 'Healthy');
+
+  step('portal: in an iframe on a site the tenant allows, and refused on one it does not');
+  const [allowedPort, otherPort] = [await freePort(), await freePort()];
+  const embedder = createHttpServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.end(`<!doctype html><title>Acme account</title><h1>Your account</h1>
+      <iframe id="portal" src="${url}" style="width:1000px;height:700px;border:0"></iframe>`);
+  });
+  const other = createHttpServer(embedder.listeners('request')[0]);
+  await new Promise((ok) => embedder.listen(allowedPort, '127.0.0.1', ok));
+  await new Promise((ok) => other.listen(otherPort, '127.0.0.1', ok));
+  try {
+    await tenantPage.goto('/settings');
+    await tenantPage.getByLabel('Display name').fill('Acme Webhooks');
+    await tenantPage.getByLabel('Primary colour').fill('#aa3300');
+    await tenantPage.getByLabel('Sites that may embed the portal').fill(`http://127.0.0.1:${allowedPort}`);
+    await tenantPage.locator('#portal-settings').getByRole('button', { name: 'Save' }).click();
+    await tenantPage.getByText('Portal settings saved').waitFor();
+    const embedding = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+    const site = await embedding.newPage();
+    await site.goto(`http://127.0.0.1:${allowedPort}/`);
+    const framed = site.frameLocator('#portal');
+    await framed.getByRole('heading', { name: 'Customer Co' }).waitFor();
+    const brand = await framed.locator('.brand').evaluate((el) => getComputedStyle(el, '::after').content);
+    assert.match(brand, /Acme Webhooks/, 'the portal wears the tenant\'s name');
+    await shot(site, 'portal-embedded-1440');
+    const refused = [];
+    const stranger = await (await browser.newContext()).newPage();
+    stranger.on('console', (m) => refused.push(m.text()));
+    await stranger.goto(`http://127.0.0.1:${otherPort}/`);
+    await waitFor(async () => refused.some((t) => t.includes('frame-ancestors')),
+      'Chromium refuses to frame the portal for a site the tenant did not list');
+    assert.equal(await stranger.frameLocator('#portal').getByRole('heading', { name: 'Customer Co' }).count(), 0);
+    await embedding.close();
+  } finally {
+    embedder.close();
+    other.close();
+  }
 
   return {
     page,

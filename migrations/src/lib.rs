@@ -15,6 +15,7 @@ mod m0006_retention;
 mod m0007_lean_indexes;
 mod m0008_endpoint_leases;
 mod m0009_portal_tokens;
+mod m0010_portal_settings;
 
 pub struct Migrator;
 
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0007_lean_indexes::Migration),
             Box::new(m0008_endpoint_leases::Migration),
             Box::new(m0009_portal_tokens::Migration),
+            Box::new(m0010_portal_settings::Migration),
         ]
     }
 }

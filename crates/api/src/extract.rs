@@ -214,6 +214,12 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
         let req = req.clone();
         let bytes = web::Bytes::from_request(&req, payload);
         Box::pin(async move {
+            // A portal token's reach is decided before its body is read: a handler's
+            // extractors run side by side, and another application's route must answer 404
+            // whatever the body (see `portal_allows`). API keys are unaffected.
+            if bearer_token(&req).is_ok_and(|t| t.starts_with(store::PORTAL_TOKEN_PREFIX)) {
+                authenticate(&req).await?;
+            }
             check_content_type(&req)?;
             let body = bytes.await.map_err(|e| body_error(&req, e))?;
             parse_json(&body).map(JsonBody)

@@ -28,6 +28,8 @@ const OVERVIEW_APPS: u64 = 50;
 const ENDPOINTS_PER_APP: usize = 50;
 const DEAD_LETTERS_PER_PAGE: u64 = 50;
 const RECENT_ATTEMPTS: u64 = 25;
+/// Event types offered for an endpoint's test event.
+const EXAMPLE_TYPES: u64 = 100;
 
 /// What the overview shows besides the stored state.
 #[derive(Default)]
@@ -205,15 +207,23 @@ pub async fn detail(
              also signs them for 24 hours."
                 .to_owned(),
         ),
-        (Some("test"), _) => query.get("msg").map(|m| {
-            format!("Test event {m} ({TEST_EVENT_TYPE}) queued for delivery to this endpoint.")
-        }),
+        (Some("test"), _) => query
+            .get("msg")
+            .map(|m| format!("Test event {m} queued for delivery to this endpoint.")),
         (_, Some(job)) => job_notice(store, &session, &ep, job, "Recovery").await?,
         _ => None,
     };
     let attempts = recent_attempts(store, &session, app.id, ep.id).await?;
     let now = Timestamp::now();
     let charts = charts_of(store, &session, Some((app.id, ep.id)), now).await?;
+    let example_types = store
+        .list_event_types(session.tenant, false, &ListParams::first(EXAMPLE_TYPES))
+        .await?
+        .data
+        .into_iter()
+        .filter(|et| matches!(et.example(0), Ok(Some(_))))
+        .map(|et| et.name)
+        .collect();
     let page = EndpointPage {
         csrf: Some(session.csrf),
         root: session.root,
@@ -227,6 +237,8 @@ pub async fn detail(
             now.as_millis() - 24 * 3600 * 1000,
         )),
         charts,
+        example_types,
+        test_event_type: TEST_EVENT_TYPE,
     };
     Ok(views::render(StatusCode::OK, &page)?)
 }
@@ -424,10 +436,14 @@ pub struct ActionForm {
     /// For `recover`: a `datetime-local` value, in UTC.
     #[serde(default)]
     since: String,
+    /// The test event's type (empty: hookd's test event).
+    #[serde(default)]
+    event_type: String,
 }
 
-/// POST `/app/{app}/endpoint/{ep}/{action}`: `enable`, `disable`, `recover` (since a date)
-/// or `recover-all` (every failed delivery, from the dead-letter page).
+/// POST `/app/{app}/endpoint/{ep}/{action}`: `enable`, `disable`, `recover` (since a date),
+/// `recover-all` (every failed delivery, from the dead-letter page), `rotate-secret`, `test`
+/// (a test event, or the example of a chosen event type) or `delete`.
 pub async fn act(
     req: HttpRequest,
     session: Session,
@@ -481,8 +497,18 @@ pub async fn act(
             Ok(see_other(&format!("{page}?done=rotated")))
         }
         "test" => {
-            let msg = manage::send_test_event(&req, store, &session, &app, &ep).await?;
+            let msg =
+                manage::send_test_event(&req, store, &session, &app, &ep, &form.event_type).await?;
             Ok(see_other(&format!("{page}?done=test&msg={msg}")))
+        }
+        "delete" => {
+            store.delete_endpoint(session.tenant, &ep).await?;
+            let home = if session.root.is_empty() {
+                "/".to_owned()
+            } else {
+                format!("{}/app/{}", session.root, app.id)
+            };
+            Ok(see_other(&home))
         }
         "recover-all" => {
             let job = service::endpoints::start_job(

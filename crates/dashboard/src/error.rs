@@ -206,16 +206,24 @@ pub async fn not_found() -> Result<HttpResponse, PageError> {
     Err(PageError::NotFound)
 }
 
+/// The pages' `Content-Security-Policy`: everything from hookd itself, no inline script or
+/// style; framed only by `frame_ancestors` (`'none'` for the dashboard; the portal's own list,
+/// see `portal::frame_policy`), images also from `images`.
+pub fn content_security_policy(frame_ancestors: &str, images: &str) -> String {
+    let sep = if images.is_empty() { "" } else { " " };
+    format!(
+        "default-src 'self'; img-src 'self'{sep}{images}; frame-ancestors {frame_ancestors}; \
+         form-action 'self'; base-uri 'none'"
+    )
+}
+
 /// For responses that must not be cached or framed.
 pub fn harden(resp: &mut HttpResponse) {
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-        ),
-    );
+    if let Ok(csp) = HeaderValue::from_str(&content_security_policy("'none'", "")) {
+        h.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

@@ -85,6 +85,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(settings::set_preset)),
         )
         .service(
+            web::resource("/settings/portal")
+                .app_data(form())
+                .route(web::post().to(settings::set_portal)),
+        )
+        .service(
             web::resource("/settings/email")
                 .app_data(form())
                 .route(web::post().to(settings::set_email)),
@@ -106,9 +111,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             web::scope(session::PORTAL_ROOT)
                 .wrap(ErrorHandlers::new().default_handler(error::portal_errors))
+                // Outside the error pages, so it also sets who may frame them.
+                .wrap(actix_web::middleware::from_fn(portal::frame_policy))
                 .app_data(form())
                 .service(web::resource("/").route(web::get().to(portal::landing)))
                 .service(web::resource("/session").route(web::post().to(portal::open)))
+                .service(web::resource("/brand.css").route(web::get().to(portal::brand_css)))
                 .service(web::resource("/logout").route(web::post().to(portal::logout)))
                 .service(web::resource("/app/{app_id}").route(web::get().to(portal::home)))
                 .configure(app_pages)

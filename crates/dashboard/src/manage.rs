@@ -482,34 +482,51 @@ pub async fn rotate_secret(
     Ok(())
 }
 
-/// Sends a `hookd.test` message to this endpoint only (whatever its filters), through the
-/// same service as the API's `send-example`. Returns the message id.
+/// Sends a `hookd.test` message, or the example of the chosen `event_type`, to this endpoint
+/// only (whatever its filters), through the same service as the API's `send-example`.
+/// Returns the message id.
 pub async fn send_test_event(
     req: &HttpRequest,
     store: &Store,
     session: &Session,
     app: &application::Model,
     ep: &endpoint::Model,
+    event_type: &str,
 ) -> Result<String, PageError> {
     if ep.disabled {
         return Err(PageError::bad_input(
             "This endpoint is disabled; enable it before sending a test event.",
         ));
     }
-    let payload = serde_json::json!({
-        "type": TEST_EVENT_TYPE,
-        "endpointId": ep.id,
-        "sentAt": domain::time::rfc3339::format(Timestamp::now()),
-        "note": "A test event sent from the hookd dashboard.",
-    });
+    let chosen = event_type.trim();
+    let (event_type, payload) = if chosen.is_empty() || chosen == TEST_EVENT_TYPE {
+        let payload = serde_json::json!({
+            "type": TEST_EVENT_TYPE,
+            "endpointId": ep.id,
+            "sentAt": domain::time::rfc3339::format(Timestamp::now()),
+            "note": "A test event sent from the hookd dashboard.",
+        });
+        (TEST_EVENT_TYPE, payload.to_string().into_bytes())
+    } else {
+        // The chosen event type's example, as the API's send-example sends it.
+        let example = service::endpoints::example_payload(store, session.tenant, chosen, 0)
+            .await?
+            .ok_or_else(|| {
+                PageError::bad_input(format!(
+                    "The event type {chosen} has no example payload to send; add one to its \
+                     schema's \"examples\", or send the test event."
+                ))
+            })?;
+        (chosen, example)
+    };
     let created = service::endpoints::send_to_endpoint(
         store,
         service_config(req)?,
         session.tenant,
         app,
         ep,
-        TEST_EVENT_TYPE,
-        payload.to_string().into_bytes(),
+        event_type,
+        payload,
     )
     .await?;
     Ok(created.message.id.to_string())

@@ -10,9 +10,13 @@
 
 use std::time::Duration;
 
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::{StatusCode, header};
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::middleware::Next;
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use domain::Timestamp;
+use domain::portal::PortalSettings;
 use serde::Deserialize;
 use store::ListParams;
 
@@ -156,4 +160,112 @@ fn portal_cookie(req: &HttpRequest, value: &str, max_age: Duration) -> String {
         "{PORTAL_COOKIE}={value}; Path={PORTAL_ROOT}; Max-Age={}; HttpOnly; {site}",
         max_age.as_secs()
     )
+}
+
+/// Middleware of every portal response: who may frame it. A page of a portal session may be
+/// framed only by the tenant's allowed origins (none listed: by nobody). A response without a
+/// session (the landing page, "this link is not valid") shows nothing of anyone's and may be
+/// framed anywhere, so a portal embedded on the tenant's site can open its link; the page it
+/// then goes to is refused to every site the tenant did not list. Images may also come from
+/// https (the tenant's logo).
+pub async fn frame_policy(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let mut res = next.call(req).await?;
+    let ancestors = res
+        .request()
+        .extensions()
+        .get::<PortalSettings>()
+        .map_or_else(|| "*".to_owned(), PortalSettings::frame_ancestors);
+    let csp = crate::error::content_security_policy(&ancestors, "https:");
+    if let Ok(v) = header::HeaderValue::from_str(&csp) {
+        res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    Ok(res)
+}
+
+/// GET `/portal/brand.css`: the tenant's look (colour, dark theme, name and logo in the
+/// header) as a stylesheet, since the pages allow no inline style. Empty without a session.
+pub async fn brand_css(req: HttpRequest) -> Result<HttpResponse, PageError> {
+    session::current(&req).await?;
+    let settings = req
+        .extensions()
+        .get::<PortalSettings>()
+        .cloned()
+        .unwrap_or_default();
+    Ok(HttpResponse::Ok()
+        .content_type("text/css; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .body(brand_stylesheet(&settings)))
+}
+
+/// The stylesheet of [`brand_css`]. Every value was checked by `PortalSettings::parse` (a
+/// colour is `#` and six hex digits, a logo URL has no quote, parenthesis or backslash); the
+/// name is escaped character by character all the same.
+fn brand_stylesheet(s: &PortalSettings) -> String {
+    let mut css = String::new();
+    if let Some(color) = &s.color {
+        css.push_str(&format!(":root {{ --accent: {color}; }}\n"));
+    }
+    if s.dark {
+        css.push_str(
+            ":root { --bg: #12151c; --fg: #e4e7ee; --muted: #9aa3b5; --line: #2c3240; \
+             --card: #1b1f28; --off: #c5cad6; --off-bg: #2a2f3a; }\n\
+             .top { background: #0b0d12; }\n",
+        );
+    }
+    if let Some(name) = &s.display_name {
+        let escaped: String = name
+            .chars()
+            .map(|c| {
+                if c.is_alphanumeric() || c == ' ' {
+                    c.to_string()
+                } else {
+                    format!("\\{:x} ", c as u32)
+                }
+            })
+            .collect();
+        css.push_str(&format!(
+            ".top .brand {{ font-size: 0; }}\n.top .brand::after {{ content: \"{escaped}\"; font-size: 15px; }}\n"
+        ));
+    }
+    if let Some(logo) = &s.logo_url {
+        css.push_str(&format!(
+            ".top .brand::before {{ content: \"\"; display: inline-block; width: 1.6rem; \
+             height: 1.6rem; margin-right: .5rem; vertical-align: middle; \
+             background: url(\"{logo}\") center / contain no-repeat; }}\n"
+        ));
+    }
+    css
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_brand_stylesheet_escapes_the_name_and_keeps_the_checked_values() {
+        let s = PortalSettings::parse(
+            "Acme\"}body{x",
+            "https://acme.example/logo.png",
+            "#112233",
+            true,
+            "",
+        )
+        .expect("valid");
+        let css = brand_stylesheet(&s);
+        assert!(css.contains("--accent: #112233;"), "{css}");
+        assert!(css.contains("--bg: #12151c"), "{css}");
+        assert!(
+            css.contains(r#"content: "Acme\22 \7d body\7b x";"#),
+            "{css}"
+        );
+        assert!(
+            css.contains(r#"url("https://acme.example/logo.png")"#),
+            "{css}"
+        );
+        assert_eq!(brand_stylesheet(&PortalSettings::default()), "");
+    }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::{FromRequest, HttpRequest, HttpResponseBuilder, web};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponseBuilder, web};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::Timestamp;
@@ -173,6 +173,10 @@ async fn portal_session(req: &HttpRequest) -> Result<Option<Session>, PageError>
         return Ok(None);
     };
     note(Field::Tenant, grant.tenant);
+    // The tenant's portal settings go with the request: its response may be framed only by
+    // the tenant's sites, and its pages wear the tenant's brand (see `portal`).
+    let settings = store.get_tenant(grant.tenant).await?.portal_settings();
+    req.extensions_mut().insert(settings);
     if grant.read_only && req.method() != actix_web::http::Method::GET {
         return Err(PageError::BadInput(
             actix_web::http::StatusCode::FORBIDDEN,

@@ -9,6 +9,7 @@ use domain::classify::StatusPreset;
 use domain::duration::format_duration;
 use domain::email::EmailAddress;
 use domain::ids::ApiKeyId;
+use domain::portal::PortalSettings;
 use domain::retention::{RetentionDays, max_days};
 use serde::Deserialize;
 use store::ListParams;
@@ -16,7 +17,7 @@ use store::ListParams;
 use crate::auth::see_other;
 use crate::error::PageError;
 use crate::session::{self, Session};
-use crate::views::{self, ApiKeyRow, PresetChoice, RetentionView, SettingsPage};
+use crate::views::{self, ApiKeyRow, PortalView, PresetChoice, RetentionView, SettingsPage};
 
 /// Keys listed on the page (revoked ones included).
 const KEYS_SHOWN: u64 = 100;
@@ -31,6 +32,8 @@ struct Extra {
     email: Option<String>,
     /// The retention days as typed (payload, metadata), when refused.
     retention: Option<(String, String)>,
+    /// The portal settings as typed, when refused.
+    portal: Option<PortalView>,
 }
 
 async fn page(
@@ -69,6 +72,9 @@ async fn page(
         server_metadata: format_duration(cfg.retention.metadata),
         max_days: max_days(cfg.max_retention),
     };
+    let portal = extra
+        .portal
+        .unwrap_or_else(|| PortalView::of(&tenant.portal_settings()));
     let view = SettingsPage {
         csrf: Some(session.csrf),
         root: session.root,
@@ -94,6 +100,7 @@ async fn page(
             .to_owned(),
         presets: PresetChoice::all(server_preset),
         retention,
+        portal,
         notice: extra.notice,
         new_key: extra.new_key,
         error: extra.error,
@@ -124,6 +131,9 @@ pub async fn show(
         Some("retention") => Some(
             "Retention saved: the next prune applies it to messages already stored too.".to_owned(),
         ),
+        Some("portal") => {
+            Some("Portal settings saved: the portal's next page uses them.".to_owned())
+        }
         Some("preset") => Some(
             "Saved: failed attempts of endpoints without a preset of their own are classified \
              this way from now on."
@@ -244,6 +254,66 @@ pub async fn set_email(
                         form.email.trim()
                     )),
                     email: Some(form.email.clone()),
+                    ..Extra::default()
+                },
+            )
+            .await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct PortalForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    display_name: String,
+    #[serde(default)]
+    logo_url: String,
+    #[serde(default)]
+    color: String,
+    /// Present: the dark theme.
+    dark: Option<String>,
+    #[serde(default)]
+    allowed_origins: String,
+}
+
+/// POST `/settings/portal`: the app portal's branding and the sites that may embed it.
+pub async fn set_portal(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<PortalForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let parsed = PortalSettings::parse(
+        &form.display_name,
+        &form.logo_url,
+        &form.color,
+        form.dark.is_some(),
+        &form.allowed_origins,
+    );
+    match parsed {
+        Ok(settings) => {
+            session::store_of(&req)?
+                .set_portal_settings(session.tenant, &settings)
+                .await?;
+            Ok(see_other("/settings?done=portal"))
+        }
+        Err(problems) => {
+            let text: Vec<String> = problems.into_iter().map(|(_, m)| m).collect();
+            let portal = PortalView {
+                display_name: form.display_name.clone(),
+                logo_url: form.logo_url.clone(),
+                color: form.color.clone(),
+                dark: form.dark.is_some(),
+                allowed_origins: form.allowed_origins.clone(),
+            };
+            refused(
+                &req,
+                session,
+                Extra {
+                    error: Some(text.join(" ")),
+                    portal: Some(portal),
                     ..Extra::default()
                 },
             )

@@ -129,6 +129,9 @@ pub struct EndpointPage {
     /// The recover form's default: 24 hours ago, as `datetime-local` text (UTC).
     pub since_default: String,
     pub charts: ChartsFragment,
+    /// Event types with an example payload, offered for the test event.
+    pub example_types: Vec<String>,
+    pub test_event_type: &'static str,
 }
 
 pub struct EndpointView {
@@ -262,10 +265,33 @@ pub struct SettingsPage {
     pub preset: String,
     pub presets: Vec<PresetChoice>,
     pub retention: RetentionView,
+    pub portal: PortalView,
     pub notice: Option<String>,
     /// A key just created: its only showing.
     pub new_key: Option<String>,
     pub error: Option<String>,
+}
+
+/// The tenant's portal settings as stored or as typed.
+pub struct PortalView {
+    pub display_name: String,
+    pub logo_url: String,
+    pub color: String,
+    pub dark: bool,
+    /// One origin per line.
+    pub allowed_origins: String,
+}
+
+impl PortalView {
+    pub fn of(s: &domain::portal::PortalSettings) -> Self {
+        PortalView {
+            display_name: s.display_name.clone().unwrap_or_default(),
+            logo_url: s.logo_url.clone().unwrap_or_default(),
+            color: s.color.clone().unwrap_or_default(),
+            dark: s.dark,
+            allowed_origins: s.allowed_origins.join("\n"),
+        }
+    }
 }
 
 /// The tenant's retention: its choices as typed or stored (`""`: the server's) and what is
@@ -425,26 +451,16 @@ pub struct EventTypeRow {
     pub name: String,
     pub description: String,
     pub deprecated: bool,
-    /// The newest schema version's first example, pretty-printed, if the schema has one.
+    /// The first example (see `event_type::Model::example`), pretty-printed.
     pub example: Option<String>,
 }
 
 impl EventTypeRow {
     pub fn of(et: &store::entities::event_type::Model) -> Self {
-        let schemas: Option<serde_json::Value> = et
-            .schemas
-            .as_deref()
-            .and_then(|s| serde_json::from_str(s).ok());
-        let example = schemas
-            .as_ref()
-            .and_then(|s| s.as_object())
-            .and_then(|versions| {
-                versions
-                    .iter()
-                    .max_by_key(|(v, _)| v.parse::<u64>().unwrap_or(0))
-                    .map(|(_, schema)| schema)
-            })
-            .and_then(|schema| schema.get("examples")?.get(0).cloned())
+        let example = et
+            .example(0)
+            .ok()
+            .flatten()
             .and_then(|ex| serde_json::to_string_pretty(&ex).ok());
         EventTypeRow {
             name: et.name.clone(),

@@ -16,6 +16,7 @@ pub mod notify;
 pub mod ordering;
 pub mod payload;
 pub mod per_tenant;
+pub mod portal;
 pub mod retention;
 pub mod retry;
 pub mod retry_after;

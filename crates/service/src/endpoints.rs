@@ -165,14 +165,7 @@ pub async fn example_payload(
         return Ok(Some(br#"{"success": true}"#.to_vec()));
     }
     let et = store.get_event_type(tenant, event_type).await?;
-    let example = et
-        .schemas()?
-        .as_ref()
-        .and_then(|s| s.get("1"))
-        .and_then(|v| v.get("examples"))
-        .and_then(|e| e.get(index))
-        .map(|e| e.to_string().into_bytes());
-    Ok(example)
+    Ok(et.example(index)?.map(|e| e.to_string().into_bytes()))
 }
 
 /// Sends a message to this one endpoint only, whatever its filters (an example or a test

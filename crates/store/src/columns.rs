@@ -90,6 +90,20 @@ impl crate::entities::tenant::Model {
     pub fn retention(&self) -> RetentionDays {
         RetentionDays::from_columns(self.payload_retention_days, self.metadata_retention_days)
     }
+
+    /// The tenant's app-portal settings (none stored: no embedding, hookd's look). Stored only
+    /// through [`crate::Store::set_portal_settings`], checked there; text that does not read
+    /// back (never written by hookd) counts as none, with a warning.
+    pub fn portal_settings(&self) -> domain::portal::PortalSettings {
+        self.portal_settings
+            .as_deref()
+            .and_then(|s| {
+                serde_json::from_str(s)
+                    .inspect_err(|e| tracing::warn!(tenant = %self.id, error = %e, "unreadable portal settings"))
+                    .ok()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Why nothing more is sent for a message whose content was expunged (a skipped delivery's
@@ -120,6 +134,18 @@ impl message::Model {
 impl event_type::Model {
     pub fn schemas(&self) -> Result<Option<serde_json::Value>> {
         decode_opt("event type", &self.name, "schemas", &self.schemas)
+    }
+
+    /// Example `index` of the event type: its version-1 schema's `examples[index]` (what
+    /// send-example sends, the portal's catalogue and the dashboard's test event show).
+    pub fn example(&self, index: usize) -> Result<Option<serde_json::Value>> {
+        Ok(self
+            .schemas()?
+            .as_ref()
+            .and_then(|s| s.get("1"))
+            .and_then(|v| v.get("examples"))
+            .and_then(|e| e.get(index))
+            .cloned())
     }
 
     pub fn feature_flags(&self) -> Result<Option<Vec<String>>> {

@@ -31,6 +31,8 @@ pub mod tenant {
         /// Days kept (`domain::retention`); None: the server's setting.
         pub payload_retention_days: Option<i32>,
         pub metadata_retention_days: Option<i32>,
+        /// `domain::portal::PortalSettings` as JSON; None: no embedding, hookd's look.
+        pub portal_settings: Option<String>,
     }
     entity_boilerplate!();
 }

@@ -53,6 +53,7 @@ impl Store {
             status_preset: Set(None),
             payload_retention_days: Set(None),
             metadata_retention_days: Set(None),
+            portal_settings: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         };
@@ -102,6 +103,22 @@ impl Store {
                 (tenant::Column::PayloadRetentionDays, column(days.payload)),
                 (tenant::Column::MetadataRetentionDays, column(days.metadata)),
             ],
+        )
+        .await
+    }
+
+    /// The tenant's app-portal settings (checked by `PortalSettings::parse`); the portal's next
+    /// page uses them.
+    pub async fn set_portal_settings(
+        &self,
+        tenant: TenantId,
+        settings: &domain::portal::PortalSettings,
+    ) -> Result<()> {
+        let json = (settings != &domain::portal::PortalSettings::default())
+            .then(|| crate::to_json(settings));
+        self.update_tenant(
+            tenant,
+            [(tenant::Column::PortalSettings, Expr::value(json))],
         )
         .await
     }

@@ -342,7 +342,7 @@ async fn test_events_reach_the_endpoint_and_the_fragments_refresh() {
     let msg_id = segment(done.location(), "msg=");
     b.get(done.location())
         .await
-        .assert(200, &format!("Test event {msg_id} (hookd.test) queued"));
+        .assert(200, &format!("Test event {msg_id} queued"));
     let msg = api_get(&app, &key, &format!("/app/{app_id}/msg/{msg_id}")).await;
     assert_eq!(msg["eventType"], "hookd.test");
     assert_eq!(msg["payload"]["endpointId"], ep_id.as_str());

@@ -82,33 +82,89 @@ async fn a_portal_link_opens_its_application_and_nothing_else() {
         .await
         .assert(200, &msg_a);
 
-    // Another application of the tenant, another tenant's, and the dashboard: not found, or
-    // (the dashboard) not logged in.
-    for path in [
-        format!("/portal/app/{app_b}"),
-        format!("/portal/app/{app_b}/msg"),
-        format!("/portal/app/{app_b}/msg/{msg_b}"),
-        format!("/portal/app/{app_b}/endpoint/{ep_b}"),
-        format!("/portal/app/{app_b}/endpoint/{ep_b}/attempts"),
-        format!("/portal/app/{app_a}/endpoint/{ep_b}"),
-        format!("/portal/app/{app_a}/msg/{msg_b}"),
-        format!("/portal/app/{app_c}"),
-        format!("/portal/app/{app_c}/endpoint/{ep_c}"),
-        format!("/portal/app/{app_a}/endpoint/{ep_c}"),
-        "/portal/settings".to_owned(),
-        "/portal/overview/apps".to_owned(),
-    ] {
-        let page = customer.get(&path).await;
-        assert_eq!(page.status.as_u16(), 404, "{path}: {}", page.body);
-    }
+    // Every page and action of an application, with another application's ids (the tenant's
+    // own and another tenant's), and with this application's id but another's endpoint or
+    // message: not found. The tenant's own pages under /portal do not exist.
     let csrf = home.csrf();
-    let refused = customer
-        .post(
-            &format!("/portal/app/{app_b}/endpoint/{ep_b}/disable"),
-            &[("csrf", &csrf)],
-        )
-        .await;
-    assert_eq!(refused.status.as_u16(), 404, "{}", refused.body);
+    let theirs = [
+        (app_b.as_str(), ep_b.as_str(), msg_b.as_str()),
+        (app_c.as_str(), ep_c.as_str(), msg_b.as_str()),
+        (app_a.as_str(), ep_b.as_str(), msg_b.as_str()),
+        (app_a.as_str(), ep_c.as_str(), msg_b.as_str()),
+    ];
+    let mut walked = 0;
+    for (a, e, m) in theirs {
+        let gets = [
+            format!("/portal/app/{a}/endpoint/{e}"),
+            format!("/portal/app/{a}/endpoint/{e}/edit"),
+            format!("/portal/app/{a}/endpoint/{e}/secret"),
+            format!("/portal/app/{a}/endpoint/{e}/charts"),
+            format!("/portal/app/{a}/endpoint/{e}/attempts"),
+            format!("/portal/app/{a}/endpoint/{e}/dead"),
+            format!("/portal/app/{a}/msg/{m}"),
+            format!("/portal/app/{a}/msg/{m}/payload"),
+        ];
+        let posts = [
+            format!("/portal/app/{a}/endpoint/{e}/edit"),
+            format!("/portal/app/{a}/endpoint/{e}/enable"),
+            format!("/portal/app/{a}/endpoint/{e}/disable"),
+            format!("/portal/app/{a}/endpoint/{e}/test"),
+            format!("/portal/app/{a}/endpoint/{e}/rotate-secret"),
+            format!("/portal/app/{a}/endpoint/{e}/recover"),
+            format!("/portal/app/{a}/endpoint/{e}/recover-all"),
+            format!("/portal/app/{a}/endpoint/{e}/delete"),
+            format!("/portal/app/{a}/msg/{m}/endpoint/{e}/resend"),
+            format!("/portal/app/{a}/msg/{m}/endpoint/{e}/replay"),
+        ];
+        for path in gets {
+            let page = customer.get(&path).await;
+            assert_eq!(page.status.as_u16(), 404, "GET {path}: {}", page.body);
+            walked += 1;
+        }
+        for path in posts {
+            let form = [
+                ("csrf", csrf.as_str()),
+                ("url", "http://127.0.0.1:9/x"),
+                ("since", "2020-01-01T00:00"),
+            ];
+            let page = customer.post(&path, &form).await;
+            assert_eq!(page.status.as_u16(), 404, "POST {path}: {}", page.body);
+            walked += 1;
+        }
+    }
+    for a in [&app_b, &app_c] {
+        for path in [
+            format!("/portal/app/{a}"),
+            format!("/portal/app/{a}/msg"),
+            format!("/portal/app/{a}/endpoint/new"),
+        ] {
+            let page = customer.get(&path).await;
+            assert_eq!(page.status.as_u16(), 404, "GET {path}: {}", page.body);
+            walked += 1;
+        }
+        let path = format!("/portal/app/{a}/endpoint/new");
+        let page = customer
+            .post(&path, &[("csrf", &csrf), ("url", "http://127.0.0.1:9/x")])
+            .await;
+        assert_eq!(page.status.as_u16(), 404, "POST {path}: {}", page.body);
+    }
+    for path in ["/portal/settings", "/portal/overview/apps", "/portal/app"] {
+        let page = customer.get(path).await;
+        assert_eq!(page.status.as_u16(), 404, "GET {path}: {}", page.body);
+    }
+    assert_eq!(walked, 4 * 18 + 2 * 3);
+    // Nothing of theirs changed: B's endpoint is still enabled and has its URL.
+    let b_ep = reqwest::Client::new()
+        .get(format!("{}/api/v1/app/{app_b}/endpoint/{ep_b}", app.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("get")
+        .json::<serde_json::Value>()
+        .await
+        .expect("json");
+    assert_eq!(b_ep["disabled"], false, "{b_ep}");
+    assert_eq!(b_ep["url"], "http://127.0.0.1:9/hook-b", "{b_ep}");
     for path in [
         "/".to_owned(),
         "/settings".to_owned(),
@@ -158,6 +214,52 @@ async fn a_portal_link_opens_its_application_and_nothing_else() {
         .await
         .expect("body");
     assert!(listed.contains("http://127.0.0.1:9/added"), "{listed}");
+
+    // A test event of a chosen type carries that type's example; then the endpoint is deleted.
+    api(
+        &app,
+        &key,
+        "/event-type",
+        json!({"name": "order.paid", "description": "An order was paid",
+               "schemas": {"1": {"type": "object", "examples": [{"order": 42}]}}}),
+    )
+    .await;
+    let added = made.location().split('?').next().expect("path").to_owned();
+    let page = customer.get(&added).await;
+    page.assert(200, r#"<option value="order.paid">"#);
+    let sent = customer
+        .post(
+            &format!("{added}/test"),
+            &[("csrf", &page.csrf()), ("event_type", "order.paid")],
+        )
+        .await;
+    assert_eq!(sent.status, 303, "{}", sent.body);
+    let msg_id = sent
+        .location()
+        .split("msg=")
+        .nth(1)
+        .expect("msg id")
+        .to_owned();
+    let got = reqwest::Client::new()
+        .get(format!(
+            "{}/api/v1/app/{app_a}/msg/{msg_id}?with_content=true",
+            app.base
+        ))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("get")
+        .json::<serde_json::Value>()
+        .await
+        .expect("json");
+    assert_eq!(got["eventType"], "order.paid", "{got}");
+    assert_eq!(got["payload"], json!({"order": 42}), "{got}");
+    let gone = customer
+        .post(&format!("{added}/delete"), &[("csrf", &page.csrf())])
+        .await;
+    assert_eq!(gone.status, 303, "{}", gone.body);
+    assert_eq!(gone.location(), format!("/portal/app/{app_a}"));
+    assert_eq!(customer.get(&added).await.status.as_u16(), 404);
 
     // expire-all ends the session at the next request.
     let status = reqwest::Client::new()
@@ -223,4 +325,126 @@ async fn a_read_only_link_reads_and_signing_out_ends_the_link() {
         .expect("api")
         .status();
     assert_eq!(api_status.as_u16(), 401);
+}
+
+#[tokio::test]
+async fn only_the_tenants_sites_may_frame_the_portal_which_wears_the_tenants_brand() {
+    let app = spawn_app().await;
+    let mut tenant = Browser::new(&app);
+    let key = tenant.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let mut customer = Browser::new(&app);
+    let token = portal_token(&app, &key, &app_a, json!({})).await;
+    customer.post("/portal/session", &[("token", &token)]).await;
+    let csp = |p: &crate::helpers::Page| {
+        p.headers
+            .get("content-security-policy")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+
+    // Nothing listed: no site may frame the portal's pages; the landing page (no data) may be.
+    let home = customer.get(&format!("/portal/app/{app_a}")).await;
+    assert!(
+        csp(&home).contains("frame-ancestors 'none'"),
+        "{}",
+        csp(&home)
+    );
+    let landing = Browser::new(&app).get("/portal/").await;
+    assert!(
+        csp(&landing).contains("frame-ancestors *"),
+        "{}",
+        csp(&landing)
+    );
+    assert!(
+        csp(&tenant.get("/").await).contains("frame-ancestors 'none'"),
+        "the dashboard is never framed"
+    );
+    assert_eq!(customer.get("/portal/brand.css").await.body, "");
+
+    // Bad settings are refused with every reason and change nothing.
+    let settings = tenant.get("/settings").await;
+    settings.assert(200, "Customer portal");
+    let refused = tenant
+        .post(
+            "/settings/portal",
+            &[
+                ("csrf", &settings.csrf()),
+                ("color", "red"),
+                ("allowed_origins", "https://app.example.com/embed"),
+            ],
+        )
+        .await;
+    refused.assert(422, "The colour must look like #3552d8.");
+    assert!(
+        refused.body.contains("is not an origin"),
+        "{}",
+        refused.body
+    );
+    let home = customer.get(&format!("/portal/app/{app_a}")).await;
+    assert!(
+        csp(&home).contains("frame-ancestors 'none'"),
+        "{}",
+        csp(&home)
+    );
+
+    // Saved: the listed sites may frame it, and the portal wears the brand.
+    let saved = tenant
+        .post(
+            "/settings/portal",
+            &[
+                ("csrf", &settings.csrf()),
+                ("display_name", "Acme Webhooks"),
+                ("logo_url", "https://acme.example/logo.png"),
+                ("color", "#AA3300"),
+                ("dark", "1"),
+                (
+                    "allowed_origins",
+                    "https://app.acme.example\nhttp://127.0.0.1:3000",
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    tenant.get("/settings").await.assert(
+        200,
+        "https://app.acme.example\nhttp://127.0.0.1:3000</textarea>",
+    );
+    let home = customer.get(&format!("/portal/app/{app_a}")).await;
+    assert!(
+        csp(&home).contains("frame-ancestors https://app.acme.example http://127.0.0.1:3000;"),
+        "{}",
+        csp(&home)
+    );
+    assert!(
+        csp(&home).contains("img-src 'self' https:"),
+        "{}",
+        csp(&home)
+    );
+    assert!(
+        home.body.contains(r#"href="/portal/brand.css""#),
+        "{}",
+        home.body
+    );
+    let css = customer.get("/portal/brand.css").await;
+    assert_eq!(css.status.as_u16(), 200);
+    for part in [
+        "--accent: #aa3300;",
+        "--bg: #12151c",
+        r#"content: "Acme Webhooks";"#,
+        r#"url("https://acme.example/logo.png")"#,
+    ] {
+        assert!(css.body.contains(part), "{part} not in {}", css.body);
+    }
+    // Error pages of the session follow the same rule.
+    let missing = customer
+        .get(&format!("/portal/app/{app_a}/msg/msg_nope"))
+        .await;
+    assert_eq!(missing.status.as_u16(), 404);
+    assert!(
+        csp(&missing).contains("frame-ancestors https://app.acme.example"),
+        "{}",
+        csp(&missing)
+    );
 }

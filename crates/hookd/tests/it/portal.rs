@@ -339,3 +339,137 @@ async fn portal_tokens_expire_are_expired_all_and_log_out() {
         );
     }
 }
+
+/// A message to `app` with the tenant's key (or `key`); its id.
+async fn message_of(t: &TestApp, key: Option<&str>, app: &str) -> String {
+    let body = Some(json!({"eventType": "x.y", "payload": {"n": 1}}));
+    let path = format!("/app/{app}/msg");
+    let r = match key {
+        Some(k) => t.call_as(k, Method::POST, &path, body, &[]).await,
+        None => t.call(Method::POST, &path, body).await,
+    };
+    assert_eq!(r.status.as_u16(), 202, "{}", r.body);
+    r.body["id"].as_str().unwrap().to_owned()
+}
+
+/// Every operation of the API, read from its own OpenAPI document, called with a portal token
+/// of application A: with the ids of another application of the same tenant, of another
+/// tenant's application, and with A's id but another application's endpoint or message, each
+/// answers 404; so does every operation outside applications but reading event types and
+/// logging out. Nothing of theirs changes.
+#[tokio::test]
+async fn every_api_operation_with_ids_not_its_own_is_not_found_to_a_portal_token() {
+    for t in TestApp::all(&[]).await {
+        let (a, _) = t.app_with_endpoint("walk-a").await;
+        let (b, ep_b) = t.app_with_endpoint("walk-b").await;
+        let msg_b = message_of(&t, None, &b).await;
+        let (_, other_key) = new_tenant(&t.store, "walk-other").await;
+        let c = t
+            .call_as(
+                &other_key,
+                Method::POST,
+                "/app",
+                Some(json!({"name": "c"})),
+                &[],
+            )
+            .await
+            .body["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let ep_c = t
+            .call_as(
+                &other_key,
+                Method::POST,
+                &format!("/app/{c}/endpoint"),
+                Some(json!({"url": "http://127.0.0.1:9/c"})),
+                &[],
+            )
+            .await
+            .body["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let msg_c = message_of(&t, Some(&other_key), &c).await;
+        let (_, token) = portal(&t, &a, json!({})).await;
+        let doc = t.ok(Method::GET, "/openapi.json", None, 200).await;
+        let allowed = [
+            ("get", "/event-type"),
+            ("get", "/event-type/{event_type_name}"),
+            ("post", "/auth/logout"),
+        ];
+        let mut walked = 0;
+        for (path, ops) in doc["paths"].as_object().expect("paths") {
+            let Some(rest) = path.strip_prefix("/api/v1") else {
+                continue;
+            };
+            if rest.starts_with("/health") || rest == "/openapi.json" {
+                continue;
+            }
+            for (method, _) in ops.as_object().expect("operations") {
+                let Ok(m) = method.to_uppercase().parse::<Method>() else {
+                    continue;
+                };
+                if allowed.contains(&(method.as_str(), rest)) {
+                    continue;
+                }
+                let theirs = [
+                    (b.as_str(), ep_b.as_str(), msg_b.as_str()),
+                    (c.as_str(), ep_c.as_str(), msg_c.as_str()),
+                    (a.as_str(), ep_b.as_str(), msg_b.as_str()),
+                    (a.as_str(), ep_c.as_str(), msg_c.as_str()),
+                ];
+                // Operations outside applications are tried once; those of A itself only with
+                // another application's endpoint or message in the path.
+                for (app, ep, m_id) in theirs {
+                    let own_app = app == a;
+                    // In its own application, with another application's endpoint or message:
+                    // the reads and deletes (a body there is checked beside the lookup, as for
+                    // an API key, and a PUT is an upsert naming a new endpoint).
+                    if own_app
+                        && (!matches!(m, Method::GET | Method::DELETE)
+                            || !(rest.contains("{endpoint_id}") || rest.contains("{msg_id}")))
+                    {
+                        continue;
+                    }
+                    let p = rest
+                        .replace("{app_id}", app)
+                        .replace("{endpoint_id}", ep)
+                        .replace("{msg_id}", m_id)
+                        .replace("{attempt_id}", "atmpt_00000000000000000000000000")
+                        .replace("{task_id}", "qtask_00000000000000000000000000")
+                        .replace("{event_type_name}", "x.y");
+                    let got = t.call_as(&token, m.clone(), &p, Some(json!({})), &[]).await;
+                    assert_eq!(
+                        got.status.as_u16(),
+                        404,
+                        "{method} {p} with A's portal token, on {}: {}",
+                        t.backend,
+                        got.body
+                    );
+                    walked += 1;
+                    if !rest.contains("{app_id}") {
+                        break;
+                    }
+                }
+            }
+        }
+        assert!(walked >= 80, "walked {walked} operations");
+        // B's and C's data are as they were.
+        let ep = t
+            .ok(Method::GET, &format!("/app/{b}/endpoint/{ep_b}"), None, 200)
+            .await;
+        assert_eq!(ep["disabled"], false);
+        let got = t
+            .call_as(
+                &other_key,
+                Method::GET,
+                &format!("/app/{c}/msg/{msg_c}"),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(got.status.as_u16(), 200, "{}", got.body);
+        assert_eq!(got.body["payload"], json!({"n": 1}));
+    }
+}
