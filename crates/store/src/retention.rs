@@ -36,7 +36,9 @@ pub const BATCH: u64 = 100;
 const MAX_BATCHES: u64 = 2000;
 /// Applications read per page while walking them.
 const APPS_PAGE: u64 = 500;
-/// Given to the hot path between two batches.
+/// Given to the hot path between two batches. Fixed, not a share of the batch's time: pauses of
+/// three times the batch's time (tried in session 16) made a pass on a loaded PostgreSQL prune
+/// ~310 messages a second against 500 arriving, and the tables grew without end.
 const PAUSE: Duration = Duration::from_millis(20);
 
 /// What a pass removed (or, dry, would remove).
