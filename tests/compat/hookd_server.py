@@ -56,6 +56,11 @@ class Hookd:
         return stop_pid(self.pid, self.process, timeout)
 
 
+# The keys compat servers on PostgreSQL seal endpoint secrets under (SQLite ones make their own
+# key file beside the database, as a single-machine install does).
+COMPAT_KEYS = "compat:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+
 def database_url(workdir: Path) -> str:
     """$HOOKD_COMPAT_DATABASE_URL (e.g. a fresh PostgreSQL database), else SQLite in workdir."""
     return os.environ.get("HOOKD_COMPAT_DATABASE_URL") or f"sqlite://{workdir / 'data' / 'hookd.db'}"
@@ -75,6 +80,9 @@ def _env(workdir: Path, extra: dict[str, str] | None) -> dict[str, str]:
             "HOOKD_LOG_LEVEL": "info",
         }
     )
+    if database_url(workdir).startswith("postgres"):
+        # Every process on one PostgreSQL database seals secrets with the same keys.
+        env["HOOKD_SECRET_KEYS"] = COMPAT_KEYS
     env.update(extra or {})
     return env
 

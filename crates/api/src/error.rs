@@ -169,6 +169,15 @@ impl From<store::StoreError> for ApiError {
             e @ E::EndpointDisabled { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "endpoint_disabled", e.to_string())
             }
+            // The operator's keys, not the request: the text names the key, never the value.
+            e @ E::Sealed(_) => {
+                tracing::error!(error = %e, "a sealed secret does not open");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "secret_unavailable",
+                    e.to_string(),
+                )
+            }
             other => {
                 // Internals stay in the log, with their whole cause chain.
                 tracing::error!(error = %error_chain(&other), "store error");

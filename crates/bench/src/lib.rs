@@ -361,8 +361,13 @@ async fn prepare_database(
     opts: &BenchOptions,
     sink: &Sink,
     database_url: &str,
+    keys: &str,
 ) -> Result<Target, BoxError> {
-    let store = store::Store::connect(database_url, &store::ConnectOptions::default()).await?;
+    let opts_db = store::ConnectOptions {
+        keys: Some(domain::seal::Keyring::parse(keys)?),
+        ..store::ConnectOptions::default()
+    };
+    let store = store::Store::connect(database_url, &opts_db).await?;
     store.migrate().await?;
     let tenant = store
         .create_tenant(store::NewTenant {
@@ -514,6 +519,10 @@ async fn run_against(
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let mut env = env;
+    // A key of this run's own: the database is new, and the server must open what
+    // `prepare_database` sealed.
+    let (_, keys) = domain::seal::OperatorKey::generate("bench", &mut rand::rng())?;
+    env.insert("HOOKD_SECRET_KEYS".into(), keys.clone());
     if let Some(kept) = opts.soak.as_ref().and_then(|s| s.retention) {
         let secs = kept.as_secs().max(2);
         env.insert("HOOKD_METADATA_RETENTION".into(), format!("{secs}s"));
@@ -536,7 +545,7 @@ async fn run_against(
             },
         ),
         _ => {
-            let mut target = prepare_database(opts, sink, database_url).await?;
+            let mut target = prepare_database(opts, sink, database_url, &keys).await?;
             let (running, p) = start_server(opts, env).await?;
             port = p;
             target.base = format!("http://127.0.0.1:{port}/api/v1");

@@ -87,6 +87,7 @@ impl ResponseError for PageError {
             PageError::Store(
                 store::StoreError::Conflict { .. } | store::StoreError::EndpointDisabled { .. },
             ) => StatusCode::CONFLICT,
+            PageError::Store(store::StoreError::Sealed(_)) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -129,6 +130,16 @@ impl PageError {
                  waiting deliveries then go out too."
                     .to_owned(),
             ),
+            PageError::Store(e @ store::StoreError::Sealed(_)) => {
+                tracing::error!(error = %e, "a sealed secret does not open");
+                (
+                    "This endpoint's secrets cannot be read",
+                    "Its signing secret or a header value is sealed under a key this server \
+                     was not given, or was altered. Nothing is sent to it until the operator \
+                     adds the key; the server's log names it."
+                        .to_owned(),
+                )
+            }
             PageError::Store(store::StoreError::Conflict { field }) => (
                 "That did not work",
                 format!("That {field} is already taken."),

@@ -233,7 +233,11 @@ fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, 
 }
 
 /// The form's values for a stored endpoint.
-fn values_of(ep: &endpoint::Model) -> Result<EndpointFormValues, store::StoreError> {
+/// The form's values for `ep`, with its `headers` (opened: [`store::Store::endpoint_headers`]).
+fn values_of(
+    ep: &endpoint::Model,
+    headers: std::collections::BTreeMap<String, String>,
+) -> Result<EndpointFormValues, store::StoreError> {
     let list = |v: Option<Vec<String>>| v.map(|v| v.join(", ")).unwrap_or_default();
     Ok(EndpointFormValues {
         csrf: String::new(),
@@ -251,8 +255,7 @@ fn values_of(ep: &endpoint::Model) -> Result<EndpointFormValues, store::StoreErr
             .unwrap_or_default(),
         throttle_rate: ep.throttle_rate.map(|n| n.to_string()).unwrap_or_default(),
         retry_policy: ep.retry_policy.clone().unwrap_or_default(),
-        headers: ep
-            .headers()?
+        headers: headers
             .iter()
             .map(|(k, v)| format!("{k}: {v}"))
             .collect::<Vec<_>>()
@@ -382,8 +385,9 @@ pub async fn edit_form(
     session: Session,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
-    let (app, ep) = load(session::store_of(&req)?, &session, &path.0, &path.1).await?;
-    let values = values_of(&ep)?;
+    let store = session::store_of(&req)?;
+    let (app, ep) = load(store, &session, &path.0, &path.1).await?;
+    let values = values_of(&ep, store.endpoint_headers(&ep)?)?;
     form_page(
         &req,
         session,
@@ -409,7 +413,7 @@ pub async fn update_endpoint(
     let cfg = service_config(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
     let form = form.into_inner();
-    let base = service::endpoints::as_new(&ep)?;
+    let base = service::endpoints::as_new(store, &ep)?;
     let ep_id = ep.id;
     let new = match parse_form(&form, base) {
         Ok(new) => new,
@@ -603,14 +607,13 @@ mod tests {
                 .channels
                 .as_ref()
                 .map(|t| serde_json::to_string(t).unwrap()),
-            headers: serde_json::to_string(&new.headers).unwrap(),
             throttle_rate: new.throttle_rate,
             max_concurrency: new.max_concurrency,
             timeout_ms: new.timeout_ms,
             retry_policy: new.retry_policy.clone(),
             ..store::testing::endpoint_model("ep_1", &new.url)
         };
-        let shown = values_of(&ep).expect("readable");
+        let shown = values_of(&ep, new.headers.clone()).expect("readable");
         assert_eq!(shown.event_types, "user.created, invoice.paid");
         assert_eq!(shown.timeout, "2500ms");
         let again = parse_form(&shown, NewEndpoint::default()).expect("valid");

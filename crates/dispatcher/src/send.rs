@@ -44,10 +44,14 @@ impl Prepared {
     ) -> Prepared {
         let (allow, https_only) = (&cfg.allow_networks, cfg.https_only);
         let e = &ep.endpoint;
-        let stored = e
-            .headers()
-            .and_then(|h| Ok((h, e.status_overrides()?)))
-            .map_err(|err| (ErrorKind::Http, err.to_string()));
+        let stored = match &ep.unreadable {
+            Some(why) => Err(why.clone()),
+            None => e
+                .status_overrides()
+                .map(|o| (ep.headers.clone(), o))
+                .map_err(|err| err.to_string()),
+        }
+        .map_err(|why| (ErrorKind::Http, why));
         let (headers, overrides, url) = match stored {
             Ok((h, o)) => (
                 h,
@@ -350,10 +354,11 @@ mod tests {
         let mut endpoint = store::testing::endpoint_model("ep_1", url);
         endpoint.headers = headers.into();
         endpoint.status_overrides = overrides.map(str::to_owned);
-        let ep = DispatchEndpoint {
+        let ep = DispatchEndpoint::new(
             endpoint,
-            secrets: vec![SECRET.into(), "not a secret".into(), SECRET.into()],
-        };
+            Ok(vec![SECRET.into(), "not a secret".into(), SECRET.into()]),
+            &store::testing::keys(),
+        );
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse(allow).unwrap());
         Prepared::new(ep, &cfg, None)
     }
@@ -394,10 +399,11 @@ mod tests {
         let receiver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         receiver.set_nonblocking(true).unwrap();
         let url = format!("http://{}/h", receiver.local_addr().unwrap());
-        let ep = DispatchEndpoint {
-            endpoint: store::testing::endpoint_model("ep_1", &url),
-            secrets: vec![SECRET.into()],
-        };
+        let ep = DispatchEndpoint::new(
+            store::testing::endpoint_model("ep_1", &url),
+            Ok(vec![SECRET.into()]),
+            &store::testing::keys(),
+        );
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
         let target = Prepared::new(ep, &cfg, None);
         let msg = message::Model {
@@ -432,10 +438,8 @@ mod tests {
         let sent = |endpoint_choice: Option<SignatureHeaders>, server: SignatureHeaders| {
             let mut endpoint = store::testing::endpoint_model("ep_1", "http://127.0.0.1:9/h");
             endpoint.signature_headers = endpoint_choice;
-            let ep = DispatchEndpoint {
-                endpoint,
-                secrets: vec![SECRET.into()],
-            };
+            let ep =
+                DispatchEndpoint::new(endpoint, Ok(vec![SECRET.into()]), &store::testing::keys());
             let mut cfg =
                 DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
             cfg.signature_headers = server;
@@ -505,10 +509,8 @@ mod tests {
         let retries_401 = |own: Option<&str>, tenant: Option<StatusPreset>, server| {
             let mut endpoint = store::testing::endpoint_model("ep_1", "http://127.0.0.1:9/h");
             endpoint.status_overrides = own.map(str::to_owned);
-            let ep = DispatchEndpoint {
-                endpoint,
-                secrets: vec![SECRET.into()],
-            };
+            let ep =
+                DispatchEndpoint::new(endpoint, Ok(vec![SECRET.into()]), &store::testing::keys());
             let mut cfg =
                 DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
             cfg.status_preset = server;

@@ -21,6 +21,7 @@ pub mod retention;
 pub mod retry;
 pub mod retry_after;
 pub mod routing;
+pub mod seal;
 pub mod signing;
 pub mod time;
 

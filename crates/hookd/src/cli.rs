@@ -1,4 +1,5 @@
-//! The command line: `serve`, `migrate`, `tenant create`, `config`.
+//! The command line: `serve`, `migrate`, `prune`, `rekey`, `tenant create`, `config`, `sink`,
+//! `bench`.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -62,6 +63,13 @@ pub enum Command {
         /// Count what would be removed by retention; change nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Seal every stored secret under the first of secret_keys: values stored before sealing
+    /// and values sealed under an older key. Runs beside a live hookd, in short batches. Then
+    /// the older key can be dropped from secret_keys.
+    Rekey {
+        #[command(flatten)]
+        db: DbArgs,
     },
     /// Manage tenants.
     Tenant {
@@ -213,6 +221,7 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
         },
         Command::Migrate { db }
         | Command::Prune { db, .. }
+        | Command::Rekey { db }
         | Command::Tenant {
             command: TenantCommand::Create { db, .. },
         } => Overrides {
@@ -227,6 +236,7 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Serve { .. } => serve_runtime()?.block_on(serve(settings)),
         Command::Migrate { .. } => runtime()?.block_on(migrate(settings)),
         Command::Prune { dry_run, .. } => runtime()?.block_on(prune(settings, dry_run)),
+        Command::Rekey { .. } => runtime()?.block_on(rekey(settings)),
         Command::Tenant {
             command: TenantCommand::Create {
                 name, email, json, ..
@@ -441,6 +451,31 @@ async fn migrate(settings: Settings) -> Result<(), BoxError> {
         );
     }
     store.close().await?;
+    Ok(())
+}
+
+async fn rekey(settings: Settings) -> Result<(), BoxError> {
+    let store = open_store(&settings).await?;
+    if *store.key_source() == store::KeySource::Process {
+        return Err("hookd rekey needs the servers' secret_keys (or secret_keys_file)".into());
+    }
+    let current = store.keyring().current_id().to_owned();
+    let r = store
+        .system()
+        .reseal(store::Reseal::All, crate::startup::RESEAL_BATCH)
+        .await?;
+    store.close().await?;
+    println!(
+        "read {} stored secrets: {} re-sealed from an older key and {} sealed for the first time under key {:?}; {} were already under it",
+        r.seen,
+        r.rekeyed,
+        r.sealed_plain,
+        current,
+        r.seen - r.rekeyed - r.sealed_plain - r.unknown_keys.values().sum::<u64>(),
+    );
+    if !r.unknown_keys.is_empty() {
+        return Err(crate::startup::unknown_keys_text(&r.unknown_keys).into());
+    }
     Ok(())
 }
 

@@ -227,6 +227,16 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "send every delivery through this proxy: http://HOST:PORT, https://HOST:PORT or socks5://HOST:PORT (user:pass@ allowed); it must enforce egress rules itself, as it resolves endpoint names. HTTP_PROXY and the like are never used",
     },
     SettingSpec {
+        name: "secret_keys",
+        default: "",
+        help: "keys that seal endpoint secrets and header values at rest: `id:base64` (32+ random bytes, e.g. `k1:$(openssl rand -base64 32)`), several separated by commas; the first seals, the others only open (rotation: put the new key first, run `hookd rekey`, then drop the old one). Empty on SQLite: the key file hookd.key beside the database, made on first start. Required on PostgreSQL",
+    },
+    SettingSpec {
+        name: "secret_keys_file",
+        default: "",
+        help: "a file holding secret_keys (one key per line), e.g. a mounted Docker or Kubernetes secret; instead of secret_keys",
+    },
+    SettingSpec {
         name: "log_level",
         default: "info",
         help: "a tracing filter: error, warn, info, debug, or e.g. info,store=debug",
@@ -284,6 +294,9 @@ pub struct Settings {
     pub metrics_bind: Option<SocketAddr>,
     pub metrics_token: Option<SecretString>,
     pub delivery_proxy: Option<SecretString>,
+    /// `secret_keys` or the keys in `secret_keys_file`; `None`: the store's default (the key
+    /// file beside a SQLite database).
+    pub secret_keys: Option<domain::seal::Keyring>,
 }
 
 /// A setting that could not be used. The message names the setting and its source.
@@ -617,6 +630,7 @@ impl Settings {
                 }
                 Ok(Some(SecretString::from(v.to_owned())))
             })?,
+            secret_keys: secret_keys(get("secret_keys"), get("secret_keys_file"))?,
             metrics_token: field("metrics_token", get("metrics_token"), |v| {
                 if v.is_empty() {
                     Ok(None)
@@ -743,6 +757,17 @@ impl Settings {
                 self.metrics_bind.map(|a| a.to_string()).unwrap_or_default(),
             ),
             (
+                "secret_keys",
+                match &self.secret_keys {
+                    Some(keys) => format!(
+                        "(set: {}; {} seals)",
+                        keys.ids().join(", "),
+                        keys.current_id()
+                    ),
+                    None => String::new(),
+                },
+            ),
+            (
                 "metrics_token",
                 if self.metrics_token.is_some() {
                     "(set)"
@@ -854,14 +879,36 @@ fn field<T>(
 ) -> Result<T, ConfigError> {
     parse(raw.value.trim()).map_err(|reason| ConfigError::Invalid {
         setting,
-        value: if setting == "database_url" {
-            store::redact_url(&raw.value)
-        } else {
-            raw.value.clone()
-        },
+        value: shown(setting, &raw.value),
         source_name: raw.source.clone(),
         reason,
     })
+}
+
+/// A setting's value as error messages may show it: URLs without their password, keys and
+/// tokens not at all.
+fn shown(setting: &str, value: &str) -> String {
+    match setting {
+        "database_url" | "smtp_url" | "delivery_proxy" => store::redact_url(value),
+        "secret_keys" | "metrics_token" => "(hidden)".to_owned(),
+        _ => value.to_owned(),
+    }
+}
+
+/// `secret_keys`, or the keys in the file `secret_keys_file` names; not both.
+fn secret_keys(keys: &Raw, file: &Raw) -> Result<Option<domain::seal::Keyring>, ConfigError> {
+    let parse = |text: &str| domain::seal::Keyring::parse(text).map_err(|e| e.to_string());
+    match (keys.value.trim(), file.value.trim()) {
+        ("", "") => Ok(None),
+        (_, "") => field("secret_keys", keys, |v| parse(v).map(Some)),
+        ("", path) => field("secret_keys_file", file, |_| {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
+            parse(&text).map(Some)
+        }),
+        _ => field("secret_keys_file", file, |_| {
+            Err("set either secret_keys or secret_keys_file, not both".to_owned())
+        }),
+    }
 }
 
 /// Reads a flat TOML table; scalars become their text form so that every layer parses alike.
@@ -1132,5 +1179,50 @@ mod tests {
             text.contains("postgres://u:***@db/hookd") && !text.contains("hunter2"),
             "{text}"
         );
+    }
+
+    const KEY: &str = "k2:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+
+    #[test]
+    fn secret_keys_come_from_the_setting_or_a_file_and_are_never_shown() {
+        let load =
+            |pairs: &[(&str, &str)]| Settings::load_from(None, &env(pairs), &Overrides::default());
+        assert!(load(&[]).unwrap().secret_keys.is_none());
+        let old = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        let both = format!("{KEY},{old}");
+        let s = load(&[("HOOKD_SECRET_KEYS", &both)]).unwrap();
+        assert_eq!(s.secret_keys.as_ref().unwrap().ids(), vec!["k2", "k1"]);
+        let text = s.describe();
+        assert!(text.contains("k2, k1; k2 seals"), "{text}");
+        assert!(
+            !text.contains("ICEiIy") && !text.contains("AAECAw"),
+            "{text}"
+        );
+        let f = file(&format!("# rotated 2026-11\n{KEY}\n{old}\n"));
+        let path = f.path().display().to_string();
+        let s = load(&[("HOOKD_SECRET_KEYS_FILE", &path)]).unwrap();
+        assert_eq!(s.secret_keys.unwrap().current_id(), "k2");
+        // Errors name the setting, never the key.
+        let short = "k3:c2hvcnRrZXlzaG9ydGtleQ==";
+        let err = load(&[("HOOKD_SECRET_KEYS", short)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("secret_keys") && err.contains("at least 32"),
+            "{err}"
+        );
+        assert!(!err.contains("c2hvcnRr"), "{err}");
+        let err = load(&[
+            ("HOOKD_SECRET_KEYS", KEY),
+            ("HOOKD_SECRET_KEYS_FILE", &path),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("not both"), "{err}");
+        assert!(!err.contains("ICEiIy"), "{err}");
+        let err = load(&[("HOOKD_SECRET_KEYS_FILE", "/nonexistent/keys")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot read it"), "{err}");
     }
 }

@@ -45,9 +45,69 @@ pub enum StartError {
 pub async fn open_store(settings: &Settings) -> Result<Store, store::StoreError> {
     let opts = ConnectOptions {
         max_connections: settings.db_max_connections,
+        keys: settings.secret_keys.clone(),
         ..ConnectOptions::default()
     };
     Store::connect(settings.database_url.expose_secret(), &opts).await
+}
+
+/// How many stored secrets [`seal_at_start`] and `hookd rekey` read per transaction.
+pub const RESEAL_BATCH: u64 = 500;
+
+/// Before serving: the keys must be ones every process shares (configured, or the key file of
+/// a single machine), what was stored before sealing existed is sealed now, and nothing may be
+/// sealed under a key this process was not given: it would fail every delivery to its
+/// endpoint, so hookd refuses to start and names the key instead.
+pub async fn seal_at_start(store: &Store) -> Result<(), StartError> {
+    match store.key_source() {
+        store::KeySource::Process => {
+            return Err(StartError::Config(
+                "secret_keys (or secret_keys_file) must be set on PostgreSQL: every hookd \
+                 process on the database seals and opens secrets with the same keys. Make one \
+                 with: echo \"k1:$(openssl rand -base64 32)\""
+                    .to_owned(),
+            ));
+        }
+        store::KeySource::File {
+            path,
+            generated: true,
+        } => tracing::warn!(
+            key_file = %path.display(),
+            "NO secret_keys SET: generated a key to seal endpoint secrets at rest and saved it \
+             in the key file. Back it up apart from the database: without it no stored secret \
+             can be read. To move it into your settings, set secret_keys to the file's line \
+             (or secret_keys_file to its path)."
+        ),
+        _ => {}
+    }
+    let r = store
+        .system()
+        .reseal(store::Reseal::PlainOnly, RESEAL_BATCH)
+        .await?;
+    if r.sealed_plain > 0 {
+        tracing::info!(
+            sealed = r.sealed_plain,
+            key = store.keyring().current_id(),
+            "sealed the secrets stored before sealing at rest"
+        );
+    }
+    if !r.unknown_keys.is_empty() {
+        return Err(StartError::Config(unknown_keys_text(&r.unknown_keys)));
+    }
+    Ok(())
+}
+
+/// Names the keys values are sealed under that this process was not given.
+pub fn unknown_keys_text(unknown: &std::collections::BTreeMap<String, u64>) -> String {
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|(id, n)| format!("{n} under key {id:?}"))
+        .collect();
+    format!(
+        "stored secrets are sealed under keys not in secret_keys ({}); add those keys (after \
+         the first, which seals) and start again",
+        list.join(", ")
+    )
 }
 
 /// Runs every request (API, dashboard, metrics) in the `request` span naming its method and
@@ -78,6 +138,7 @@ impl Application {
     pub async fn build(settings: &Settings) -> Result<Application, StartError> {
         let store = open_store(settings).await?;
         store.migrate().await?;
+        seal_at_start(&store).await?;
         let new_work = Arc::new(Notify::new());
         let node = domain::ids::NodeId::new().to_string();
         let (stop_workers, stop_rx) = watch::channel(false);

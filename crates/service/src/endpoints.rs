@@ -129,8 +129,8 @@ async fn known_event_types(
     )]))
 }
 
-/// The endpoint as a `NewEndpoint`, for read-modify-write updates.
-pub fn as_new(ep: &endpoint::Model) -> Result<NewEndpoint> {
+/// The endpoint as a `NewEndpoint` (its headers opened), for read-modify-write updates.
+pub fn as_new(store: &Store, ep: &endpoint::Model) -> Result<NewEndpoint> {
     Ok(NewEndpoint {
         url: ep.url.clone(),
         uid: ep.uid.clone(),
@@ -138,7 +138,7 @@ pub fn as_new(ep: &endpoint::Model) -> Result<NewEndpoint> {
         version: ep.version,
         filter_types: ep.filter_types()?,
         channels: ep.channels()?,
-        headers: ep.headers()?,
+        headers: store.endpoint_headers(ep)?,
         metadata: ep.metadata()?,
         disabled: ep.disabled,
         throttle_rate: ep.throttle_rate,

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use crate::entities::{application, endpoint, event_type, job, message};
 use crate::{Result, StoreError};
 
-fn decode<T: DeserializeOwned>(
+pub(crate) fn decode<T: DeserializeOwned>(
     table: &str,
     id: &dyn std::fmt::Display,
     column: &str,
@@ -45,8 +45,9 @@ impl endpoint::Model {
         decode_opt("endpoint", &self.id, "channels", &self.channels)
     }
 
-    /// Its custom headers, sent with every delivery.
-    pub fn headers(&self) -> Result<BTreeMap<String, String>> {
+    /// Its custom headers as stored: the values sealed ([`crate::Store::endpoint_headers`]
+    /// opens them).
+    pub(crate) fn stored_headers(&self) -> Result<BTreeMap<String, String>> {
         decode("endpoint", &self.id, "headers", &self.headers)
     }
 
@@ -175,7 +176,7 @@ mod tests {
             headers: "{not json".into(),
             ..crate::testing::endpoint_model("ep_1", "https://example.com/hook")
         };
-        let err = ep.headers().unwrap_err().to_string();
+        let err = ep.stored_headers().unwrap_err().to_string();
         assert!(
             err.contains(&ep.id.to_string()) && err.contains("headers"),
             "{err}"

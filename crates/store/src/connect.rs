@@ -58,6 +58,9 @@ pub(crate) const SQLITE_PRAGMAS: &[(&str, &str)] = &[
 pub struct ConnectOptions {
     pub max_connections: u32,
     pub acquire_timeout: Duration,
+    /// The keys that seal secrets at rest; `None`: the key file beside a SQLite database
+    /// (made when missing), or a key of this process only on PostgreSQL (see `sealed`).
+    pub keys: Option<domain::seal::Keyring>,
 }
 
 impl Default for ConnectOptions {
@@ -65,6 +68,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
+            keys: None,
         }
     }
 }

@@ -22,6 +22,13 @@ pub enum StoreError {
     },
     #[error("cannot connect to the database at {url}: {detail}")]
     Connect { url: String, detail: String },
+    /// A sealed secret that does not open: the key that sealed it is not configured (the
+    /// message names it), or the value was altered.
+    #[error("{0}")]
+    Sealed(domain::seal::OpenError),
+    /// The keys for sealed secrets cannot be had (the message says why).
+    #[error("{0}")]
+    Keys(String),
     #[error("stored data is not valid: {0}")]
     Corrupt(String),
     #[error("database error: {0}")]

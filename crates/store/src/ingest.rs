@@ -142,10 +142,14 @@ pub(crate) fn write_lite_batch(
 ) {
     let handoff = store.current_handoff();
     let (inputs, replies) = split(jobs);
-    let written = create_messages_lite(conn, &inputs, handoff.as_ref());
+    let keys = &store.seal;
+    let written = create_messages_lite(conn, &inputs, handoff.as_ref(), keys);
     for (input, reply) in answer_or_split(inputs, replies, written) {
         let one = std::slice::from_ref(&input);
-        answer_one(reply, create_messages_lite(conn, one, handoff.as_ref()));
+        answer_one(
+            reply,
+            create_messages_lite(conn, one, handoff.as_ref(), keys),
+        );
     }
 }
 
@@ -332,7 +336,7 @@ impl Store {
         created.number(seqs.into_iter().collect());
         if !created.handed.is_empty() {
             let secrets = secret_rows(parse("secrets")?)?;
-            created.attach_endpoints(endpoints_of, secrets, now);
+            created.attach_endpoints(endpoints_of, secrets, now, &self.seal);
         }
         Ok(created)
     }
@@ -454,6 +458,7 @@ fn create_messages_lite(
     conn: &mut rusqlite::Connection,
     inputs: &[Input],
     handoff: Option<&Handoff>,
+    keys: &domain::seal::Keyring,
 ) -> Result<Created> {
     use crate::lite;
     let backend = DbBackend::Sqlite;
@@ -485,7 +490,7 @@ fn create_messages_lite(
     }
     if let Some(secrets) = created.secrets_query() {
         let secrets = lite::query_secrets(&txn, &secrets.build(backend))?;
-        created.attach_endpoints(endpoints_of, secrets, now);
+        created.attach_endpoints(endpoints_of, secrets, now, keys);
     }
     txn.commit()?;
     Ok(created)
@@ -701,9 +706,10 @@ impl Created {
         endpoints_of: HashMap<ApplicationId, Vec<endpoint::Model>>,
         secrets: Vec<endpoint_secret::Model>,
         now: Timestamp,
+        keys: &domain::seal::Keyring,
     ) {
         let endpoints = endpoints_of.into_values().flatten().collect();
-        self.endpoints = crate::queue::with_secrets(endpoints, secrets, now)
+        self.endpoints = crate::queue::with_secrets(endpoints, secrets, now, keys)
             .into_iter()
             .map(|(id, ep)| (id, std::sync::Arc::new(ep)))
             .collect();
@@ -809,10 +815,13 @@ impl Store {
     /// transaction on the pool. Nothing is handed to a dispatcher.
     async fn create_batch(&self, inputs: Vec<Input>) -> Result<Vec<Result<CreatedMessage>>> {
         match (&self.lite, self.backend) {
-            (Some(lite), _) => Ok(lite
-                .run(move |conn| create_messages_lite(conn, &inputs, None))
-                .await?
-                .finish()),
+            (Some(lite), _) => {
+                let keys = self.seal.clone();
+                Ok(lite
+                    .run(move |conn| create_messages_lite(conn, &inputs, None, &keys))
+                    .await?
+                    .finish())
+            }
             (None, crate::Backend::Postgres) => {
                 Ok(self.create_messages_at_once(&inputs, None).await?.finish())
             }

@@ -23,6 +23,7 @@ mod queue;
 mod recovery;
 mod resources;
 mod retention;
+mod sealed;
 mod stats;
 mod sweep;
 mod tenants;
@@ -48,6 +49,7 @@ pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
 pub use recovery::{AttemptFilter, DeliveryStats};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
 pub use retention::{Pruned, Reclaim};
+pub use sealed::{KEY_FILE, KeySource, Reseal, Resealed};
 pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};
 pub use sweep::{Horizons, Swept};
 pub use tenants::{NewTenant, hash_token};
@@ -87,6 +89,9 @@ pub struct Store {
     stopped: std::sync::Arc<gate::StoppedEndpoints>,
     /// Held by the WAL checkpointer while it checkpoints; `true` once `close` stopped it.
     checkpointer: std::sync::Arc<tokio::sync::Mutex<bool>>,
+    /// The keys secrets are sealed under at rest (see `sealed`), and where they came from.
+    seal: sealed::SharedKeys,
+    key_source: std::sync::Arc<KeySource>,
 }
 
 /// A turn at SQLite's single writer, from [`Store::write_turn`]; writes made in it do not wait
@@ -137,6 +142,11 @@ impl Store {
     /// created when missing.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {
         let (db, backend, sqlite_file) = connect::connect(url, opts).await?;
+        let (keys, key_source) = match (&opts.keys, &sqlite_file) {
+            (Some(keys), _) => (keys.clone(), KeySource::Configured),
+            (None, Some(file)) if file.as_os_str() != ":memory:" => sealed::key_file_keys(file)?,
+            (None, _) => (sealed::process_keys(), KeySource::Process),
+        };
         let mut store = Store {
             db,
             backend,
@@ -150,6 +160,8 @@ impl Store {
             presets: Default::default(),
             stopped: Default::default(),
             checkpointer: Default::default(),
+            seal: std::sync::Arc::new(keys),
+            key_source: std::sync::Arc::new(key_source),
         };
         match sqlite_file {
             Some(file) => {

@@ -160,41 +160,68 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
     }
 }
 
-/// An endpoint with its signing secrets, as the dispatcher needs it.
+/// An endpoint with its signing secrets and custom headers opened, as the dispatcher needs it.
 #[derive(Clone, Debug)]
 pub struct DispatchEndpoint {
     pub endpoint: endpoint::Model,
     /// Current first, then any previous secret still in its grace period.
     pub secrets: Vec<String>,
+    /// Its custom headers.
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Why its secrets or headers cannot be read (a key that is not configured, a value
+    /// altered, unreadable JSON): nothing is sent to it without them; each attempt fails with
+    /// this reason.
+    pub unreadable: Option<String>,
 }
 
-/// Pairs endpoints with their signing secrets: current first, then any previous one still in
-/// its grace period at `now`. An endpoint always has a live secret, so one found without any
-/// was deleted between the two reads (its secrets go with it): it is left out, as if not
-/// found, rather than sent unsigned.
+impl DispatchEndpoint {
+    /// `endpoint` with its opened `secrets` (or why they cannot be opened), its headers
+    /// opened with `keys`.
+    pub fn new(
+        endpoint: endpoint::Model,
+        secrets: Result<Vec<String>>,
+        keys: &domain::seal::Keyring,
+    ) -> DispatchEndpoint {
+        let opened = secrets.and_then(|s| {
+            let stored = endpoint.stored_headers()?;
+            Ok((s, crate::sealed::open_headers(keys, &endpoint.id, stored)?))
+        });
+        let (secrets, headers, unreadable) = match opened {
+            Ok((s, h)) => (s, h, None),
+            Err(err) => (Vec::new(), Default::default(), Some(err.to_string())),
+        };
+        DispatchEndpoint {
+            endpoint,
+            secrets,
+            headers,
+            unreadable,
+        }
+    }
+}
+
+/// Pairs endpoints with their signing secrets (opened with `keys`): current first, then any
+/// previous one still in its grace period at `now`. An endpoint always has a live secret, so
+/// one found without any was deleted between the two reads (its secrets go with it): it is
+/// left out, as if not found, rather than sent unsigned.
 pub(crate) fn with_secrets(
     endpoints: Vec<endpoint::Model>,
     mut secrets: Vec<endpoint_secret::Model>,
     now: Timestamp,
+    keys: &domain::seal::Keyring,
 ) -> HashMap<EndpointId, DispatchEndpoint> {
     secrets.sort_by_key(|s| std::cmp::Reverse(s.id));
-    let mut by_endpoint: HashMap<EndpointId, Vec<String>> = HashMap::new();
+    let mut by_endpoint: HashMap<EndpointId, Vec<Result<String>>> = HashMap::new();
     for s in secrets {
         if s.expires_at.is_none_or(|e| e > now.as_millis()) {
-            by_endpoint.entry(s.endpoint_id).or_default().push(s.secret);
+            let opened = crate::sealed::open_secret(keys, &s);
+            by_endpoint.entry(s.endpoint_id).or_default().push(opened);
         }
     }
     endpoints
         .into_iter()
         .filter_map(|e| {
-            let secrets = by_endpoint.remove(&e.id)?;
-            Some((
-                e.id,
-                DispatchEndpoint {
-                    endpoint: e,
-                    secrets,
-                },
-            ))
+            let secrets = by_endpoint.remove(&e.id)?.into_iter().collect();
+            Some((e.id, DispatchEndpoint::new(e, secrets, keys)))
         })
         .collect()
 }
@@ -683,7 +710,7 @@ impl crate::System<'_> {
             .filter(endpoint_secret::Column::EndpointId.is_in(ids.iter().copied()))
             .all(&self.db)
             .await?;
-        Ok(with_secrets(endpoints, secrets, now))
+        Ok(with_secrets(endpoints, secrets, now, &self.seal))
     }
 
     /// Writes a batch of attempt results in one transaction: the attempts, each delivery's new
@@ -1020,6 +1047,7 @@ mod tests {
                 secret("s3", "ep_a", None),
             ],
             now,
+            &crate::testing::keys(),
         );
         assert_eq!(
             found[&crate::testing::named::<EndpointId>("ep_a")].secrets,
@@ -1029,5 +1057,32 @@ mod tests {
             !found.contains_key(&crate::testing::named::<EndpointId>("ep_gone")),
             "deleted between the two reads: not sent unsigned"
         );
+    }
+
+    #[test]
+    fn secrets_and_headers_are_opened_and_a_key_not_configured_is_named_not_sent_without() {
+        let keys = crate::testing::keys();
+        let other =
+            domain::seal::Keyring::parse("gone:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=")
+                .unwrap();
+        let now = Timestamp::from_millis(1_000);
+        let mut a = crate::testing::endpoint_model("ep_a", "https://example.com/");
+        let headers = [("X-Token".to_owned(), "t0ken".to_owned())].into();
+        a.headers = crate::sealed::seal_headers(&keys, &a.id, &headers);
+        assert!(!a.headers.contains("t0ken"), "{}", a.headers);
+        let b = crate::testing::endpoint_model("ep_b", "https://example.com/");
+        let mut sa = secret("s1", "ep_a", None);
+        sa.secret = crate::sealed::seal_secret(&keys, &sa.id, "whsec_sealed");
+        let mut sb = secret("s2", "ep_b", None);
+        sb.secret = crate::sealed::seal_secret(&other, &sb.id, "whsec_other");
+        let found = with_secrets(vec![a, b], vec![sa, sb], now, &keys);
+        let a = &found[&crate::testing::named::<EndpointId>("ep_a")];
+        assert_eq!(a.secrets, vec!["whsec_sealed"]);
+        assert_eq!(a.headers, headers);
+        assert_eq!(a.unreadable, None);
+        let b = &found[&crate::testing::named::<EndpointId>("ep_b")];
+        assert!(b.secrets.is_empty());
+        let why = b.unreadable.clone().unwrap();
+        assert!(why.contains("\"gone\""), "{why}");
     }
 }

@@ -363,7 +363,7 @@ impl Store {
             version: Set(new.version),
             filter_types: Set(new.filter_types.map(|v| to_json(&v))),
             channels: Set(new.channels.map(|v| to_json(&v))),
-            headers: Set(to_json(&new.headers)),
+            headers: Set(crate::sealed::seal_headers(&self.seal, &id, &new.headers)),
             metadata: Set(to_json(&new.metadata)),
             disabled: Set(new.disabled),
             disabled_reason: Set(new.disabled.then(|| "disabled by the tenant".to_owned())),
@@ -383,7 +383,7 @@ impl Store {
         };
         let txn = self.write_txn().await?;
         let created = model.insert(&*txn).await.map_err(conflict_as("uid"))?;
-        insert_secret(&*txn, tenant, id, secret, now).await?;
+        insert_secret(&*txn, &self.seal, tenant, id, secret, now).await?;
         txn.commit().await?;
         Ok(created)
     }
@@ -451,6 +451,7 @@ impl Store {
     ) -> Result<endpoint::Model> {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
         let disabled = new.disabled;
+        let headers = crate::sealed::seal_headers(&self.seal, &current.id, &new.headers);
         self.write_endpoint(current, move |model, was_disabled, now| {
             model.uid = Set(new.uid);
             model.url = Set(new.url);
@@ -458,7 +459,7 @@ impl Store {
             model.version = Set(new.version);
             model.filter_types = Set(new.filter_types.map(|v| to_json(&v)));
             model.channels = Set(new.channels.map(|v| to_json(&v)));
-            model.headers = Set(to_json(&new.headers));
+            model.headers = Set(headers);
             model.metadata = Set(to_json(&new.metadata));
             model.throttle_rate = Set(new.throttle_rate);
             model.max_concurrency = Set(new.max_concurrency);
@@ -552,15 +553,15 @@ impl Store {
         .await
     }
 
-    /// The secrets that sign right now: the current one first, then any previous one still
-    /// inside its rotation grace period.
+    /// The secrets that sign right now, opened: the current one first, then any previous one
+    /// still inside its rotation grace period.
     pub async fn active_secrets(
         &self,
         tenant: TenantId,
         endpoint_id: EndpointId,
         now: Timestamp,
     ) -> Result<Vec<endpoint_secret::Model>> {
-        Ok(endpoint_secret::Entity::find_in(tenant)
+        let rows = endpoint_secret::Entity::find_in(tenant)
             .filter(endpoint_secret::Column::EndpointId.eq(endpoint_id))
             .filter(
                 Condition::any()
@@ -569,7 +570,13 @@ impl Store {
             )
             .order_by_desc(endpoint_secret::Column::Id)
             .all(&self.db)
-            .await?)
+            .await?;
+        rows.into_iter()
+            .map(|mut row| {
+                row.secret = crate::sealed::open_secret(&self.seal, &row)?;
+                Ok(row)
+            })
+            .collect()
     }
 
     /// Makes `new_secret` current; the old current secret keeps signing for `grace`.
@@ -591,7 +598,15 @@ impl Store {
             .filter(endpoint_secret::Column::ExpiresAt.is_null())
             .exec(&*txn)
             .await?;
-        insert_secret(&*txn, tenant, endpoint_id, new_secret, now.as_millis()).await?;
+        insert_secret(
+            &*txn,
+            &self.seal,
+            tenant,
+            endpoint_id,
+            new_secret,
+            now.as_millis(),
+        )
+        .await?;
         txn.commit().await?;
         Ok(())
     }
@@ -620,16 +635,18 @@ fn apply_disabled(
 
 async fn insert_secret(
     db: &impl sea_orm::ConnectionTrait,
+    keys: &domain::seal::Keyring,
     tenant: TenantId,
     endpoint_id: EndpointId,
     secret: &str,
     now: i64,
 ) -> Result<()> {
+    let id = SecretId::new();
     endpoint_secret::ActiveModel {
-        id: Set(SecretId::new()),
+        id: Set(id),
         tenant_id: Set(tenant),
         endpoint_id: Set(endpoint_id),
-        secret: Set(secret.to_owned()),
+        secret: Set(crate::sealed::seal_secret(keys, &id, secret)),
         created_at: Set(now),
         expires_at: Set(None),
     }

@@ -14,6 +14,17 @@ pub fn postgres_url() -> Option<String> {
     std::env::var(POSTGRES_ENV).ok().filter(|s| !s.is_empty())
 }
 
+/// The keys test databases seal secrets under; servers tests start on them get them as
+/// `HOOKD_SECRET_KEYS` ([`SERVER_ENV`]).
+pub const TEST_KEYS: &str = "test:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+pub fn keys() -> domain::seal::Keyring {
+    domain::seal::Keyring::parse(TEST_KEYS).expect("valid test keys")
+}
+
+/// The setting a hookd started on a test database needs to open what tests sealed.
+pub const SERVER_ENV: (&str, &str) = ("HOOKD_SECRET_KEYS", TEST_KEYS);
+
 /// A migrated, empty database that disappears with this value.
 pub struct TestDb {
     pub store: Store,
@@ -27,7 +38,7 @@ impl TestDb {
     pub async fn sqlite() -> TestDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}/hookd.db", dir.path().display());
-        let store = Store::connect(&url, &ConnectOptions::default())
+        let store = Store::connect(&url, &with_keys(ConnectOptions::default()))
             .await
             .expect("open sqlite");
         store.migrate().await.expect("migrate sqlite");
@@ -80,9 +91,17 @@ impl TestDb {
 }
 
 fn small_pool() -> ConnectOptions {
-    ConnectOptions {
+    with_keys(ConnectOptions {
         max_connections: 4,
         ..ConnectOptions::default()
+    })
+}
+
+/// `opts` sealing under [`TEST_KEYS`].
+pub fn with_keys(opts: ConnectOptions) -> ConnectOptions {
+    ConnectOptions {
+        keys: Some(keys()),
+        ..opts
     }
 }
 

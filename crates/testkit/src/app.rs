@@ -38,6 +38,7 @@ impl TestApp {
             // API tests look at deliveries as the API leaves them; delivery tests add the
             // dispatcher with HOOKD_ROLES=all.
             ("HOOKD_ROLES", "api,scheduler"),
+            store::testing::SERVER_ENV,
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -186,7 +186,7 @@ pub async fn patch(
     }: AppEndpoint,
     JsonBody(p): JsonBody<EndpointPatch>,
 ) -> Result<HttpResponse, ApiError> {
-    let cur = eps::as_new(&current)?;
+    let cur = eps::as_new(&store, &current)?;
     let overrides = current.status_overrides()?;
     let preset = overrides.preset().map(|p| p.to_string());
     let filter_types = match (p.filter_types, p.event_types) {
@@ -311,8 +311,8 @@ pub async fn rotate_secret(
     Ok(HttpResponse::Ok().json(EndpointSecretOut { key }))
 }
 
-fn headers_of(ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError> {
-    Ok(ep.headers()?)
+fn headers_of(store: &Store, ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError> {
+    Ok(store.endpoint_headers(ep)?)
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint",
@@ -320,10 +320,11 @@ fn headers_of(ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError
     responses((status = 200, body = EndpointHeadersOut), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn get_headers(
+    store: web::Data<Store>,
     AppEndpoint { endpoint: ep, .. }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(EndpointHeadersOut {
-        headers: headers_of(&ep)?,
+        headers: headers_of(&store, &ep)?,
         sensitive: vec![],
     }))
 }
@@ -336,7 +337,7 @@ async fn save_headers(
     headers: BTreeMap<String, String>,
 ) -> Result<HttpResponse, ApiError> {
     rules::headers(&headers)?;
-    let mut new = eps::as_new(&ep)?;
+    let mut new = eps::as_new(store, &ep)?;
     new.headers = headers;
     eps::update(store, &cfg.service, t, ep, new).await?;
     Ok(HttpResponse::NoContent().finish())
@@ -375,7 +376,7 @@ pub async fn patch_headers(
     }: AppEndpoint,
     JsonBody(body): JsonBody<EndpointHeadersPatchIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut headers = headers_of(&ep)?;
+    let mut headers = headers_of(&store, &ep)?;
     for (k, v) in body.headers {
         match v {
             Some(v) => headers.insert(k, v),

@@ -35,12 +35,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 fn start_child(db_url: &str, port: u16) -> Proc {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookd"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("HOOKD_") {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = crate::helpers::hookd_bin();
     cmd.arg("serve")
         .env("HOOKD_DATABASE_URL", db_url)
         .env("HOOKD_BIND", format!("127.0.0.1:{port}"))
@@ -339,12 +334,7 @@ async fn several_dispatchers_on_one_postgres_share_work_without_double_sends() {
 }
 
 pub(crate) fn start_child_roles(db_url: &str, roles: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookd"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("HOOKD_") {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = crate::helpers::hookd_bin();
     cmd.arg("serve")
         .env("HOOKD_DATABASE_URL", db_url)
         .env("HOOKD_ROLES", roles)

@@ -6,15 +6,23 @@ use std::time::Duration;
 
 /// `hookd` with a clean environment (no HOOKD_* from the caller) in directory `dir`.
 pub fn hookd(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookd"));
+    let mut cmd = hookd_bin();
     cmd.current_dir(dir);
+    cmd.env("HOOKD_BIND", "127.0.0.1:0")
+        .env("RUST_BACKTRACE", "1");
+    cmd
+}
+
+/// The binary with no HOOKD_* from the caller but the test databases' `secret_keys`
+/// (`store::testing::TEST_KEYS`), so it opens what the tests' own stores sealed.
+pub fn hookd_bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hookd"));
     for (k, _) in std::env::vars() {
         if k.starts_with("HOOKD_") {
             cmd.env_remove(k);
         }
     }
-    cmd.env("HOOKD_BIND", "127.0.0.1:0")
-        .env("RUST_BACKTRACE", "1");
+    cmd.env("HOOKD_SECRET_KEYS", store::testing::TEST_KEYS);
     cmd
 }
 
@@ -91,6 +99,8 @@ pub struct Server {
     pub base: String,
     /// Kept so the reader thread keeps draining hookd's stderr.
     pub _log: mpsc::Receiver<String>,
+    /// The lines logged up to "listening on".
+    pub started_log: Vec<String>,
 }
 
 impl Server {
@@ -108,6 +118,7 @@ impl Server {
             child,
             base: String::new(),
             _log: rx,
+            started_log: Vec::new(),
         };
         let stderr = server.child.stderr.take().expect("stderr");
         std::thread::spawn(move || {
@@ -124,6 +135,7 @@ impl Server {
                 ._log
                 .recv_timeout(left)
                 .expect("hookd serve did not report listening within 30 s");
+            server.started_log.push(line.clone());
             if let Some(rest) = line.split("listening on http://").nth(1) {
                 // Text or JSON logs: the address ends at its port's last digit.
                 let addr = rest
@@ -135,6 +147,23 @@ impl Server {
                 return server;
             }
         }
+    }
+
+    /// Stops it (SIGTERM) and returns all it logged.
+    pub fn stop_and_log(mut self) -> String {
+        self.signal("TERM");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().expect("try_wait").is_none()
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut lines = std::mem::take(&mut self.started_log);
+        // The reader thread ends with hookd's stderr.
+        while let Ok(line) = self._log.recv_timeout(Duration::from_secs(5)) {
+            lines.push(line);
+        }
+        lines.join("\n")
     }
 
     pub fn signal(&self, sig: &str) {

@@ -14,4 +14,5 @@ mod metrics;
 mod portal;
 mod retention;
 mod scaleout;
+mod secrets;
 mod serve;

@@ -4,5 +4,6 @@ mod helpers;
 mod ops;
 mod resources;
 mod retention;
+mod sealed;
 mod tenants;
 mod traffic;

@@ -1,0 +1,294 @@
+//! Secrets sealed at rest (`domain::seal`): where each sealed column is bound, where the keys
+//! come from when none are configured, and the job that seals what is plain or re-seals what
+//! an older key sealed (`hookd rekey`, and every start for values stored before sealing).
+//!
+//! Sealed columns: `endpoint_secrets.secret`, and each value of `endpoints.headers` (the
+//! names stay readable, so the dashboard can list them without opening anything).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use domain::ids::{EndpointId, SecretId};
+use domain::seal::{Keyring, OpenError, OperatorKey};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+
+use crate::entities::{endpoint, endpoint_secret};
+use crate::error::StoreError;
+use crate::{Result, Store, System};
+
+/// The file a single-machine install keeps its generated key in, beside its database.
+pub const KEY_FILE: &str = "hookd.key";
+
+/// Where the keys of a store came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// Given in the settings (`secret_keys` or `secret_keys_file`).
+    Configured,
+    /// Read from the key file beside the SQLite database; `generated` when this start made it.
+    File { path: PathBuf, generated: bool },
+    /// A key of this process only (PostgreSQL without keys; never for serving).
+    Process,
+}
+
+/// The keys for `sqlite_file` when none are configured: the key file beside it, made (mode
+/// 0600, never overwritten: two processes starting at once read the same one) when missing.
+pub(crate) fn key_file_keys(sqlite_file: &Path) -> Result<(Keyring, KeySource)> {
+    let dir = sqlite_file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let path = dir.join(KEY_FILE);
+    let unreadable = |e: &dyn std::fmt::Display| {
+        StoreError::Keys(format!("cannot use the key file {}: {e}", path.display()))
+    };
+    let mut generated = false;
+    if !path.exists() {
+        let id = format!("local-{}", time_tag());
+        let (_, text) = OperatorKey::generate(&id, &mut rand::rng()).map_err(|e| unreadable(&e))?;
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        match opts.open(&path) {
+            Ok(mut f) => {
+                use std::io::Write;
+                f.write_all(format!("{text}\n").as_bytes())
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| unreadable(&e))?;
+                generated = true;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(unreadable(&e)),
+        }
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| unreadable(&e))?;
+    let keys = Keyring::parse(&text).map_err(|e| unreadable(&e))?;
+    Ok((keys, KeySource::File { path, generated }))
+}
+
+fn time_tag() -> String {
+    let secs = domain::Timestamp::now().as_millis() / 1000;
+    format!("{secs:x}")
+}
+
+/// One key per process, for stores opened on PostgreSQL without keys (tools, admin
+/// connections): what it seals no other process can open.
+pub(crate) fn process_keys() -> Keyring {
+    static KEYS: OnceLock<Keyring> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let (key, _) = OperatorKey::generate("process", &mut rand::rng()).expect("a valid id");
+        Keyring::new(vec![key]).expect("one key")
+    })
+    .clone()
+}
+
+/// Where a signing secret is bound.
+fn secret_context(id: &SecretId) -> String {
+    format!("endpoint_secret/{id}")
+}
+
+/// Where a custom header value is bound.
+fn header_context(endpoint: &EndpointId, name: &str) -> String {
+    format!("endpoint_header/{endpoint}/{name}")
+}
+
+pub(crate) fn seal_secret(keys: &Keyring, id: &SecretId, plain: &str) -> String {
+    keys.seal(plain, &secret_context(id))
+}
+
+pub(crate) fn open_secret(keys: &Keyring, row: &endpoint_secret::Model) -> Result<String> {
+    Ok(keys.open(&row.secret, &secret_context(&row.id))?)
+}
+
+/// The `headers` column for these headers: names as they are, values sealed.
+pub(crate) fn seal_headers(
+    keys: &Keyring,
+    endpoint: &EndpointId,
+    headers: &BTreeMap<String, String>,
+) -> String {
+    let sealed: BTreeMap<&str, String> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), keys.seal(v, &header_context(endpoint, k))))
+        .collect();
+    serde_json::to_string(&sealed).expect("a map of strings serialises")
+}
+
+pub(crate) fn open_headers(
+    keys: &Keyring,
+    endpoint: &EndpointId,
+    stored: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>> {
+    stored
+        .into_iter()
+        .map(|(k, v)| {
+            let plain = keys.open(&v, &header_context(endpoint, &k))?;
+            Ok((k, plain))
+        })
+        .collect()
+}
+
+impl From<OpenError> for StoreError {
+    fn from(e: OpenError) -> Self {
+        StoreError::Sealed(e)
+    }
+}
+
+impl Store {
+    /// The keys this store seals and opens with.
+    pub fn keyring(&self) -> &Keyring {
+        &self.seal
+    }
+
+    /// Where [`Store::keyring`] came from.
+    pub fn key_source(&self) -> &KeySource {
+        &self.key_source
+    }
+
+    /// An endpoint's custom headers, opened.
+    pub fn endpoint_headers(&self, ep: &endpoint::Model) -> Result<BTreeMap<String, String>> {
+        open_headers(&self.seal, &ep.id, ep.stored_headers()?)
+    }
+}
+
+/// Which stored values [`System::reseal`] seals again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reseal {
+    /// Only values stored before sealing existed (every start).
+    PlainOnly,
+    /// Those, and values sealed under any key but the current one (`hookd rekey`).
+    All,
+}
+
+/// What [`System::reseal`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resealed {
+    /// Values read (signing secrets and header values).
+    pub seen: u64,
+    /// Plain values now sealed.
+    pub sealed_plain: u64,
+    /// Values moved from an older key to the current one.
+    pub rekeyed: u64,
+    /// Values sealed under keys this process was not given, by key id: left as they are.
+    pub unknown_keys: BTreeMap<String, u64>,
+}
+
+impl Resealed {
+    fn count(&mut self, keys: &Keyring, stored: &str, mode: Reseal) -> bool {
+        self.seen += 1;
+        match (keys.needs_reseal(stored), domain::seal::Sealing::of(stored)) {
+            (Err(OpenError::UnknownKey(id)), _) => {
+                *self.unknown_keys.entry(id).or_default() += 1;
+                false
+            }
+            (Ok(true), domain::seal::Sealing::Plain) => {
+                self.sealed_plain += 1;
+                true
+            }
+            (Ok(true), _) if mode == Reseal::All => {
+                self.rekeyed += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl System<'_> {
+    /// Seals plain values (and with [`Reseal::All`] re-seals older keys' values) under the
+    /// current key, `batch` rows at a time in id order, each batch one short transaction, so it
+    /// runs beside live traffic: a row changed meanwhile (a rotation, an edit) is left to the
+    /// change, which sealed it under the current key already.
+    pub async fn reseal(&self, mode: Reseal, batch: u64) -> Result<Resealed> {
+        let keys = self.seal.clone();
+        let mut report = Resealed::default();
+        let mut after: Option<SecretId> = None;
+        loop {
+            let mut q = endpoint_secret::Entity::find()
+                .order_by_asc(endpoint_secret::Column::Id)
+                .limit(batch);
+            if let Some(a) = after {
+                q = q.filter(endpoint_secret::Column::Id.gt(a));
+            }
+            let rows = q.all(&self.db).await?;
+            let Some(last) = rows.last() else { break };
+            after = Some(last.id);
+            let mut changes = Vec::new();
+            for row in &rows {
+                if report.count(&keys, &row.secret, mode) {
+                    let plain = open_secret(&keys, row)?;
+                    changes.push((
+                        row.id,
+                        row.secret.clone(),
+                        seal_secret(&keys, &row.id, &plain),
+                    ));
+                }
+            }
+            if !changes.is_empty() {
+                let txn = self.write_txn().await?;
+                for (id, old, new) in changes {
+                    endpoint_secret::Entity::update_many()
+                        .col_expr(endpoint_secret::Column::Secret, Expr::value(new))
+                        .filter(endpoint_secret::Column::Id.eq(id))
+                        .filter(endpoint_secret::Column::Secret.eq(old))
+                        .exec(&*txn)
+                        .await?;
+                }
+                txn.commit().await?;
+            }
+        }
+        let mut after: Option<EndpointId> = None;
+        loop {
+            let mut q = endpoint::Entity::find()
+                .select_only()
+                .column(endpoint::Column::Id)
+                .column(endpoint::Column::Headers)
+                .order_by_asc(endpoint::Column::Id)
+                .limit(batch);
+            if let Some(a) = after {
+                q = q.filter(endpoint::Column::Id.gt(a));
+            }
+            let rows: Vec<(EndpointId, String)> = q.into_tuple().all(&self.db).await?;
+            let Some(last) = rows.last() else { break };
+            after = Some(last.0);
+            let mut changes = Vec::new();
+            for (id, stored) in rows {
+                let map = crate::columns::decode::<BTreeMap<String, String>>(
+                    "endpoint", &id, "headers", &stored,
+                )?;
+                let mut changed = false;
+                let mut out = BTreeMap::new();
+                for (name, value) in map {
+                    let value = if report.count(&keys, &value, mode) {
+                        changed = true;
+                        let plain = keys.open(&value, &header_context(&id, &name))?;
+                        keys.seal(&plain, &header_context(&id, &name))
+                    } else {
+                        value
+                    };
+                    out.insert(name, value);
+                }
+                if changed {
+                    changes.push((id, stored, serde_json::to_string(&out).expect("strings")));
+                }
+            }
+            if !changes.is_empty() {
+                let txn = self.write_txn().await?;
+                for (id, old, new) in changes {
+                    endpoint::Entity::update_many()
+                        .col_expr(endpoint::Column::Headers, Expr::value(new))
+                        .filter(endpoint::Column::Id.eq(id))
+                        .filter(endpoint::Column::Headers.eq(old))
+                        .exec(&*txn)
+                        .await?;
+                }
+                txn.commit().await?;
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Shared by every clone of a store.
+pub(crate) type SharedKeys = Arc<Keyring>;
