@@ -16,6 +16,7 @@ mod m0007_lean_indexes;
 mod m0008_endpoint_leases;
 mod m0009_portal_tokens;
 mod m0010_portal_settings;
+mod m0011_endpoint_auth;
 
 pub struct Migrator;
 
@@ -33,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0008_endpoint_leases::Migration),
             Box::new(m0009_portal_tokens::Migration),
             Box::new(m0010_portal_settings::Migration),
+            Box::new(m0011_endpoint_auth::Migration),
         ]
     }
 }

@@ -370,8 +370,13 @@ pub struct EndpointIn {
     pub event_types: Option<Vec<String>>,
     /// Only messages on one of these channels are delivered.
     pub channels: Option<Vec<String>>,
-    /// A signing secret to use (`whsec_` + base64 of 24–64 bytes); generated when absent.
+    /// A signing secret to use (`whsec_` + base64 of 24–64 bytes, or hookd: an ed25519 key
+    /// `whsk_…`); generated when absent.
     pub secret: Option<String>,
+    /// hookd: the kind of key generated when `secret` is absent: `hmac` (default, `v1`
+    /// signatures) or `ed25519` (`v1a` signatures; `GET …/secret` gives the public key).
+    #[serde(default, rename = "keyType")]
+    pub key_type: Option<String>,
     pub metadata: Option<BTreeMap<String, String>>,
     /// Custom headers sent with every request.
     pub headers: Option<BTreeMap<String, String>>,
@@ -496,8 +501,12 @@ pub struct EndpointOut {
 
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct EndpointSecretOut {
-    /// The signing secret, `whsec_…`.
+    /// The signing key: `whsec_…` (HMAC) or `whsk_…` (ed25519).
     pub key: String,
+    /// hookd: for an ed25519 key, the public key (`whpk_…`) receivers verify `v1a` signatures
+    /// with.
+    #[serde(rename = "publicKey", skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -505,6 +514,10 @@ pub struct EndpointSecretOut {
 pub struct EndpointSecretRotateIn {
     /// The new secret; generated when absent.
     pub key: Option<String>,
+    /// hookd: the kind of key to generate when `key` is absent: `hmac` or `ed25519`; default:
+    /// the current key's kind.
+    #[serde(default)]
+    pub key_type: Option<String>,
     /// How long the previous secret keeps signing (default 86400, at most 604800).
     #[schema(minimum = 0, maximum = 604800)]
     pub grace_period_seconds: Option<u64>,
@@ -522,6 +535,65 @@ pub struct EndpointHeadersPatchIn {
     pub headers: BTreeMap<String, Option<String>>,
     #[serde(default)]
     pub delete_headers: Option<Vec<String>>,
+}
+
+/// Svix's OAuth configuration of an endpoint (client credentials only in hookd).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointOauthConfigIn {
+    /// `clientSecretBasic` or `clientSecretPost` (`clientSecretJwt` is not supported).
+    pub auth_method: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    #[serde(default)]
+    pub extra_params: Option<BTreeMap<String, String>>,
+    /// `clientCredentials` (`refreshToken` is not supported).
+    pub grant_type: String,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub jwt_params: Option<serde_json::Value>,
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    pub token_url: String,
+}
+
+/// An endpoint's OAuth configuration without its secret.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointOauthConfigOut {
+    pub auth_method: String,
+    pub client_id: String,
+    pub extra_params: Vec<String>,
+    pub grant_type: String,
+    pub scopes: Vec<String>,
+    pub token_url: String,
+}
+
+/// hookd: how an endpoint authenticates beyond its signature. `type` is `bearer` (with
+/// `token`) or `basic` (with `username` and `password`); OAuth is set with `…/oauth`.
+#[derive(Deserialize, ToSchema)]
+pub struct EndpointAuthIn {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+/// hookd: what an endpoint's authentication is, without its secrets: `type` is `none`,
+/// `bearer`, `basic` (with `username`) or `oauth` (with `tokenUrl`, `clientId`, `authMethod`,
+/// `grantType`, `scopes` and the names of `extraParams`).
+#[derive(Serialize, ToSchema)]
+pub struct EndpointAuthOut {
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub shown: serde_json::Value,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
+use domain::endpoint_auth::EndpointAuth;
 use domain::ids::{ApplicationId, EndpointId};
 use domain::jobs::{JobKind, JobState};
 use serde::Deserialize;
@@ -202,6 +203,7 @@ pub async fn detail(
                 .to_owned(),
         ),
         (Some("saved"), _) => Some("Endpoint saved.".to_owned()),
+        (Some("auth"), _) => Some("Authentication saved: the next deliveries carry it.".to_owned()),
         (Some("rotated"), _) => Some(
             "Secret rotated: new deliveries are signed with the new secret; the previous one \
              also signs them for 24 hours."
@@ -224,7 +226,16 @@ pub async fn detail(
         .filter(|et| matches!(et.example(0), Ok(Some(_))))
         .map(|et| et.name)
         .collect();
+    let public_key = store
+        .active_secrets(session.tenant, ep.id, now)
+        .await?
+        .first()
+        .and_then(|s| domain::signing::EndpointKey::parse(&s.secret).ok())
+        .and_then(|k| k.public_key());
+    let auth = auth_text(&store.endpoint_auth(&ep)?);
     let page = EndpointPage {
+        public_key,
+        auth,
         csrf: Some(session.csrf),
         root: session.root,
         app_id: app.id.to_string(),
@@ -439,6 +450,74 @@ pub struct ActionForm {
     /// The test event's type (empty: hookd's test event).
     #[serde(default)]
     event_type: String,
+    /// For `auth`: `none`, `bearer`, `basic` or `oauth`, and the fields of that kind.
+    #[serde(default)]
+    auth_type: String,
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    username: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    token_url: String,
+    #[serde(default)]
+    client_id: String,
+    #[serde(default)]
+    client_secret: String,
+    /// `clientSecretBasic` or `clientSecretPost`.
+    #[serde(default)]
+    auth_method: String,
+    /// Space separated.
+    #[serde(default)]
+    scopes: String,
+}
+
+impl ActionForm {
+    /// The authentication the `auth` form describes; `None`: the signature only.
+    fn auth(&self) -> Result<Option<EndpointAuth>, PageError> {
+        use domain::endpoint_auth::{OAuthClient, OAuthMethod};
+        Ok(Some(match self.auth_type.as_str() {
+            "none" => return Ok(None),
+            "bearer" => EndpointAuth::Bearer {
+                token: self.token.trim().to_owned(),
+            },
+            "basic" => EndpointAuth::Basic {
+                username: self.username.trim().to_owned(),
+                password: self.password.clone(),
+            },
+            "oauth" => EndpointAuth::OAuth(OAuthClient {
+                token_url: self.token_url.trim().to_owned(),
+                client_id: self.client_id.trim().to_owned(),
+                client_secret: Some(self.client_secret.clone()),
+                auth_method: if self.auth_method == "clientSecretPost" {
+                    OAuthMethod::Post
+                } else {
+                    OAuthMethod::Basic
+                },
+                scopes: self.scopes.split_whitespace().map(str::to_owned).collect(),
+                extra_params: Default::default(),
+            }),
+            _ => {
+                return Err(PageError::bad_input(
+                    "Choose how the endpoint authenticates.",
+                ));
+            }
+        }))
+    }
+}
+
+/// How the endpoint page describes an endpoint's authentication.
+fn auth_text(auth: &Option<EndpointAuth>) -> String {
+    match auth {
+        None => "Signature only".to_owned(),
+        Some(EndpointAuth::Bearer { .. }) => "Bearer token (sent as Authorization)".to_owned(),
+        Some(EndpointAuth::Basic { username, .. }) => format!("HTTP basic, user {username}"),
+        Some(EndpointAuth::OAuth(c)) => format!(
+            "OAuth 2.0 client credentials: client {} at {}",
+            c.client_id, c.token_url
+        ),
+    }
 }
 
 /// POST `/app/{app}/endpoint/{ep}/{action}`: `enable`, `disable`, `recover` (since a date),
@@ -493,8 +572,18 @@ pub async fn act(
             Ok(see_other(&format!("{page}?job={}", job.id)))
         }
         "rotate-secret" => {
-            manage::rotate_secret(store, &session, &ep).await?;
+            manage::rotate_secret(store, &session, &ep, None).await?;
             Ok(see_other(&format!("{page}?done=rotated")))
+        }
+        "rotate-ed25519" => {
+            manage::rotate_secret(store, &session, &ep, Some("ed25519")).await?;
+            Ok(see_other(&format!("{page}?done=rotated")))
+        }
+        "auth" => {
+            let auth = form.auth()?;
+            let cfg = crate::service_config(&req)?;
+            service::endpoints::set_auth(store, cfg, session.tenant, ep, auth).await?;
+            Ok(see_other(&format!("{page}?done=auth")))
         }
         "test" => {
             let msg =

@@ -357,7 +357,7 @@ pub async fn create_endpoint(
             return form_page(&req, session, status, app, None, form, errors).await;
         }
     };
-    let secret = SigningSecret::generate(&mut rand::rng());
+    let secret = domain::signing::EndpointKey::Hmac(SigningSecret::generate(&mut rand::rng()));
     match service::endpoints::create(store, cfg, session.tenant, &app, new, secret).await {
         Ok(ep) => Ok(see_other(&format!(
             "{}/app/{}/endpoint/{}?done=created",
@@ -474,14 +474,14 @@ pub async fn secret(
 }
 
 /// Makes a new secret current; the old one keeps signing for [`ROTATION_GRACE`].
+/// `key_type`: `None` keeps the current key's kind (HMAC or ed25519).
 pub async fn rotate_secret(
     store: &Store,
     session: &Session,
     ep: &endpoint::Model,
+    key_type: Option<&str>,
 ) -> Result<(), PageError> {
-    let secret = SigningSecret::generate(&mut rand::rng()).to_string();
-    store
-        .rotate_secret(session.tenant, ep.id, &secret, ROTATION_GRACE)
+    service::endpoints::rotate_key(store, session.tenant, ep, None, key_type, ROTATION_GRACE)
         .await?;
     Ok(())
 }

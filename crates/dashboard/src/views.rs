@@ -132,6 +132,10 @@ pub struct EndpointPage {
     /// Event types with an example payload, offered for the test event.
     pub example_types: Vec<String>,
     pub test_event_type: &'static str,
+    /// For an ed25519 signing key, the public key receivers verify with.
+    pub public_key: Option<String>,
+    /// How the endpoint authenticates beyond its signature, in words.
+    pub auth: String,
 }
 
 pub struct EndpointView {

@@ -11,6 +11,7 @@
 //! - Leases are renewed while work is in flight and given back on shutdown; a dead process's
 //!   leases expire and the deliveries return to pending without counting an attempt.
 
+mod auth;
 mod flow;
 mod http;
 pub mod metrics;

@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 use domain::Timestamp;
 use domain::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
 use domain::delivery::ErrorKind;
+use domain::endpoint_auth::EndpointAuth;
 use domain::endpoint_url::{EndpointUrl, check_destination};
 use domain::retry::{Decision, next_attempt};
 use domain::retry_after::parse_retry_after;
-use domain::signing::{SignatureHeaders, SigningSecret, signature_header};
+use domain::signing::{EndpointKey, SignatureHeaders, signature_header};
 use store::entities::{delivery, message};
 use store::{AttemptResult, DispatchEndpoint, Next, attempt_row, retry_policy_of};
 
@@ -24,7 +25,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 pub(crate) struct Prepared {
     pub ep: DispatchEndpoint,
     url: Result<reqwest::Url, (ErrorKind, String)>,
-    secrets: Vec<SigningSecret>,
+    secrets: Vec<EndpointKey>,
     headers: Vec<(String, String)>,
     overrides: StatusOverrides,
     /// The endpoint's choice, or the server's.
@@ -71,14 +72,19 @@ impl Prepared {
         let secrets = ep
             .secrets
             .iter()
-            .filter_map(|s| SigningSecret::parse(s).ok())
+            .filter_map(|s| EndpointKey::parse(s).ok())
             .collect();
         Prepared {
             overrides: overrides.or_preset(tenant_preset.unwrap_or(cfg.status_preset)),
             signature_headers: e.signature_headers.unwrap_or(cfg.signature_headers),
             url,
             secrets,
-            headers: headers.into_iter().collect(),
+            // The endpoint's authentication sets `Authorization`; a custom header of that name
+            // would send two.
+            headers: headers
+                .into_iter()
+                .filter(|(k, _)| ep.auth.is_none() || !k.eq_ignore_ascii_case("authorization"))
+                .collect(),
             ep,
         }
     }
@@ -100,6 +106,7 @@ struct Response {
 
 pub(crate) async fn attempt(
     client: &reqwest::Client,
+    tokens: &crate::auth::Tokens,
     target: &Prepared,
     msg: &message::Model,
     d: &delivery::Model,
@@ -121,8 +128,25 @@ pub(crate) async fn attempt(
             error: Some((ErrorKind::Http, store::EXPUNGED.to_owned())),
         }
     } else {
-        match build(client, target, msg, d, started, timeout) {
-            Ok(req) => execute(req).await,
+        let req = match (
+            build(client, target, msg, d, started, timeout),
+            &target.ep.auth,
+        ) {
+            (Ok(req), Some(auth)) => tokens
+                .authorization(client, e.id, auth, timeout)
+                .await
+                .map(|v| req.header("authorization", v)),
+            (req, _) => req,
+        };
+        match req {
+            Ok(req) => {
+                let r = execute(req).await;
+                if r.status == Some(401) && matches!(target.ep.auth, Some(EndpointAuth::OAuth(_))) {
+                    // Refused, perhaps revoked early: the next attempt asks for a new token.
+                    tokens.forget(e.id);
+                }
+                r
+            }
             Err(err) => Response {
                 status: None,
                 retry_after: None,
@@ -298,7 +322,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
     }
 }
 
-fn error_text(e: &reqwest::Error) -> String {
+pub(crate) fn error_text(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -411,7 +435,8 @@ mod tests {
             ..store::testing::message_model()
         };
         let d = store::testing::delivery_model();
-        let r = attempt(&reqwest::Client::new(), &target, &msg, &d).await;
+        let tokens = crate::auth::Tokens::new(AllowList::parse("127.0.0.0/8").unwrap(), false);
+        let r = attempt(&reqwest::Client::new(), &tokens, &target, &msg, &d).await;
         assert!(matches!(r.next, Next::Failed), "{:?}", r.next);
         assert!(
             r.attempt

@@ -260,6 +260,7 @@ impl Dispatcher {
             store: self.store.clone(),
             owner: self.cfg.node_id.clone(),
             client: self.client.clone(),
+            tokens: crate::auth::Tokens::new(self.cfg.allow_networks.clone(), self.cfg.https_only),
             flow: self.flow.clone(),
             metrics: self.metrics.clone(),
             tx,
@@ -716,6 +717,8 @@ struct Slots {
     store: Store,
     owner: String,
     client: reqwest::Client,
+    /// OAuth tokens of the endpoints this process sends to.
+    tokens: crate::auth::Tokens,
     flow: Arc<Flow<Job>>,
     metrics: Arc<Metrics>,
     tx: mpsc::Sender<Done>,
@@ -757,7 +760,7 @@ impl Slots {
                 delivery = %job.d.id,
                 attempt = job.d.attempt_count + 1,
             );
-            let result = send::attempt(&self.client, &job.ep, &job.msg, &job.d)
+            let result = send::attempt(&self.client, &self.tokens, &job.ep, &job.msg, &job.d)
                 .instrument(span)
                 .await;
             let success = result.attempt.classification == "success";

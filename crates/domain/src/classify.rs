@@ -298,6 +298,7 @@ mod tests {
             ErrorKind::Connect,
             ErrorKind::Dns,
             ErrorKind::Tls,
+            ErrorKind::Auth,
             ErrorKind::Http,
         ] {
             assert_eq!(classify(Outcome::Error(kind), &strict), Retry, "{kind}");

@@ -51,6 +51,8 @@ pub enum ErrorKind {
     Dns,
     Tls,
     Http,
+    /// The endpoint's OAuth token endpoint failed: no request was sent to the endpoint.
+    Auth,
 }
 
 macro_rules! text_enum {
@@ -81,7 +83,7 @@ pub(crate) use text_enum;
 
 text_enum!(DeliveryState { Pending => "pending", Sending => "sending", Succeeded => "succeeded", Failed => "failed", Skipped => "skipped", Paused => "paused" });
 text_enum!(AttemptTrigger { Scheduled => "scheduled", Manual => "manual" });
-text_enum!(ErrorKind { Timeout => "timeout", Connect => "connect", Dns => "dns", Tls => "tls", Http => "http" });
+text_enum!(ErrorKind { Timeout => "timeout", Connect => "connect", Dns => "dns", Tls => "tls", Http => "http", Auth => "auth" });
 
 impl DeliveryState {
     /// No more attempts will be made unless a person asks for one.

@@ -88,6 +88,10 @@ pub enum SecretError {
         "secret key must be {MIN_SECRET_LEN} to {MAX_SECRET_LEN} bytes once base64-decoded, got {0}"
     )]
     InvalidLength(usize),
+    #[error("an ed25519 key is whsk_ followed by base64 of 32 or 64 bytes, got {0}")]
+    InvalidEd25519Length(usize),
+    #[error("the public half of this whsk_ key does not belong to its private half")]
+    PublicKeyMismatch,
 }
 
 impl SigningSecret {
@@ -172,6 +176,160 @@ impl PartialEq for SigningSecret {
 
 impl Eq for SigningSecret {}
 
+/// The prefix of an ed25519 signing key (Standard Webhooks' asymmetric scheme).
+pub const KEY_PREFIX: &str = "whsk_";
+/// The prefix of the public key receivers verify `v1a` signatures with.
+pub const PUBLIC_KEY_PREFIX: &str = "whpk_";
+
+/// An endpoint's ed25519 signing key. `Display` gives `whsk_` + base64 of the 32-byte seed and
+/// the 32-byte public key (libsodium's secret-key layout); `Debug` never shows it.
+#[derive(Clone)]
+pub struct Ed25519Secret {
+    seed: [u8; 32],
+    pair: std::sync::Arc<ring::signature::Ed25519KeyPair>,
+}
+
+impl Ed25519Secret {
+    pub fn generate(rng: &mut (impl RngCore + ?Sized)) -> Self {
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        Self::from_seed(seed)
+    }
+
+    fn from_seed(seed: [u8; 32]) -> Self {
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed)
+            .expect("any 32 bytes are an ed25519 seed");
+        Ed25519Secret {
+            seed,
+            pair: std::sync::Arc::new(pair),
+        }
+    }
+
+    /// Accepts `whsk_` + base64 of the seed (32 bytes) or of seed and public key (64 bytes,
+    /// the public key checked against the seed).
+    pub fn parse(s: &str) -> Result<Self, SecretError> {
+        let encoded = s
+            .trim()
+            .strip_prefix(KEY_PREFIX)
+            .ok_or(SecretError::InvalidBase64)?;
+        let raw = STANDARD
+            .decode(encoded)
+            .map_err(|_| SecretError::InvalidBase64)?;
+        let seed: [u8; 32] = match raw.len() {
+            32 | 64 => raw[..32].try_into().expect("32 bytes"),
+            n => return Err(SecretError::InvalidEd25519Length(n)),
+        };
+        let key = Self::from_seed(seed);
+        if raw.len() == 64 && raw[32..] != *key.public_bytes() {
+            return Err(SecretError::PublicKeyMismatch);
+        }
+        Ok(key)
+    }
+
+    fn public_bytes(&self) -> &[u8] {
+        use ring::signature::KeyPair;
+        self.pair.public_key().as_ref()
+    }
+
+    /// `whpk_` + base64 of the public key: what receivers verify with.
+    pub fn public_key(&self) -> String {
+        format!(
+            "{PUBLIC_KEY_PREFIX}{}",
+            STANDARD.encode(self.public_bytes())
+        )
+    }
+
+    fn sign(&self, msg_id: &str, timestamp_secs: i64, body: &[u8]) -> String {
+        let mut signed = format!("{msg_id}.{timestamp_secs}.").into_bytes();
+        signed.extend_from_slice(body);
+        format!("v1a,{}", STANDARD.encode(self.pair.sign(&signed)))
+    }
+}
+
+impl fmt::Display for Ed25519Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut raw = self.seed.to_vec();
+        raw.extend_from_slice(self.public_bytes());
+        write!(f, "{KEY_PREFIX}{}", STANDARD.encode(raw))
+    }
+}
+
+impl fmt::Debug for Ed25519Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Ed25519Secret(whsk_<redacted>)")
+    }
+}
+
+/// An endpoint's signing key: HMAC-SHA256 (`whsec_`, `v1` signatures, the default) or ed25519
+/// (`whsk_`, `v1a` signatures verified with the public `whpk_` key).
+#[derive(Clone, Debug)]
+pub enum EndpointKey {
+    Hmac(SigningSecret),
+    Ed25519(Ed25519Secret),
+}
+
+/// Which kind of key to generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KeyType {
+    #[default]
+    Hmac,
+    Ed25519,
+}
+
+impl FromStr for KeyType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "hmac" => Ok(KeyType::Hmac),
+            "ed25519" => Ok(KeyType::Ed25519),
+            other => Err(format!("{other:?} is not a key type: hmac or ed25519")),
+        }
+    }
+}
+
+impl EndpointKey {
+    pub fn generate(kind: KeyType, rng: &mut (impl RngCore + ?Sized)) -> Self {
+        match kind {
+            KeyType::Hmac => EndpointKey::Hmac(SigningSecret::generate(rng)),
+            KeyType::Ed25519 => EndpointKey::Ed25519(Ed25519Secret::generate(rng)),
+        }
+    }
+
+    /// `whsk_…` is an ed25519 key; anything else an HMAC secret (`whsec_…` or bare base64).
+    pub fn parse(s: &str) -> Result<Self, SecretError> {
+        if s.trim().starts_with(KEY_PREFIX) {
+            Ed25519Secret::parse(s).map(EndpointKey::Ed25519)
+        } else {
+            SigningSecret::parse(s).map(EndpointKey::Hmac)
+        }
+    }
+
+    /// The public key receivers verify with (ed25519 only).
+    pub fn public_key(&self) -> Option<String> {
+        match self {
+            EndpointKey::Hmac(_) => None,
+            EndpointKey::Ed25519(k) => Some(k.public_key()),
+        }
+    }
+
+    /// One signature entry: `v1,…` or `v1a,…`.
+    pub fn sign(&self, msg_id: &str, timestamp_secs: i64, body: &[u8]) -> String {
+        match self {
+            EndpointKey::Hmac(s) => sign(s, msg_id, timestamp_secs, body),
+            EndpointKey::Ed25519(k) => k.sign(msg_id, timestamp_secs, body),
+        }
+    }
+}
+
+impl fmt::Display for EndpointKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndpointKey::Hmac(s) => s.fmt(f),
+            EndpointKey::Ed25519(k) => k.fmt(f),
+        }
+    }
+}
+
 /// One signature entry: `v1,<base64>`.
 pub fn sign(secret: &SigningSecret, msg_id: &str, timestamp_secs: i64, body: &[u8]) -> String {
     format!(
@@ -183,14 +341,13 @@ pub fn sign(secret: &SigningSecret, msg_id: &str, timestamp_secs: i64, body: &[u
 /// The `webhook-signature` value: one entry per active secret, space separated, so receivers
 /// keep verifying while they switch to a rotated secret.
 pub fn signature_header(
-    secrets: &[SigningSecret],
+    keys: &[EndpointKey],
     msg_id: &str,
     timestamp_secs: i64,
     body: &[u8],
 ) -> String {
-    secrets
-        .iter()
-        .map(|s| sign(s, msg_id, timestamp_secs, body))
+    keys.iter()
+        .map(|k| k.sign(msg_id, timestamp_secs, body))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -285,7 +442,51 @@ mod tests {
     #[test]
     fn spec_test_vector_signs() {
         assert_eq!(sign(&secret(), MSG_ID, TS, BODY), GOOD);
-        assert_eq!(signature_header(&[secret()], MSG_ID, TS, BODY), GOOD);
+        let key = EndpointKey::Hmac(secret());
+        assert_eq!(signature_header(&[key], MSG_ID, TS, BODY), GOOD);
+    }
+
+    #[test]
+    fn ed25519_keys_sign_v1a_and_round_trip_in_their_text_form() {
+        use ring::signature::{ED25519, UnparsedPublicKey};
+        let key = Ed25519Secret::generate(&mut rand::rng());
+        let text = key.to_string();
+        assert!(text.starts_with("whsk_"), "{text}");
+        let again = EndpointKey::parse(&text).unwrap();
+        assert_eq!(again.to_string(), text);
+        let public = again.public_key().unwrap();
+        assert!(public.starts_with("whpk_"));
+        let hmac = EndpointKey::Hmac(secret());
+        let header = signature_header(&[again, hmac], MSG_ID, TS, BODY);
+        let (v1a, v1) = header.split_once(' ').unwrap();
+        assert_eq!(v1, GOOD, "the HMAC entry is unchanged beside it");
+        let sig = STANDARD.decode(v1a.strip_prefix("v1a,").unwrap()).unwrap();
+        let pk = STANDARD
+            .decode(public.strip_prefix("whpk_").unwrap())
+            .unwrap();
+        let signed = format!("{MSG_ID}.{TS}.{}", std::str::from_utf8(BODY).unwrap());
+        UnparsedPublicKey::new(&ED25519, &pk)
+            .verify(signed.as_bytes(), &sig)
+            .expect("verifies with the public key");
+        // The seed alone (32 bytes) is accepted too; a public half that does not match is not.
+        let seed = &STANDARD
+            .decode(text.strip_prefix("whsk_").unwrap())
+            .unwrap()[..32];
+        let short = format!("whsk_{}", STANDARD.encode(seed));
+        assert_eq!(
+            EndpointKey::parse(&short).unwrap().public_key().unwrap(),
+            public
+        );
+        let mut bad = STANDARD
+            .decode(text.strip_prefix("whsk_").unwrap())
+            .unwrap();
+        bad[40] ^= 1;
+        let bad = format!("whsk_{}", STANDARD.encode(bad));
+        assert_eq!(
+            Ed25519Secret::parse(&bad).unwrap_err(),
+            SecretError::PublicKeyMismatch
+        );
+        assert!(format!("{:?}", EndpointKey::parse(&text).unwrap()).contains("redacted"));
     }
 
     #[test]
@@ -509,7 +710,8 @@ mod tests {
             body in proptest::collection::vec(any::<u8>(), 0..128),
         ) {
             prop_assume!(old != other && new != other);
-            let header = signature_header(&[old.clone(), new.clone()], MSG_ID, TS, &body);
+            let keys = [EndpointKey::Hmac(old.clone()), EndpointKey::Hmac(new.clone())];
+            let header = signature_header(&keys, MSG_ID, TS, &body);
             prop_assert_eq!(header.split(' ').count(), 2);
             for s in [old, new] {
                 prop_assert_eq!(verify(&[s], MSG_ID, "1614265330", &header, &body, at(TS)), Ok(()));

@@ -3,10 +3,11 @@
 //! replay).
 
 use domain::Timestamp;
+use domain::endpoint_auth::EndpointAuth;
 use domain::endpoint_url::EndpointUrl;
 use domain::ids::{EndpointId, TenantId};
 use domain::jobs::JobKind;
-use domain::signing::SigningSecret;
+use domain::signing::{EndpointKey, KeyType};
 use serde_json::json;
 use store::entities::{application, endpoint, job, message};
 use store::{NewEndpoint, Store, retry_policy_of};
@@ -39,6 +40,34 @@ pub fn problems(new: &NewEndpoint) -> Vec<FieldError> {
     errors
 }
 
+/// Sets how an endpoint authenticates (`None`: by its signature only), or every rule it
+/// breaks. An OAuth token URL is held to the endpoint URL's rules (scheme policy, SSRF guard).
+pub async fn set_auth(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    ep: endpoint::Model,
+    auth: Option<EndpointAuth>,
+) -> Result<endpoint::Model> {
+    if let Some(a) = &auth {
+        let mut errors: Vec<FieldError> = a
+            .problems()
+            .into_iter()
+            .map(|(field, msg)| FieldError::new(field, msg))
+            .collect();
+        if let EndpointAuth::OAuth(c) = a
+            && errors.iter().all(|e| e.field != "tokenUrl")
+            && let Err(e) = check_url(cfg, &c.token_url).await
+        {
+            errors.push(FieldError::new("tokenUrl", e.msg));
+        }
+        if !errors.is_empty() {
+            return Err(ServiceError::Invalid(errors));
+        }
+    }
+    Ok(store.set_endpoint_auth(tenant, ep, auth.as_ref()).await?)
+}
+
 /// `new`, or every rule it breaks.
 pub fn checked(new: NewEndpoint) -> Result<NewEndpoint> {
     match problems(&new) {
@@ -58,15 +87,69 @@ pub async fn check_url(cfg: &Config, raw: &str) -> std::result::Result<String, F
     Ok(url.as_str().to_owned())
 }
 
-/// A secret given by the tenant, or a new one.
+/// A signing key given by the tenant (`whsec_…` HMAC or `whsk_…` ed25519), or a new one of
+/// `key_type` (`hmac`, the default, or `ed25519`).
 pub fn secret_or_new(
     given: Option<&str>,
+    key_type: Option<&str>,
     field: &str,
-) -> std::result::Result<SigningSecret, FieldError> {
+) -> std::result::Result<EndpointKey, FieldError> {
+    let kind = key_type
+        .map(str::parse::<KeyType>)
+        .transpose()
+        .map_err(|e| FieldError::new("keyType", e))?;
     match given {
-        Some(s) => SigningSecret::parse(s).map_err(|e| FieldError::new(field, e.to_string())),
-        None => Ok(SigningSecret::generate(&mut rand::rng())),
+        Some(s) => {
+            let key = EndpointKey::parse(s).map_err(|e| FieldError::new(field, e.to_string()))?;
+            let is = match key {
+                EndpointKey::Hmac(_) => KeyType::Hmac,
+                EndpointKey::Ed25519(_) => KeyType::Ed25519,
+            };
+            match kind {
+                Some(k) if k != is => Err(FieldError::new(
+                    "keyType",
+                    format!(
+                        "the {field} given is not of keyType {}",
+                        key_type.unwrap_or("")
+                    ),
+                )),
+                _ => Ok(key),
+            }
+        }
+        None => Ok(EndpointKey::generate(
+            kind.unwrap_or_default(),
+            &mut rand::rng(),
+        )),
     }
+}
+
+/// Makes a new signing key current (the given one, or a new one: of `key_type`, else of the
+/// current key's type); the previous one keeps signing for `grace`. Returns the new key.
+pub async fn rotate_key(
+    store: &Store,
+    tenant: TenantId,
+    ep: &endpoint::Model,
+    given: Option<&str>,
+    key_type: Option<&str>,
+    grace: std::time::Duration,
+) -> Result<EndpointKey> {
+    let same = match (given, key_type) {
+        (None, None) => store
+            .active_secrets(tenant, ep.id, Timestamp::now())
+            .await?
+            .first()
+            .and_then(|s| EndpointKey::parse(&s.secret).ok())
+            .map(|k| match k {
+                EndpointKey::Hmac(_) => "hmac",
+                EndpointKey::Ed25519(_) => "ed25519",
+            }),
+        _ => key_type,
+    };
+    let key = secret_or_new(given, same, "key").map_err(|e| ServiceError::Invalid(vec![e]))?;
+    store
+        .rotate_secret(tenant, ep.id, &key.to_string(), grace)
+        .await?;
+    Ok(key)
 }
 
 pub async fn create(
@@ -75,7 +158,7 @@ pub async fn create(
     tenant: TenantId,
     app: &application::Model,
     mut new: NewEndpoint,
-    secret: SigningSecret,
+    secret: EndpointKey,
 ) -> Result<endpoint::Model> {
     new = checked(new)?;
     known_event_types(store, tenant, new.filter_types.as_deref(), &[]).await?;

@@ -175,6 +175,8 @@ pub mod endpoint {
         pub status_overrides: Option<String>,
         /// None: the server's `signature_headers` setting.
         pub signature_headers: Option<SignatureHeaders>,
+        /// `EndpointAuth` as JSON, sealed (see `sealed`); None: the signature only.
+        pub auth: Option<String>,
         pub failing_since: Option<i64>,
         pub last_success_at: Option<i64>,
         pub breaker_state: BreakerPhase,

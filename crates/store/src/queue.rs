@@ -168,6 +168,8 @@ pub struct DispatchEndpoint {
     pub secrets: Vec<String>,
     /// Its custom headers.
     pub headers: std::collections::BTreeMap<String, String>,
+    /// How it authenticates beyond its signature.
+    pub auth: Option<domain::endpoint_auth::EndpointAuth>,
     /// Why its secrets or headers cannot be read (a key that is not configured, a value
     /// altered, unreadable JSON): nothing is sent to it without them; each attempt fails with
     /// this reason.
@@ -184,16 +186,18 @@ impl DispatchEndpoint {
     ) -> DispatchEndpoint {
         let opened = secrets.and_then(|s| {
             let stored = endpoint.stored_headers()?;
-            Ok((s, crate::sealed::open_headers(keys, &endpoint.id, stored)?))
+            let headers = crate::sealed::open_headers(keys, &endpoint.id, stored)?;
+            Ok((s, headers, crate::sealed::open_auth(keys, &endpoint)?))
         });
-        let (secrets, headers, unreadable) = match opened {
-            Ok((s, h)) => (s, h, None),
-            Err(err) => (Vec::new(), Default::default(), Some(err.to_string())),
+        let (secrets, headers, auth, unreadable) = match opened {
+            Ok((s, h, a)) => (s, h, a, None),
+            Err(err) => (Vec::new(), Default::default(), None, Some(err.to_string())),
         };
         DispatchEndpoint {
             endpoint,
             secrets,
             headers,
+            auth,
             unreadable,
         }
     }

@@ -374,6 +374,7 @@ impl Store {
             retry_policy: Set(new.retry_policy),
             status_overrides: Set(new.status_overrides),
             signature_headers: Set(new.signature_headers),
+            auth: Set(None),
             failing_since: Set(None),
             last_success_at: Set(None),
             breaker_state: Set(domain::breaker::BreakerPhase::Closed),
@@ -577,6 +578,23 @@ impl Store {
                 Ok(row)
             })
             .collect()
+    }
+
+    /// Sets (sealed) or removes how an endpoint authenticates; the dispatcher reads it with the
+    /// endpoint's next batch.
+    pub async fn set_endpoint_auth(
+        &self,
+        tenant: TenantId,
+        current: endpoint::Model,
+        auth: Option<&domain::endpoint_auth::EndpointAuth>,
+    ) -> Result<endpoint::Model> {
+        check_owner(tenant, &current.tenant_id, "endpoint")?;
+        let sealed = auth.map(|a| crate::sealed::seal_auth(&self.seal, &current.id, a));
+        self.write_endpoint(current, move |model, was_disabled, _| {
+            model.auth = Set(sealed);
+            was_disabled
+        })
+        .await
     }
 
     /// Makes `new_secret` current; the old current secret keeps signing for `grace`.

@@ -2,13 +2,15 @@
 //! come from when none are configured, and the job that seals what is plain or re-seals what
 //! an older key sealed (`hookd rekey`, and every start for values stored before sealing).
 //!
-//! Sealed columns: `endpoint_secrets.secret`, and each value of `endpoints.headers` (the
-//! names stay readable, so the dashboard can list them without opening anything).
+//! Sealed columns: `endpoint_secrets.secret`, each value of `endpoints.headers` (the names
+//! stay readable, so the dashboard can list them without opening anything), and
+//! `endpoints.auth` whole.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use domain::endpoint_auth::EndpointAuth;
 use domain::ids::{EndpointId, SecretId};
 use domain::seal::{Keyring, OpenError, OperatorKey};
 use sea_orm::sea_query::Expr;
@@ -102,6 +104,26 @@ pub(crate) fn open_secret(keys: &Keyring, row: &endpoint_secret::Model) -> Resul
     Ok(keys.open(&row.secret, &secret_context(&row.id))?)
 }
 
+/// Where an endpoint's authentication is bound.
+fn auth_context(endpoint: &EndpointId) -> String {
+    format!("endpoint_auth/{endpoint}")
+}
+
+pub(crate) fn seal_auth(keys: &Keyring, endpoint: &EndpointId, auth: &EndpointAuth) -> String {
+    let json = serde_json::to_string(auth).expect("EndpointAuth serialises");
+    keys.seal(&json, &auth_context(endpoint))
+}
+
+pub(crate) fn open_auth(keys: &Keyring, ep: &endpoint::Model) -> Result<Option<EndpointAuth>> {
+    let Some(stored) = &ep.auth else {
+        return Ok(None);
+    };
+    let json = keys.open(stored, &auth_context(&ep.id))?;
+    serde_json::from_str(&json)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt(format!("endpoint {}: column auth: {e}", ep.id)))
+}
+
 /// The `headers` column for these headers: names as they are, values sealed.
 pub(crate) fn seal_headers(
     keys: &Keyring,
@@ -149,6 +171,11 @@ impl Store {
     /// An endpoint's custom headers, opened.
     pub fn endpoint_headers(&self, ep: &endpoint::Model) -> Result<BTreeMap<String, String>> {
         open_headers(&self.seal, &ep.id, ep.stored_headers()?)
+    }
+
+    /// How an endpoint authenticates, opened; `None`: by its signature only.
+    pub fn endpoint_auth(&self, ep: &endpoint::Model) -> Result<Option<EndpointAuth>> {
+        open_auth(&self.seal, ep)
     }
 }
 
@@ -244,16 +271,25 @@ impl System<'_> {
                 .select_only()
                 .column(endpoint::Column::Id)
                 .column(endpoint::Column::Headers)
+                .column(endpoint::Column::Auth)
                 .order_by_asc(endpoint::Column::Id)
                 .limit(batch);
             if let Some(a) = after {
                 q = q.filter(endpoint::Column::Id.gt(a));
             }
-            let rows: Vec<(EndpointId, String)> = q.into_tuple().all(&self.db).await?;
+            let rows: Vec<(EndpointId, String, Option<String>)> =
+                q.into_tuple().all(&self.db).await?;
             let Some(last) = rows.last() else { break };
             after = Some(last.0);
             let mut changes = Vec::new();
-            for (id, stored) in rows {
+            let mut auth_changes = Vec::new();
+            for (id, stored, auth) in rows {
+                if let Some(auth) = auth
+                    && report.count(&keys, &auth, mode)
+                {
+                    let plain = keys.open(&auth, &auth_context(&id))?;
+                    auth_changes.push((id, auth, keys.seal(&plain, &auth_context(&id))));
+                }
                 let map = crate::columns::decode::<BTreeMap<String, String>>(
                     "endpoint", &id, "headers", &stored,
                 )?;
@@ -273,13 +309,21 @@ impl System<'_> {
                     changes.push((id, stored, serde_json::to_string(&out).expect("strings")));
                 }
             }
-            if !changes.is_empty() {
+            if !changes.is_empty() || !auth_changes.is_empty() {
                 let txn = self.write_txn().await?;
                 for (id, old, new) in changes {
                     endpoint::Entity::update_many()
                         .col_expr(endpoint::Column::Headers, Expr::value(new))
                         .filter(endpoint::Column::Id.eq(id))
                         .filter(endpoint::Column::Headers.eq(old))
+                        .exec(&*txn)
+                        .await?;
+                }
+                for (id, old, new) in auth_changes {
+                    endpoint::Entity::update_many()
+                        .col_expr(endpoint::Column::Auth, Expr::value(new))
+                        .filter(endpoint::Column::Id.eq(id))
+                        .filter(endpoint::Column::Auth.eq(old))
                         .exec(&*txn)
                         .await?;
                 }

@@ -197,6 +197,7 @@ pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
         retry_policy: None,
         status_overrides: None,
         signature_headers: None,
+        auth: None,
         failing_since: None,
         last_success_at: None,
         breaker_state: domain::breaker::BreakerPhase::Closed,

@@ -4,6 +4,7 @@ use std::time::Duration;
 use actix_web::{HttpResponse, web};
 use domain::delivery::DeliveryState;
 use domain::ids::EndpointId;
+use domain::signing::EndpointKey;
 use store::entities::endpoint;
 use store::{NewEndpoint, Store, StoreError};
 
@@ -117,7 +118,7 @@ pub async fn create(
     App { tenant: t, app }: App,
     JsonBody(body): JsonBody<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let secret = eps::secret_or_new(body.secret.as_deref(), "secret")?;
+    let secret = eps::secret_or_new(body.secret.as_deref(), body.key_type.as_deref(), "secret")?;
     let new = from_in(body)?;
     let ep = eps::create(&store, &cfg.service, t, &app, new, secret).await?;
     Ok(HttpResponse::Created().json(out(ep)?))
@@ -147,6 +148,7 @@ pub async fn upsert(
     let (app_id, ep_id) = path.into_inner();
     let app = store.get_application(t, &app_id).await?;
     let given_secret = body.secret.clone();
+    let key_type = body.key_type.clone();
     let mut new = from_in(body)?;
     match store.get_endpoint(t, app.id, &ep_id).await {
         Ok(current) => {
@@ -163,7 +165,8 @@ pub async fn upsert(
             rules::uid("uid", &ep_id, EndpointId::PREFIX)
                 .map_err(|_| ApiError::not_found("endpoint"))?;
             new.uid = Some(ep_id);
-            let secret = eps::secret_or_new(given_secret.as_deref(), "secret")?;
+            let secret =
+                eps::secret_or_new(given_secret.as_deref(), key_type.as_deref(), "secret")?;
             let ep = eps::create(&store, &cfg.service, t, &app, new, secret).await?;
             Ok(HttpResponse::Created().json(out(ep)?))
         }
@@ -274,8 +277,12 @@ pub async fn get_secret(
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::not_found("secret"))?;
+    let public_key = EndpointKey::parse(&current.secret)
+        .ok()
+        .and_then(|k| k.public_key());
     Ok(HttpResponse::Ok().json(EndpointSecretOut {
         key: current.secret,
+        public_key,
     }))
 }
 
@@ -295,7 +302,6 @@ pub async fn rotate_secret(
     }: AppEndpoint,
     JsonBody(body): JsonBody<EndpointSecretRotateIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let secret = eps::secret_or_new(body.key.as_deref(), "key")?;
     let grace = match body.grace_period_seconds {
         None => DEFAULT_GRACE,
         Some(s) if s <= MAX_GRACE => Duration::from_secs(s),
@@ -306,9 +312,19 @@ pub async fn rotate_secret(
             ));
         }
     };
-    let key = secret.to_string();
-    store.rotate_secret(t, ep.id, &key, grace).await?;
-    Ok(HttpResponse::Ok().json(EndpointSecretOut { key }))
+    let key = eps::rotate_key(
+        &store,
+        t,
+        &ep,
+        body.key.as_deref(),
+        body.key_type.as_deref(),
+        grace,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(EndpointSecretOut {
+        public_key: key.public_key(),
+        key: key.to_string(),
+    }))
 }
 
 fn headers_of(store: &Store, ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError> {
@@ -739,4 +755,192 @@ pub async fn replay_from_message(
     let since = domain::Timestamp::from_millis(msg.created_at);
     let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None).await?;
     Ok(HttpResponse::Accepted().json(task_out(job)))
+}
+
+// --- authentication beyond the signature ----------------------------------------------------
+
+use domain::endpoint_auth::{EndpointAuth, OAuthClient, OAuthMethod};
+
+use crate::dto::{EndpointAuthIn, EndpointAuthOut, EndpointOauthConfigIn, EndpointOauthConfigOut};
+
+fn oauth_of(body: EndpointOauthConfigIn) -> Result<OAuthClient, ApiError> {
+    let auth_method = match body.auth_method.as_str() {
+        "clientSecretBasic" => OAuthMethod::Basic,
+        "clientSecretPost" => OAuthMethod::Post,
+        "clientSecretJwt" => {
+            return Err(ApiError::field(
+                "authMethod",
+                "clientSecretJwt is not supported by hookd; use clientSecretBasic or clientSecretPost",
+            ));
+        }
+        other => {
+            return Err(ApiError::field(
+                "authMethod",
+                format!("{other:?} is not an auth method: clientSecretBasic or clientSecretPost"),
+            ));
+        }
+    };
+    if body.grant_type != "clientCredentials" {
+        return Err(ApiError::field(
+            "grantType",
+            "only clientCredentials is supported by hookd",
+        ));
+    }
+    if body.jwt_params.is_some() || body.refresh_token.is_some() {
+        let field = if body.jwt_params.is_some() {
+            "jwtParams"
+        } else {
+            "refreshToken"
+        };
+        return Err(ApiError::field(
+            field,
+            "not supported by hookd (client credentials only)",
+        ));
+    }
+    Ok(OAuthClient {
+        token_url: body.token_url.trim().to_owned(),
+        client_id: body.client_id,
+        client_secret: body.client_secret,
+        auth_method,
+        scopes: body.scopes.unwrap_or_default(),
+        extra_params: body.extra_params.unwrap_or_default(),
+    })
+}
+
+#[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/oauth", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointOauthConfigIn,
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn set_oauth(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
+    JsonBody(body): JsonBody<EndpointOauthConfigIn>,
+) -> Result<HttpResponse, ApiError> {
+    let auth = EndpointAuth::OAuth(oauth_of(body)?);
+    eps::set_auth(&store, &cfg.service, t, ep, Some(auth)).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/oauth", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 200, body = EndpointOauthConfigOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get_oauth(
+    store: web::Data<Store>,
+    AppEndpoint { endpoint: ep, .. }: AppEndpoint,
+) -> Result<HttpResponse, ApiError> {
+    match store.endpoint_auth(&ep)? {
+        Some(EndpointAuth::OAuth(c)) => Ok(HttpResponse::Ok().json(EndpointOauthConfigOut {
+            auth_method: match c.auth_method {
+                OAuthMethod::Basic => "clientSecretBasic",
+                OAuthMethod::Post => "clientSecretPost",
+            }
+            .to_owned(),
+            client_id: c.client_id,
+            extra_params: c.extra_params.into_keys().collect(),
+            grant_type: "clientCredentials".to_owned(),
+            scopes: c.scopes,
+            token_url: c.token_url,
+        })),
+        _ => Err(ApiError::not_found("oauth configuration")),
+    }
+}
+
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/oauth", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn delete_oauth(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
+) -> Result<HttpResponse, ApiError> {
+    if matches!(store.endpoint_auth(&ep)?, Some(EndpointAuth::OAuth(_))) {
+        eps::set_auth(&store, &cfg.service, t, ep, None).await?;
+    }
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/auth", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointAuthIn,
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn set_auth(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
+    JsonBody(body): JsonBody<EndpointAuthIn>,
+) -> Result<HttpResponse, ApiError> {
+    let need = |v: Option<String>, field: &str| {
+        v.ok_or_else(|| {
+            ApiError::field(field, format!("{field} is required for type {}", body.kind))
+        })
+    };
+    let auth = match body.kind.as_str() {
+        "bearer" => EndpointAuth::Bearer {
+            token: need(body.token.clone(), "token")?,
+        },
+        "basic" => EndpointAuth::Basic {
+            username: need(body.username.clone(), "username")?,
+            password: need(body.password.clone(), "password")?,
+        },
+        "oauth" => {
+            return Err(ApiError::field("type", "set OAuth with PUT …/oauth"));
+        }
+        other => {
+            return Err(ApiError::field(
+                "type",
+                format!("{other:?} is not an auth type: bearer or basic (OAuth: PUT …/oauth)"),
+            ));
+        }
+    };
+    eps::set_auth(&store, &cfg.service, t, ep, Some(auth)).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/auth", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 200, body = EndpointAuthOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get_auth(
+    store: web::Data<Store>,
+    AppEndpoint { endpoint: ep, .. }: AppEndpoint,
+) -> Result<HttpResponse, ApiError> {
+    let shown = match store.endpoint_auth(&ep)? {
+        Some(a) => a.shown(),
+        None => serde_json::json!({"type": "none"}),
+    };
+    Ok(HttpResponse::Ok().json(EndpointAuthOut { shown }))
+}
+
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/auth", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn delete_auth(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
+) -> Result<HttpResponse, ApiError> {
+    eps::set_auth(&store, &cfg.service, t, ep, None).await?;
+    Ok(HttpResponse::NoContent().finish())
 }

@@ -366,3 +366,86 @@ async fn test_events_reach_the_endpoint_and_the_fragments_refresh() {
         .await
         .assert(422, "enable it before sending a test event");
 }
+
+#[tokio::test]
+async fn set_the_endpoints_authentication_and_switch_to_an_ed25519_key() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let ep_page = format!("/app/{app_id}/endpoint/{ep_id}");
+    let page = b.get(&ep_page).await;
+    page.assert(200, "Signature only");
+    let csrf = page.csrf();
+    let auth = format!("{ep_page}/auth");
+    let api_auth = format!("/app/{app_id}/endpoint/{ep_id}/auth");
+
+    let done = b
+        .post(
+            &auth,
+            &[
+                ("csrf", &csrf),
+                ("auth_type", "basic"),
+                ("username", "ops"),
+                ("password", "pa55-word"),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let shown = b.get(done.location()).await;
+    shown.assert(200, "HTTP basic, user ops");
+    assert!(!shown.body.contains("pa55-word"), "never shown again");
+    assert_eq!(api_get(&app, &key, &api_auth).await["type"], "basic");
+
+    // A bad one gets a message on the page and changes nothing.
+    let bad = b
+        .post(
+            &auth,
+            &[
+                ("csrf", &csrf),
+                ("auth_type", "oauth"),
+                ("token_url", "http://10.9.8.7/token"),
+                ("client_id", "c"),
+                ("client_secret", "s"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(bad.body.contains("is a private address"), "{}", bad.body);
+    assert_eq!(api_get(&app, &key, &api_auth).await["type"], "basic");
+    b.post(&auth, &[("csrf", &csrf), ("auth_type", "none")])
+        .await;
+    assert_eq!(api_get(&app, &key, &api_auth).await["type"], "none");
+
+    // Switching to ed25519: the page shows the public key, the API's secret is a whsk_ key.
+    let done = b
+        .post(&format!("{ep_page}/rotate-ed25519"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let secret = api_get(
+        &app,
+        &key,
+        &format!("/app/{app_id}/endpoint/{ep_id}/secret"),
+    )
+    .await;
+    let public = secret["publicKey"]
+        .as_str()
+        .expect("a public key")
+        .to_owned();
+    assert!(secret["key"].as_str().unwrap().starts_with("whsk_"));
+    b.get(&ep_page).await.assert(200, &public);
+    // Rotating again keeps the kind.
+    b.post(&format!("{ep_page}/rotate-secret"), &[("csrf", &csrf)])
+        .await;
+    let again = api_get(
+        &app,
+        &key,
+        &format!("/app/{app_id}/endpoint/{ep_id}/secret"),
+    )
+    .await;
+    assert!(
+        again["key"].as_str().unwrap().starts_with("whsk_"),
+        "{again}"
+    );
+    assert_ne!(again["publicKey"], secret["publicKey"]);
+}

@@ -7,6 +7,7 @@ mod cli;
 mod crash;
 mod delivery;
 mod disabled;
+mod endpoint_auth;
 mod flow;
 mod health;
 mod helpers;

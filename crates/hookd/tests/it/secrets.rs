@@ -76,6 +76,44 @@ async fn a_database_copy_holds_no_endpoint_secret_or_header_value_in_clear() {
             .body;
         assert_eq!(headers["headers"]["Authorization"], TOKEN);
 
+        // Credentials of endpoints that authenticate beyond the signature (another
+        // application, so the deliveries above are not involved).
+        let other = app
+            .ok(Method::POST, "/app", Some(json!({"name": "auth"})), 201)
+            .await;
+        let other = other["id"].as_str().unwrap().to_owned();
+        for (kind, body) in [
+            (
+                "auth",
+                json!({"type": "bearer", "token": "bearer-tok-61e0a9"}),
+            ),
+            (
+                "auth",
+                json!({"type": "basic", "username": "u", "password": "basic-pw-5c2b7f"}),
+            ),
+            (
+                "oauth",
+                json!({"authMethod": "clientSecretPost", "grantType": "clientCredentials",
+                "clientId": "c", "clientSecret": "oauth-s3cret-94d1", "tokenUrl": s.url("/token")}),
+            ),
+        ] {
+            let ep = app
+                .ok(
+                    Method::POST,
+                    &format!("/app/{other}/endpoint"),
+                    Some(json!({"url": s.url("/x")})),
+                    201,
+                )
+                .await;
+            let ep = ep["id"].as_str().unwrap();
+            app.ok(
+                Method::PUT,
+                &format!("/app/{other}/endpoint/{ep}/{kind}"),
+                Some(body),
+                204,
+            )
+            .await;
+        }
         let text = dump(&app.db.url);
         assert!(
             text.contains("sealed:v1:test:"),
@@ -89,6 +127,9 @@ async fn a_database_copy_holds_no_endpoint_secret_or_header_value_in_clear() {
                 new_secret.trim_start_matches("whsec_"),
             ),
             ("header value", "tok_9f8e7d6c5b4a39281706"),
+            ("bearer token", "bearer-tok-61e0a9"),
+            ("basic password", "basic-pw-5c2b7f"),
+            ("OAuth client secret", "oauth-s3cret-94d1"),
         ] {
             assert!(
                 !text.contains(secret),

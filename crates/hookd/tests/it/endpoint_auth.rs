@@ -1,0 +1,463 @@
+//! Endpoints that authenticate beyond the signature (issue 20): bearer, basic and OAuth 2.0
+//! client credentials, delivered to a real receiver on loopback that enforces them, with a
+//! real token endpoint served beside it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use reqwest::Method;
+use serde_json::{Value, json};
+use testkit::TestApp;
+
+use crate::delivery::{SECRET, apps, eventually, send};
+
+const BEARER: &str = "Bearer fixed-tok-7d1e";
+/// `Basic base64("ops:pa ss")`.
+const BASIC: &str = "Basic b3BzOnBhIHNz";
+const CLIENT_BASIC: &str = "Basic aG9va2Q6Y2xpZW50LXMzY3JldA=="; // hookd:client-s3cret
+
+#[derive(Default)]
+struct State {
+    /// Tokens issued so far; the last is the one the receiver accepts.
+    issued: u32,
+    /// What the token endpoint answers instead of a token (0: a token).
+    token_fails_with: u16,
+    /// Authorization of each hook request, by path.
+    hooks: Vec<(String, Option<String>)>,
+}
+
+struct Receiver {
+    base: String,
+    state: Arc<Mutex<State>>,
+    server: actix_web::dev::ServerHandle,
+}
+
+impl Receiver {
+    fn accepted(&self, path: &str) -> usize {
+        let st = self.state.lock().unwrap();
+        st.hooks.iter().filter(|(p, _)| p == path).count()
+    }
+    fn issued(&self) -> u32 {
+        self.state.lock().unwrap().issued
+    }
+}
+
+async fn token(
+    st: web::Data<Arc<Mutex<State>>>,
+    req: HttpRequest,
+    form: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    let mut st = st.lock().unwrap();
+    if st.token_fails_with != 0 {
+        return HttpResponse::build(
+            actix_web::http::StatusCode::from_u16(st.token_fails_with).unwrap(),
+        )
+        .json(json!({"error": "invalid_client"}));
+    }
+    let auth = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    let field = |k: &str| form.iter().find(|(f, _)| f == k).map(|(_, v)| v.as_str());
+    let client_ok = auth == Some(CLIENT_BASIC)
+        || (field("client_id") == Some("hookd") && field("client_secret") == Some("client-s3cret"));
+    if field("grant_type") != Some("client_credentials")
+        || field("scope") != Some("hooks:write")
+        || !client_ok
+    {
+        return HttpResponse::Unauthorized().json(json!({"error": "invalid_client"}));
+    }
+    st.issued += 1;
+    HttpResponse::Ok().json(json!({"access_token": format!("tok-{}", st.issued), "token_type": "Bearer", "expires_in": 2}))
+}
+
+async fn hook(st: web::Data<Arc<Mutex<State>>>, req: HttpRequest) -> HttpResponse {
+    let mut st = st.lock().unwrap();
+    let auth = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let want = match req.path() {
+        "/bearer" => BEARER.to_owned(),
+        "/basic" => BASIC.to_owned(),
+        _ => format!("Bearer tok-{}", st.issued),
+    };
+    if auth.as_deref() != Some(want.as_str()) {
+        return HttpResponse::Unauthorized().finish();
+    }
+    st.hooks.push((req.path().to_owned(), auth));
+    HttpResponse::Ok().finish()
+}
+
+async fn receiver() -> Receiver {
+    let state = Arc::new(Mutex::new(State::default()));
+    let data = web::Data::new(state.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .route("/token", web::post().to(token))
+            .default_service(web::post().to(hook))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let base = format!("http://{}", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    Receiver {
+        base,
+        state,
+        server: handle,
+    }
+}
+
+async fn endpoint(app: &TestApp, a: &str, url: String) -> String {
+    let e = app
+        .ok(
+            Method::POST,
+            &format!("/app/{a}/endpoint"),
+            Some(json!({"url": url, "secret": SECRET})),
+            201,
+        )
+        .await;
+    e["id"].as_str().unwrap().to_owned()
+}
+
+async fn attempts(app: &TestApp, a: &str, e: &str) -> Vec<Value> {
+    let got = app
+        .get(&format!("/app/{a}/attempt/endpoint/{e}"))
+        .await
+        .body;
+    got["data"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn bearer_basic_and_oauth_deliver_to_a_receiver_that_enforces_them() {
+    for app in apps().await {
+        let r = receiver().await;
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "auth"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let bearer = endpoint(&app, &a, format!("{}/bearer", r.base)).await;
+        let basic = endpoint(&app, &a, format!("{}/basic", r.base)).await;
+        let oauth = endpoint(&app, &a, format!("{}/oauth", r.base)).await;
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{bearer}/auth"),
+            Some(json!({"type": "bearer", "token": "fixed-tok-7d1e"})),
+            204,
+        )
+        .await;
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{basic}/auth"),
+            Some(json!({"type": "basic", "username": "ops", "password": "pa ss"})),
+            204,
+        )
+        .await;
+        let oauth_cfg = json!({
+            "authMethod": "clientSecretBasic", "grantType": "clientCredentials",
+            "clientId": "hookd", "clientSecret": "client-s3cret",
+            "tokenUrl": format!("{}/token", r.base), "scopes": ["hooks:write"],
+        });
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{oauth}/oauth"),
+            Some(oauth_cfg.clone()),
+            204,
+        )
+        .await;
+
+        // Shown without their secrets.
+        let shown = app
+            .ok(
+                Method::GET,
+                &format!("/app/{a}/endpoint/{basic}/auth"),
+                None,
+                200,
+            )
+            .await;
+        assert_eq!(shown, json!({"type": "basic", "username": "ops"}));
+        let shown = app
+            .ok(
+                Method::GET,
+                &format!("/app/{a}/endpoint/{oauth}/oauth"),
+                None,
+                200,
+            )
+            .await;
+        assert_eq!(shown["clientId"], "hookd");
+        assert!(!shown.to_string().contains("s3cret"), "{shown}");
+        let none = app
+            .ok(
+                Method::GET,
+                &format!("/app/{a}/endpoint/{bearer}/oauth"),
+                None,
+                404,
+            )
+            .await;
+        assert_eq!(none["code"], "not_found");
+
+        for n in 0..5 {
+            send(&app, &a, json!({"n": n})).await;
+        }
+        eventually(
+            Duration::from_secs(15),
+            "5 messages at each endpoint",
+            || async {
+                r.accepted("/bearer") == 5 && r.accepted("/basic") == 5 && r.accepted("/oauth") == 5
+            },
+        )
+        .await;
+        assert_eq!(
+            r.issued(),
+            1,
+            "one token, cached and shared by every attempt"
+        );
+        // It lives 2 s: the next message after that gets a fresh one.
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        send(&app, &a, json!({"n": 5})).await;
+        eventually(Duration::from_secs(15), "the sixth message", || async {
+            r.accepted("/oauth") == 6
+        })
+        .await;
+        assert_eq!(r.issued(), 2, "a new token after the first expired");
+
+        // The token endpoint refuses: an `auth` attempt error naming it; nothing reaches the
+        // endpoint without a token.
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        r.state.lock().unwrap().token_fails_with = 401;
+        send(&app, &a, json!({"n": 6})).await;
+        eventually(Duration::from_secs(15), "an auth error", || async {
+            attempts(&app, &a, &oauth)
+                .await
+                .iter()
+                .any(|t| t["errorKind"] == "auth")
+        })
+        .await;
+        let failed = attempts(&app, &a, &oauth).await;
+        let failed = failed.iter().find(|t| t["errorKind"] == "auth").unwrap();
+        let detail = failed["errorDetail"].as_str().unwrap();
+        assert!(
+            detail.contains("OAuth token endpoint") && detail.contains("401"),
+            "{detail}"
+        );
+        assert!(!detail.contains("s3cret"), "{detail}");
+        assert_eq!(r.accepted("/oauth"), 6);
+        r.server.stop(false).await;
+    }
+}
+
+#[tokio::test]
+async fn misconfigured_authentication_is_refused_or_fails_clearly() {
+    for app in apps().await {
+        let r = receiver().await;
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "auth"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let e = endpoint(&app, &a, format!("{}/bearer", r.base)).await;
+        let path = format!("/app/{a}/endpoint/{e}");
+        for (body, field) in [
+            (json!({"type": "bearer"}), "token"),
+            (
+                json!({"type": "basic", "username": "a:b", "password": "p"}),
+                "username",
+            ),
+            (json!({"type": "digest"}), "type"),
+            (json!({"type": "bearer", "token": "two words"}), "token"),
+        ] {
+            let got = app
+                .call(Method::PUT, &format!("{path}/auth"), Some(body.clone()))
+                .await;
+            assert_eq!(got.status.as_u16(), 422, "{body}: {}", got.body);
+            assert!(got.body.to_string().contains(field), "{body}: {}", got.body);
+        }
+        let oauth = |url: &str, method: &str| {
+            json!({
+                "authMethod": method, "grantType": "clientCredentials", "clientId": "c",
+                "clientSecret": "s", "tokenUrl": url,
+            })
+        };
+        for (body, field) in [
+            // A private address the server may not reach: the endpoints' SSRF guard holds.
+            (
+                oauth("http://10.1.2.3/token", "clientSecretPost"),
+                "tokenUrl",
+            ),
+            (oauth("not a url", "clientSecretPost"), "tokenUrl"),
+            (
+                oauth(&format!("{}/token", r.base), "clientSecretJwt"),
+                "authMethod",
+            ),
+        ] {
+            let got = app
+                .call(Method::PUT, &format!("{path}/oauth"), Some(body.clone()))
+                .await;
+            assert_eq!(got.status.as_u16(), 422, "{body}: {}", got.body);
+            assert!(got.body.to_string().contains(field), "{body}: {}", got.body);
+        }
+        // A wrong token reaches the receiver, which refuses it: the attempt shows its 401.
+        app.ok(
+            Method::PUT,
+            &format!("{path}/auth"),
+            Some(json!({"type": "bearer", "token": "wrong"})),
+            204,
+        )
+        .await;
+        send(&app, &a, json!({})).await;
+        eventually(Duration::from_secs(15), "a refused attempt", || async {
+            attempts(&app, &a, &e)
+                .await
+                .iter()
+                .any(|t| t["responseStatusCode"] == 401)
+        })
+        .await;
+        // Removed: the signature alone again.
+        app.ok(Method::DELETE, &format!("{path}/auth"), None, 204)
+            .await;
+        let shown = app
+            .ok(Method::GET, &format!("{path}/auth"), None, 200)
+            .await;
+        assert_eq!(shown, json!({"type": "none"}));
+        r.server.stop(false).await;
+    }
+}
+
+fn node_verify(doc: &Value) -> std::process::Output {
+    use std::io::Write;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/verify/ed25519_verify.mjs"
+    );
+    let mut child = std::process::Command::new("node")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node is needed for this test");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(doc.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn an_ed25519_endpoint_signs_v1a_that_its_public_key_verifies_across_a_rotation() {
+    use bench::sink::Behaviour;
+    for app in apps().await {
+        // A receiver that checks no HMAC: the v1a signatures are checked below, by Node.
+        let s = bench::sink::Sink::start(bench::sink::SinkConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            secrets: vec![],
+            behaviour: Behaviour::default(),
+            report: None,
+            record: true,
+        })
+        .unwrap();
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "asym"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let e = app
+            .ok(
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(json!({"url": s.url("/hook"), "keyType": "ed25519"})),
+                201,
+            )
+            .await;
+        let e = e["id"].as_str().unwrap().to_owned();
+        let secret = app
+            .ok(
+                Method::GET,
+                &format!("/app/{a}/endpoint/{e}/secret"),
+                None,
+                200,
+            )
+            .await;
+        assert!(
+            secret["key"].as_str().unwrap().starts_with("whsk_"),
+            "{secret}"
+        );
+        let first = secret["publicKey"].as_str().unwrap().to_owned();
+        assert!(first.starts_with("whpk_"));
+        for n in 0..3 {
+            send(&app, &a, json!({"n": n})).await;
+        }
+        eventually(Duration::from_secs(10), "3 delivered", || async {
+            s.state.report().received >= 3
+        })
+        .await;
+        // Rotated without saying the kind: a new ed25519 key; both sign during the grace.
+        let rotated = app
+            .ok(
+                Method::POST,
+                &format!("/app/{a}/endpoint/{e}/secret/rotate"),
+                Some(json!({})),
+                200,
+            )
+            .await;
+        let second = rotated["publicKey"].as_str().unwrap().to_owned();
+        assert_ne!(second, first);
+        send(&app, &a, json!({"n": 3})).await;
+        eventually(Duration::from_secs(10), "4 delivered", || async {
+            s.state.report().received >= 4
+        })
+        .await;
+        let mut got = s.state.received();
+        got.sort_by_key(|r| r.msg_id.clone());
+        let requests: Vec<Value> = got
+            .iter()
+            .map(|r| json!({"headers": r.headers, "body": String::from_utf8_lossy(&r.body)}))
+            .collect();
+        assert!(
+            got.iter()
+                .all(|r| r.headers["webhook-signature"].starts_with("v1a,"))
+        );
+        for (key, reqs) in [
+            (&first, requests.clone()),
+            (&second, requests[3..].to_vec()),
+        ] {
+            let out = node_verify(&json!({"publicKey": key, "requests": reqs}));
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(text.contains(&format!("verified {}", reqs.len())), "{text}");
+        }
+        // A tampered body, or the other key, fails: the check proves something.
+        let mut tampered = requests[0].clone();
+        tampered["body"] = json!("{\"n\": 99}");
+        assert!(
+            !node_verify(&json!({"publicKey": first, "requests": [tampered]}))
+                .status
+                .success()
+        );
+        assert!(
+            !node_verify(&json!({"publicKey": second, "requests": [requests[0].clone()]}))
+                .status
+                .success()
+        );
+        // A key of the wrong kind for keyType is refused.
+        let bad = app
+            .call(
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(json!({"url": s.url("/x"), "keyType": "ed25519", "secret": SECRET})),
+            )
+            .await;
+        assert_eq!(bad.status.as_u16(), 422, "{}", bad.body);
+        s.stop().await;
+    }
+}
