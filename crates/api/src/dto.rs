@@ -572,6 +572,27 @@ pub struct EndpointOauthConfigOut {
     pub token_url: String,
 }
 
+/// Svix's mutual-TLS configuration of an endpoint.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointMtlsConfigIn {
+    /// PEM: the client certificate (and any intermediates) and its private key.
+    pub identity: String,
+    /// PEM: CA certificates the receiver's certificate is checked against, besides the public
+    /// roots (for receivers with a private CA).
+    #[serde(default)]
+    pub server_ca_cert: Option<String>,
+}
+
+/// An endpoint's mutual-TLS configuration without its private key.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointMtlsConfigOut {
+    /// The client certificate(s) hookd presents (PEM, no key).
+    pub client_cert: String,
+    pub server_ca_cert: Option<String>,
+}
+
 /// hookd: how an endpoint authenticates beyond its signature. `type` is `bearer` (with
 /// `token`) or `basic` (with `username` and `password`); OAuth is set with `…/oauth`.
 #[derive(Deserialize, ToSchema)]

@@ -144,6 +144,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
         .service(at!("/{app_id}/endpoint/{endpoint_id}/headers", get => eps::get_headers, put => eps::set_headers, patch => eps::patch_headers))
         .service(at!("/{app_id}/endpoint/{endpoint_id}/oauth", get => eps::get_oauth, put => eps::set_oauth, delete => eps::delete_oauth))
         .service(at!("/{app_id}/endpoint/{endpoint_id}/auth", get => eps::get_auth, put => eps::set_auth, delete => eps::delete_auth))
+        .service(at!("/{app_id}/endpoint/{endpoint_id}/mtls", get => eps::get_mtls, put => eps::set_mtls, delete => eps::delete_mtls))
         .service(at!("/{app_id}/endpoint/{endpoint_id}/stats", get => eps::stats))
         .service(at!("/{app_id}/endpoint/{endpoint_id}/recover", post => eps::recover))
         .service(at!("/{app_id}/endpoint/{endpoint_id}/replay-missing", post => eps::replay_missing))

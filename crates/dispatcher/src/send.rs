@@ -104,9 +104,15 @@ struct Response {
     error: Option<(ErrorKind, String)>,
 }
 
+/// What sends: the shared client, the OAuth tokens, and the clients of mTLS endpoints.
+pub(crate) struct Senders {
+    pub client: reqwest::Client,
+    pub tokens: crate::auth::Tokens,
+    pub mtls: crate::http::MtlsClients,
+}
+
 pub(crate) async fn attempt(
-    client: &reqwest::Client,
-    tokens: &crate::auth::Tokens,
+    http: &Senders,
     target: &Prepared,
     msg: &message::Model,
     d: &delivery::Model,
@@ -128,12 +134,15 @@ pub(crate) async fn attempt(
             error: Some((ErrorKind::Http, store::EXPUNGED.to_owned())),
         }
     } else {
-        let req = match (
-            build(client, target, msg, d, started, timeout),
-            &target.ep.auth,
-        ) {
+        let tokens = &http.tokens;
+        let client = match &target.ep.mtls {
+            Some(m) => http.mtls.client(m).map_err(|why| (ErrorKind::Tls, why)),
+            None => Ok(http.client.clone()),
+        };
+        let built = client.and_then(|c| build(&c, target, msg, d, started, timeout));
+        let req = match (built, &target.ep.auth) {
             (Ok(req), Some(auth)) => tokens
-                .authorization(client, e.id, auth, timeout)
+                .authorization(&http.client, e.id, auth, timeout)
                 .await
                 .map(|v| req.header("authorization", v)),
             (req, _) => req,
@@ -435,8 +444,13 @@ mod tests {
             ..store::testing::message_model()
         };
         let d = store::testing::delivery_model();
-        let tokens = crate::auth::Tokens::new(AllowList::parse("127.0.0.0/8").unwrap(), false);
-        let r = attempt(&reqwest::Client::new(), &tokens, &target, &msg, &d).await;
+        let allow = AllowList::parse("127.0.0.0/8").unwrap();
+        let http = Senders {
+            client: reqwest::Client::new(),
+            tokens: crate::auth::Tokens::new(allow.clone(), false),
+            mtls: crate::http::MtlsClients::new(allow, None),
+        };
+        let r = attempt(&http, &target, &msg, &d).await;
         assert!(matches!(r.next, Next::Failed), "{:?}", r.next);
         assert!(
             r.attempt

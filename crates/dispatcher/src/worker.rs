@@ -259,8 +259,17 @@ impl Dispatcher {
         let slots = Arc::new(Slots {
             store: self.store.clone(),
             owner: self.cfg.node_id.clone(),
-            client: self.client.clone(),
-            tokens: crate::auth::Tokens::new(self.cfg.allow_networks.clone(), self.cfg.https_only),
+            http: send::Senders {
+                client: self.client.clone(),
+                tokens: crate::auth::Tokens::new(
+                    self.cfg.allow_networks.clone(),
+                    self.cfg.https_only,
+                ),
+                mtls: crate::http::MtlsClients::new(
+                    self.cfg.allow_networks.clone(),
+                    self.cfg.proxy.clone(),
+                ),
+            },
             flow: self.flow.clone(),
             metrics: self.metrics.clone(),
             tx,
@@ -716,9 +725,8 @@ struct Job {
 struct Slots {
     store: Store,
     owner: String,
-    client: reqwest::Client,
-    /// OAuth tokens of the endpoints this process sends to.
-    tokens: crate::auth::Tokens,
+    /// The HTTP clients and the OAuth tokens of the endpoints this process sends to.
+    http: send::Senders,
     flow: Arc<Flow<Job>>,
     metrics: Arc<Metrics>,
     tx: mpsc::Sender<Done>,
@@ -760,7 +768,7 @@ impl Slots {
                 delivery = %job.d.id,
                 attempt = job.d.attempt_count + 1,
             );
-            let result = send::attempt(&self.client, &self.tokens, &job.ep, &job.msg, &job.d)
+            let result = send::attempt(&self.http, &job.ep, &job.msg, &job.d)
                 .instrument(span)
                 .await;
             let success = result.attempt.classification == "success";

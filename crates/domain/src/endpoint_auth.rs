@@ -200,6 +200,64 @@ impl OAuthClient {
     }
 }
 
+/// The largest PEM text accepted for an identity or a CA bundle.
+pub const MAX_PEM: usize = 64 * 1024;
+
+/// Mutual TLS for an endpoint (Svix's `mtls`): the client certificate (chain) and private key
+/// hookd presents, and optionally the CA certificates its receiver's certificate is checked
+/// against, besides the public roots (receivers with a private CA).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mtls {
+    /// PEM: the certificate, any intermediates, and the private key (PKCS#8, PKCS#1 or SEC1).
+    pub identity: String,
+    #[serde(default)]
+    pub server_ca_cert: Option<String>,
+}
+
+impl Mtls {
+    /// Every problem with it, as `(field, reason)`: each part must be PEM that parses.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let mut out = Vec::new();
+        let certs = |pem: &str| {
+            CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map(|c| c.len())
+        };
+        if self.identity.len() > MAX_PEM {
+            out.push(("identity", format!("at most {MAX_PEM} bytes of PEM")));
+        } else {
+            match certs(&self.identity) {
+                Ok(0) | Err(_) => out.push((
+                    "identity",
+                    "identity must hold the client certificate in PEM (-----BEGIN CERTIFICATE-----)".to_owned(),
+                )),
+                Ok(_) => {}
+            }
+            if PrivateKeyDer::from_pem_slice(self.identity.as_bytes()).is_err() {
+                out.push((
+                    "identity",
+                    "identity must hold the certificate's private key in PEM (-----BEGIN PRIVATE KEY-----)".to_owned(),
+                ));
+            }
+        }
+        if let Some(ca) = &self.server_ca_cert {
+            if ca.len() > MAX_PEM {
+                out.push(("serverCaCert", format!("at most {MAX_PEM} bytes of PEM")));
+            } else if !matches!(certs(ca), Ok(n) if n > 0) {
+                out.push((
+                    "serverCaCert",
+                    "serverCaCert must be certificates in PEM (-----BEGIN CERTIFICATE-----)"
+                        .to_owned(),
+                ));
+            }
+        }
+        out
+    }
+}
+
 /// An access token and how long it lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessToken {
@@ -341,5 +399,38 @@ mod tests {
                 .unwrap_err()
                 .contains("bearer")
         );
+    }
+}
+
+#[cfg(test)]
+mod mtls_tests {
+    use super::*;
+
+    const IDENTITY: &str = include_str!("../../../tests/fixtures/mtls/client-identity.pem");
+    const CA: &str = include_str!("../../../tests/fixtures/mtls/server-ca.pem");
+
+    #[test]
+    fn an_identity_needs_its_certificate_and_key_and_a_ca_must_be_certificates() {
+        let good = Mtls {
+            identity: IDENTITY.into(),
+            server_ca_cert: Some(CA.into()),
+        };
+        assert!(good.problems().is_empty(), "{:?}", good.problems());
+        let cert_only: String = IDENTITY
+            .split("-----BEGIN PRIVATE KEY-----")
+            .next()
+            .unwrap()
+            .into();
+        let no_key = Mtls {
+            identity: cert_only,
+            server_ca_cert: None,
+        };
+        assert_eq!(no_key.problems().len(), 1, "{:?}", no_key.problems());
+        let junk = Mtls {
+            identity: "hello".into(),
+            server_ca_cert: Some("nope".into()),
+        };
+        let fields: Vec<_> = junk.problems().into_iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, vec!["identity", "identity", "serverCaCert"]);
     }
 }

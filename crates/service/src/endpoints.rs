@@ -3,7 +3,7 @@
 //! replay).
 
 use domain::Timestamp;
-use domain::endpoint_auth::EndpointAuth;
+use domain::endpoint_auth::{EndpointAuth, Mtls};
 use domain::endpoint_url::EndpointUrl;
 use domain::ids::{EndpointId, TenantId};
 use domain::jobs::JobKind;
@@ -66,6 +66,27 @@ pub async fn set_auth(
         }
     }
     Ok(store.set_endpoint_auth(tenant, ep, auth.as_ref()).await?)
+}
+
+/// Sets an endpoint's mutual-TLS identity and receiver CA (`None` removes them), or every
+/// rule they break.
+pub async fn set_mtls(
+    store: &Store,
+    tenant: TenantId,
+    ep: endpoint::Model,
+    mtls: Option<Mtls>,
+) -> Result<endpoint::Model> {
+    if let Some(m) = &mtls {
+        let errors: Vec<FieldError> = m
+            .problems()
+            .into_iter()
+            .map(|(field, msg)| FieldError::new(field, msg))
+            .collect();
+        if !errors.is_empty() {
+            return Err(ServiceError::Invalid(errors));
+        }
+    }
+    Ok(store.set_endpoint_mtls(tenant, ep, mtls.as_ref()).await?)
 }
 
 /// `new`, or every rule it breaks.

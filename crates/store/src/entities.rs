@@ -177,6 +177,8 @@ pub mod endpoint {
         pub signature_headers: Option<SignatureHeaders>,
         /// `EndpointAuth` as JSON, sealed (see `sealed`); None: the signature only.
         pub auth: Option<String>,
+        /// `Mtls` as JSON, sealed; None: no client certificate.
+        pub mtls: Option<String>,
         pub failing_since: Option<i64>,
         pub last_success_at: Option<i64>,
         pub breaker_state: BreakerPhase,

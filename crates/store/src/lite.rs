@@ -164,6 +164,7 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
                 .map(|_| text_enum(r, "signature_headers"))
                 .transpose()?,
             auth: r.get("auth")?,
+            mtls: r.get("mtls")?,
             failing_since: r.get("failing_since")?,
             last_success_at: r.get("last_success_at")?,
             breaker_state: text_enum(r, "breaker_state")?,

@@ -170,6 +170,8 @@ pub struct DispatchEndpoint {
     pub headers: std::collections::BTreeMap<String, String>,
     /// How it authenticates beyond its signature.
     pub auth: Option<domain::endpoint_auth::EndpointAuth>,
+    /// Its client certificate and receiver CA, for mutual TLS.
+    pub mtls: Option<domain::endpoint_auth::Mtls>,
     /// Why its secrets or headers cannot be read (a key that is not configured, a value
     /// altered, unreadable JSON): nothing is sent to it without them; each attempt fails with
     /// this reason.
@@ -187,17 +189,26 @@ impl DispatchEndpoint {
         let opened = secrets.and_then(|s| {
             let stored = endpoint.stored_headers()?;
             let headers = crate::sealed::open_headers(keys, &endpoint.id, stored)?;
-            Ok((s, headers, crate::sealed::open_auth(keys, &endpoint)?))
+            use crate::sealed::SealedJson;
+            let auth = SealedJson::Auth.open(keys, &endpoint)?;
+            Ok((s, headers, auth, SealedJson::Mtls.open(keys, &endpoint)?))
         });
-        let (secrets, headers, auth, unreadable) = match opened {
-            Ok((s, h, a)) => (s, h, a, None),
-            Err(err) => (Vec::new(), Default::default(), None, Some(err.to_string())),
+        let (secrets, headers, auth, mtls, unreadable) = match opened {
+            Ok((s, h, a, m)) => (s, h, a, m, None),
+            Err(err) => (
+                Vec::new(),
+                Default::default(),
+                None,
+                None,
+                Some(err.to_string()),
+            ),
         };
         DispatchEndpoint {
             endpoint,
             secrets,
             headers,
             auth,
+            mtls,
             unreadable,
         }
     }

@@ -375,6 +375,7 @@ impl Store {
             status_overrides: Set(new.status_overrides),
             signature_headers: Set(new.signature_headers),
             auth: Set(None),
+            mtls: Set(None),
             failing_since: Set(None),
             last_success_at: Set(None),
             breaker_state: Set(domain::breaker::BreakerPhase::Closed),
@@ -588,10 +589,35 @@ impl Store {
         current: endpoint::Model,
         auth: Option<&domain::endpoint_auth::EndpointAuth>,
     ) -> Result<endpoint::Model> {
+        self.set_sealed_json(tenant, current, crate::sealed::SealedJson::Auth, auth)
+            .await
+    }
+
+    /// Sets (sealed) or removes an endpoint's mutual-TLS identity and receiver CA.
+    pub async fn set_endpoint_mtls(
+        &self,
+        tenant: TenantId,
+        current: endpoint::Model,
+        mtls: Option<&domain::endpoint_auth::Mtls>,
+    ) -> Result<endpoint::Model> {
+        self.set_sealed_json(tenant, current, crate::sealed::SealedJson::Mtls, mtls)
+            .await
+    }
+
+    async fn set_sealed_json(
+        &self,
+        tenant: TenantId,
+        current: endpoint::Model,
+        kind: crate::sealed::SealedJson,
+        value: Option<&impl serde::Serialize>,
+    ) -> Result<endpoint::Model> {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
-        let sealed = auth.map(|a| crate::sealed::seal_auth(&self.seal, &current.id, a));
+        let sealed = value.map(|v| kind.seal(&self.seal, &current.id, v));
         self.write_endpoint(current, move |model, was_disabled, _| {
-            model.auth = Set(sealed);
+            match kind {
+                crate::sealed::SealedJson::Auth => model.auth = Set(sealed),
+                crate::sealed::SealedJson::Mtls => model.mtls = Set(sealed),
+            }
             was_disabled
         })
         .await

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use domain::endpoint_auth::EndpointAuth;
+use domain::endpoint_auth::{EndpointAuth, Mtls};
 use domain::ids::{EndpointId, SecretId};
 use domain::seal::{Keyring, OpenError, OperatorKey};
 use sea_orm::sea_query::Expr;
@@ -104,24 +104,65 @@ pub(crate) fn open_secret(keys: &Keyring, row: &endpoint_secret::Model) -> Resul
     Ok(keys.open(&row.secret, &secret_context(&row.id))?)
 }
 
-/// Where an endpoint's authentication is bound.
-fn auth_context(endpoint: &EndpointId) -> String {
-    format!("endpoint_auth/{endpoint}")
+/// An endpoint column holding one value as JSON, sealed whole.
+#[derive(Clone, Copy)]
+pub(crate) enum SealedJson {
+    /// `endpoints.auth`: `EndpointAuth`.
+    Auth,
+    /// `endpoints.mtls`: `Mtls`.
+    Mtls,
 }
 
-pub(crate) fn seal_auth(keys: &Keyring, endpoint: &EndpointId, auth: &EndpointAuth) -> String {
-    let json = serde_json::to_string(auth).expect("EndpointAuth serialises");
-    keys.seal(&json, &auth_context(endpoint))
-}
+impl SealedJson {
+    fn name(self) -> &'static str {
+        match self {
+            SealedJson::Auth => "auth",
+            SealedJson::Mtls => "mtls",
+        }
+    }
 
-pub(crate) fn open_auth(keys: &Keyring, ep: &endpoint::Model) -> Result<Option<EndpointAuth>> {
-    let Some(stored) = &ep.auth else {
-        return Ok(None);
-    };
-    let json = keys.open(stored, &auth_context(&ep.id))?;
-    serde_json::from_str(&json)
-        .map(Some)
-        .map_err(|e| StoreError::Corrupt(format!("endpoint {}: column auth: {e}", ep.id)))
+    /// Where its value is bound.
+    fn context(self, endpoint: &EndpointId) -> String {
+        format!("endpoint_{}/{endpoint}", self.name())
+    }
+
+    pub(crate) fn column(self) -> endpoint::Column {
+        match self {
+            SealedJson::Auth => endpoint::Column::Auth,
+            SealedJson::Mtls => endpoint::Column::Mtls,
+        }
+    }
+
+    fn stored(self, ep: &endpoint::Model) -> &Option<String> {
+        match self {
+            SealedJson::Auth => &ep.auth,
+            SealedJson::Mtls => &ep.mtls,
+        }
+    }
+
+    pub(crate) fn seal(
+        self,
+        keys: &Keyring,
+        endpoint: &EndpointId,
+        value: &impl serde::Serialize,
+    ) -> String {
+        let json = serde_json::to_string(value).expect("a sealed column's value serialises");
+        keys.seal(&json, &self.context(endpoint))
+    }
+
+    pub(crate) fn open<T: serde::de::DeserializeOwned>(
+        self,
+        keys: &Keyring,
+        ep: &endpoint::Model,
+    ) -> Result<Option<T>> {
+        let Some(stored) = self.stored(ep) else {
+            return Ok(None);
+        };
+        let json = keys.open(stored, &self.context(&ep.id))?;
+        serde_json::from_str(&json).map(Some).map_err(|e| {
+            StoreError::Corrupt(format!("endpoint {}: column {}: {e}", ep.id, self.name()))
+        })
+    }
 }
 
 /// The `headers` column for these headers: names as they are, values sealed.
@@ -175,7 +216,12 @@ impl Store {
 
     /// How an endpoint authenticates, opened; `None`: by its signature only.
     pub fn endpoint_auth(&self, ep: &endpoint::Model) -> Result<Option<EndpointAuth>> {
-        open_auth(&self.seal, ep)
+        SealedJson::Auth.open(&self.seal, ep)
+    }
+
+    /// An endpoint's mutual-TLS identity and receiver CA, opened.
+    pub fn endpoint_mtls(&self, ep: &endpoint::Model) -> Result<Option<Mtls>> {
+        SealedJson::Mtls.open(&self.seal, ep)
     }
 }
 
@@ -272,23 +318,27 @@ impl System<'_> {
                 .column(endpoint::Column::Id)
                 .column(endpoint::Column::Headers)
                 .column(endpoint::Column::Auth)
+                .column(endpoint::Column::Mtls)
                 .order_by_asc(endpoint::Column::Id)
                 .limit(batch);
             if let Some(a) = after {
                 q = q.filter(endpoint::Column::Id.gt(a));
             }
-            let rows: Vec<(EndpointId, String, Option<String>)> =
+            let rows: Vec<(EndpointId, String, Option<String>, Option<String>)> =
                 q.into_tuple().all(&self.db).await?;
             let Some(last) = rows.last() else { break };
             after = Some(last.0);
             let mut changes = Vec::new();
             let mut auth_changes = Vec::new();
-            for (id, stored, auth) in rows {
-                if let Some(auth) = auth
-                    && report.count(&keys, &auth, mode)
-                {
-                    let plain = keys.open(&auth, &auth_context(&id))?;
-                    auth_changes.push((id, auth, keys.seal(&plain, &auth_context(&id))));
+            for (id, stored, auth, mtls) in rows {
+                for (kind, value) in [(SealedJson::Auth, auth), (SealedJson::Mtls, mtls)] {
+                    let (column, context) = (kind.column(), kind.context(&id));
+                    if let Some(value) = value
+                        && report.count(&keys, &value, mode)
+                    {
+                        let plain = keys.open(&value, &context)?;
+                        auth_changes.push((id, column, value, keys.seal(&plain, &context)));
+                    }
                 }
                 let map = crate::columns::decode::<BTreeMap<String, String>>(
                     "endpoint", &id, "headers", &stored,
@@ -319,11 +369,11 @@ impl System<'_> {
                         .exec(&*txn)
                         .await?;
                 }
-                for (id, old, new) in auth_changes {
+                for (id, column, old, new) in auth_changes {
                     endpoint::Entity::update_many()
-                        .col_expr(endpoint::Column::Auth, Expr::value(new))
+                        .col_expr(column, Expr::value(new))
                         .filter(endpoint::Column::Id.eq(id))
-                        .filter(endpoint::Column::Auth.eq(old))
+                        .filter(column.eq(old))
                         .exec(&*txn)
                         .await?;
                 }

@@ -198,6 +198,7 @@ pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
         status_overrides: None,
         signature_headers: None,
         auth: None,
+        mtls: None,
         failing_since: None,
         last_success_at: None,
         breaker_state: domain::breaker::BreakerPhase::Closed,

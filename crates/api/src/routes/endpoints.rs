@@ -944,3 +944,67 @@ pub async fn delete_auth(
     eps::set_auth(&store, &cfg.service, t, ep, None).await?;
     Ok(HttpResponse::NoContent().finish())
 }
+
+use crate::dto::{EndpointMtlsConfigIn, EndpointMtlsConfigOut};
+
+#[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/mtls", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointMtlsConfigIn,
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn set_mtls(
+    store: web::Data<Store>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
+    JsonBody(body): JsonBody<EndpointMtlsConfigIn>,
+) -> Result<HttpResponse, ApiError> {
+    let mtls = domain::endpoint_auth::Mtls {
+        identity: body.identity,
+        server_ca_cert: body.server_ca_cert.filter(|c| !c.trim().is_empty()),
+    };
+    eps::set_mtls(&store, t, ep, Some(mtls)).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/mtls", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 200, body = EndpointMtlsConfigOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get_mtls(
+    store: web::Data<Store>,
+    AppEndpoint { endpoint: ep, .. }: AppEndpoint,
+) -> Result<HttpResponse, ApiError> {
+    let m = store
+        .endpoint_mtls(&ep)?
+        .ok_or_else(|| ApiError::not_found("mtls configuration"))?;
+    // The certificates only: the private key is never shown again.
+    let client_cert = m
+        .identity
+        .split_inclusive("-----END CERTIFICATE-----")
+        .filter(|part| part.contains("-----BEGIN CERTIFICATE-----"))
+        .map(|part| format!("{}\n", part.trim_start()))
+        .collect();
+    Ok(HttpResponse::Ok().json(EndpointMtlsConfigOut {
+        client_cert,
+        server_ca_cert: m.server_ca_cert,
+    }))
+}
+
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/mtls", tag = "Endpoint",
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn delete_mtls(
+    store: web::Data<Store>,
+    AppEndpoint {
+        tenant: t,
+        endpoint: ep,
+        ..
+    }: AppEndpoint,
+) -> Result<HttpResponse, ApiError> {
+    eps::set_mtls(&store, t, ep, None).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -817,25 +817,16 @@ fn reqs_len(doc: &Value) -> usize {
 }
 
 fn python_verify(doc: &Value) -> std::process::Output {
-    use std::io::Write;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/verify/standardwebhooks_verify.py"
     );
-    let mut child = std::process::Command::new("python3")
-        .arg(script)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 is needed for this test (pip install -r .ci/requirements.txt)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(doc.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::helpers::run_script(
+        "python3",
+        script,
+        doc.to_string().as_bytes(),
+        "pip install -r .ci/requirements.txt",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !stderr.contains("ModuleNotFoundError"),

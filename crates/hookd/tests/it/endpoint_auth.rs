@@ -329,25 +329,11 @@ async fn misconfigured_authentication_is_refused_or_fails_clearly() {
 }
 
 fn node_verify(doc: &Value) -> std::process::Output {
-    use std::io::Write;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/verify/ed25519_verify.mjs"
     );
-    let mut child = std::process::Command::new("node")
-        .arg(script)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("node is needed for this test");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(doc.to_string().as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    crate::helpers::run_script("node", script, doc.to_string().as_bytes(), "Node.js")
 }
 
 #[tokio::test]
@@ -459,5 +445,231 @@ async fn an_ed25519_endpoint_signs_v1a_that_its_public_key_verifies_across_a_rot
             .await;
         assert_eq!(bad.status.as_u16(), 422, "{}", bad.body);
         s.stop().await;
+    }
+}
+
+// --- mutual TLS -------------------------------------------------------------------------------
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../../tests/fixtures/mtls/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// An HTTPS receiver on loopback that requires a client certificate from `client-ca.pem`
+/// (rustls on both sides): the paths it answered 200, and how many handshakes it refused.
+struct TlsReceiver {
+    base: String,
+    paths: Arc<Mutex<Vec<String>>>,
+    refused: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+async fn tls_receiver() -> TlsReceiver {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let certs: Vec<CertificateDer> =
+        CertificateDer::pem_slice_iter(fixture("server.pem").as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(fixture("server.key").as_bytes()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(fixture("client-ca.pem").as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("https://{}", listener.local_addr().unwrap());
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (p, r) = (paths.clone(), refused.clone());
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, p, r) = (acceptor.clone(), p.clone(), r.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    return;
+                };
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // The head, then as much body as content-length says.
+                let head_end = loop {
+                    let Ok(n) = tls.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                while buf.len() < head_end + len {
+                    let Ok(n) = tls.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let path = head
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
+                p.lock().unwrap().push(path);
+                let _ = tls
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    TlsReceiver {
+        base,
+        paths,
+        refused,
+    }
+}
+
+#[tokio::test]
+async fn mutual_tls_delivers_with_the_client_certificate_and_fails_clearly_without_it() {
+    for app in apps().await {
+        let r = tls_receiver().await;
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "mtls"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let good = endpoint(&app, &a, format!("{}/good", r.base)).await;
+        let stranger = endpoint(&app, &a, format!("{}/stranger", r.base)).await;
+        let no_ca = endpoint(&app, &a, format!("{}/no-ca", r.base)).await;
+        let none = endpoint(&app, &a, format!("{}/none", r.base)).await;
+        let mtls = |identity: &str, ca: Option<String>| json!({"identity": fixture(identity), "serverCaCert": ca});
+        let ca = Some(fixture("server-ca.pem"));
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{good}/mtls"),
+            Some(mtls("client-identity.pem", ca.clone())),
+            204,
+        )
+        .await;
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{stranger}/mtls"),
+            Some(mtls("stranger-identity.pem", ca.clone())),
+            204,
+        )
+        .await;
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{no_ca}/mtls"),
+            Some(mtls("client-identity.pem", None)),
+            204,
+        )
+        .await;
+        // Shown without the key.
+        let shown = app
+            .ok(
+                Method::GET,
+                &format!("/app/{a}/endpoint/{good}/mtls"),
+                None,
+                200,
+            )
+            .await;
+        assert!(
+            shown["clientCert"]
+                .as_str()
+                .unwrap()
+                .contains("BEGIN CERTIFICATE"),
+            "{shown}"
+        );
+        assert!(!shown.to_string().contains("PRIVATE KEY"), "{shown}");
+        // Not PEM: refused, naming the field.
+        let bad = app
+            .call(
+                Method::PUT,
+                &format!("/app/{a}/endpoint/{none}/mtls"),
+                Some(json!({"identity": "hello"})),
+            )
+            .await;
+        assert_eq!(bad.status.as_u16(), 422, "{}", bad.body);
+        assert!(bad.body.to_string().contains("identity"), "{}", bad.body);
+
+        send(&app, &a, json!({"n": 1})).await;
+        eventually(
+            Duration::from_secs(15),
+            "the delivery with the client certificate",
+            || async { r.paths.lock().unwrap().iter().any(|p| p == "/good") },
+        )
+        .await;
+        for (ep, why) in [
+            (&stranger, "a certificate the receiver does not trust"),
+            (&no_ca, "a receiver certificate from a private CA not given"),
+            (&none, "no client certificate"),
+        ] {
+            eventually(Duration::from_secs(15), why, || async {
+                attempts(&app, &a, ep)
+                    .await
+                    .iter()
+                    .any(|t| !t["errorKind"].is_null())
+            })
+            .await;
+            let got = attempts(&app, &a, ep).await;
+            let detail = got[0]["errorDetail"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            assert!(!detail.is_empty(), "{why}: {}", got[0]);
+            assert!(!detail.contains("PRIVATE KEY"), "{detail}");
+        }
+        let no_ca_detail = attempts(&app, &a, &no_ca).await[0]["errorDetail"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            no_ca_detail.to_lowercase().contains("certificate"),
+            "{no_ca_detail}"
+        );
+        assert_eq!(
+            r.paths
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|p| *p != "/good")
+                .count(),
+            0,
+            "nothing reached the receiver without a certificate it trusts"
+        );
+        assert!(
+            r.refused.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+            "the receiver refused the stranger and the anonymous client"
+        );
     }
 }

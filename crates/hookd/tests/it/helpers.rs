@@ -196,3 +196,18 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `program script` with `input` on stdin; `need` says what to install when the program is
+/// missing.
+pub fn run_script(program: &str, script: &str, input: &[u8], need: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(program)
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program} is needed for this test ({need}): {e}"));
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}

@@ -81,6 +81,18 @@ async fn a_database_copy_holds_no_endpoint_secret_or_header_value_in_clear() {
         let other = app
             .ok(Method::POST, "/app", Some(json!({"name": "auth"})), 201)
             .await;
+        let identity = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/mtls/client-identity.pem"
+        ))
+        .unwrap();
+        // The client certificate's private key: a line of its base64 body.
+        let key_line = identity
+            .split("-----BEGIN PRIVATE KEY-----")
+            .nth(1)
+            .and_then(|k| k.lines().find(|l| l.len() > 20))
+            .unwrap()
+            .to_owned();
         let other = other["id"].as_str().unwrap().to_owned();
         for (kind, body) in [
             (
@@ -96,6 +108,7 @@ async fn a_database_copy_holds_no_endpoint_secret_or_header_value_in_clear() {
                 json!({"authMethod": "clientSecretPost", "grantType": "clientCredentials",
                 "clientId": "c", "clientSecret": "oauth-s3cret-94d1", "tokenUrl": s.url("/token")}),
             ),
+            ("mtls", json!({"identity": identity})),
         ] {
             let ep = app
                 .ok(
@@ -130,6 +143,7 @@ async fn a_database_copy_holds_no_endpoint_secret_or_header_value_in_clear() {
             ("bearer token", "bearer-tok-61e0a9"),
             ("basic password", "basic-pw-5c2b7f"),
             ("OAuth client secret", "oauth-s3cret-94d1"),
+            ("mTLS private key", key_line.as_str()),
         ] {
             assert!(
                 !text.contains(secret),
