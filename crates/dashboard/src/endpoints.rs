@@ -233,9 +233,11 @@ pub async fn detail(
         .and_then(|s| domain::signing::EndpointKey::parse(&s.secret).ok())
         .and_then(|k| k.public_key());
     let auth = auth_text(&store.endpoint_auth(&ep)?);
+    let mtls = store.endpoint_mtls(&ep)?.is_some();
     let page = EndpointPage {
         public_key,
         auth,
+        mtls,
         csrf: Some(session.csrf),
         root: session.root,
         app_id: app.id.to_string(),
@@ -471,6 +473,12 @@ pub struct ActionForm {
     /// Space separated.
     #[serde(default)]
     scopes: String,
+    /// For `mtls`: the client certificate and key (PEM), and the receiver's CA (PEM, optional).
+    /// Empty `identity`: remove mutual TLS.
+    #[serde(default)]
+    identity: String,
+    #[serde(default)]
+    server_ca_cert: String,
 }
 
 impl ActionForm {
@@ -578,6 +586,14 @@ pub async fn act(
         "rotate-ed25519" => {
             manage::rotate_secret(store, &session, &ep, Some("ed25519")).await?;
             Ok(see_other(&format!("{page}?done=rotated")))
+        }
+        "mtls" => {
+            let mtls = (!form.identity.trim().is_empty()).then(|| domain::endpoint_auth::Mtls {
+                identity: form.identity.clone(),
+                server_ca_cert: Some(form.server_ca_cert.clone()).filter(|c| !c.trim().is_empty()),
+            });
+            service::endpoints::set_mtls(store, session.tenant, ep, mtls).await?;
+            Ok(see_other(&format!("{page}?done=auth")))
         }
         "auth" => {
             let auth = form.auth()?;

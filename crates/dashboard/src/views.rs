@@ -136,6 +136,8 @@ pub struct EndpointPage {
     pub public_key: Option<String>,
     /// How the endpoint authenticates beyond its signature, in words.
     pub auth: String,
+    /// Whether it presents a client certificate (mutual TLS).
+    pub mtls: bool,
 }
 
 pub struct EndpointView {

@@ -449,3 +449,55 @@ async fn set_the_endpoints_authentication_and_switch_to_an_ed25519_key() {
     );
     assert_ne!(again["publicKey"], secret["publicKey"]);
 }
+
+#[tokio::test]
+async fn set_and_remove_a_client_certificate() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, ep_id) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let ep_page = format!("/app/{app_id}/endpoint/{ep_id}");
+    let page = b.get(&ep_page).await;
+    page.assert(200, "Client certificate (mutual TLS)");
+    let csrf = page.csrf();
+    let fixture = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/../../tests/fixtures/mtls/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let identity = fixture("client-identity.pem");
+    let mtls = format!("{ep_page}/mtls");
+    let api_mtls = format!("/app/{app_id}/endpoint/{ep_id}/mtls");
+    let bad = b
+        .post(&mtls, &[("csrf", &csrf), ("identity", "not pem")])
+        .await;
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(bad.body.contains("PEM"), "{}", bad.body);
+    let done = b
+        .post(
+            &mtls,
+            &[
+                ("csrf", &csrf),
+                ("identity", &identity),
+                ("server_ca_cert", &fixture("server-ca.pem")),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    b.get(&ep_page)
+        .await
+        .assert(200, "presented on every connection");
+    let shown = api_get(&app, &key, &api_mtls).await;
+    assert!(
+        shown["clientCert"]
+            .as_str()
+            .unwrap()
+            .contains("BEGIN CERTIFICATE"),
+        "{shown}"
+    );
+    b.post(&mtls, &[("csrf", &csrf), ("identity", "")]).await;
+    let page = b.get(&ep_page).await;
+    assert!(page.body.contains("id=\"mtls-now\">none"), "removed");
+}
