@@ -17,6 +17,7 @@ mod m0008_endpoint_leases;
 mod m0009_portal_tokens;
 mod m0010_portal_settings;
 mod m0011_endpoint_auth;
+mod m0012_inbound_sources;
 
 pub struct Migrator;
 
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0009_portal_tokens::Migration),
             Box::new(m0010_portal_settings::Migration),
             Box::new(m0011_endpoint_auth::Migration),
+            Box::new(m0012_inbound_sources::Migration),
         ]
     }
 }

@@ -246,7 +246,7 @@ fn check_content_type(req: &HttpRequest) -> Result<(), ApiError> {
     }
 }
 
-fn body_error(req: &HttpRequest, e: actix_web::Error) -> ApiError {
+pub(crate) fn body_error(req: &HttpRequest, e: actix_web::Error) -> ApiError {
     let limit = req
         .app_data::<web::Data<ApiConfig>>()
         .map(|c| c.max_body_bytes())

@@ -187,8 +187,17 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             )
             .service(at!("/auth/app/{app_id}/expire-all", post => routes::auth::expire_all))
             .service(at!("/auth/logout", post => routes::auth::logout))
+            .service(at!("/inbound/source", get => routes::inbound::list_sources, post => routes::inbound::create_source))
+            .service(at!("/inbound/source/{source_id}", get => routes::inbound::get_source, delete => routes::inbound::delete_source))
             .service(app_scope)
             .service(event_type_scope)
             .default_service(web::to(error::no_route)),
+    );
+    // Webhooks from outside: the signature is their only credential (see `routes::inbound`).
+    cfg.service(
+        web::scope("/in")
+            .app_data(web::PayloadConfig::new(api.max_body_bytes()))
+            .app_data(web::PathConfig::default().error_handler(error::path_error))
+            .service(at!("/{source_id}", post => routes::inbound::receive)),
     );
 }

@@ -240,6 +240,7 @@ define_id!(/** An operational event (endpoint disabled, …). */ OperationalEven
 define_id!(/** A running hookd process. */ NodeId, "node");
 define_id!(/** A durable background job (bulk recover or replay). */ JobId, "job");
 define_id!(/** An app portal token (its secret part is never stored). */ PortalTokenId, "ptk");
+define_id!(/** An inbound source: a URL that receives webhooks (`hookd receive`). */ SourceId, "src");
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,7 @@ pub mod endpoint_auth;
 pub mod endpoint_url;
 pub mod health;
 pub mod ids;
+pub mod inbound;
 pub mod jobs;
 pub mod notify;
 pub mod ordering;

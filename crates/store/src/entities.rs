@@ -468,6 +468,27 @@ pub trait Owned: sea_orm::EntityTrait {
     }
 }
 
+pub mod inbound_source {
+    use domain::ids::{ApplicationId, SourceId, TenantId};
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "inbound_sources")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: SourceId,
+        pub tenant_id: TenantId,
+        pub app_id: ApplicationId,
+        pub name: String,
+        /// The event type of what it receives, unless the scheme names one (Stripe's `type`,
+        /// GitHub's `X-GitHub-Event`).
+        pub event_type: String,
+        /// `domain::inbound::Scheme` as JSON, sealed (see `sealed`).
+        pub verification: String,
+        pub created_at: i64,
+    }
+    entity_boilerplate!();
+}
+
 macro_rules! owned {
     ($($table:ident),* $(,)?) => {$(
         impl Owned for $table::Entity {
@@ -495,4 +516,5 @@ owned!(
     email,
     operational_event,
     portal_token,
+    inbound_source,
 );

@@ -380,7 +380,52 @@ impl System<'_> {
                 txn.commit().await?;
             }
         }
+        self.reseal_sources(&keys, mode, batch, &mut report).await?;
         Ok(report)
+    }
+
+    /// [`System::reseal`] for the inbound sources' verification secrets.
+    async fn reseal_sources(
+        &self,
+        keys: &Keyring,
+        mode: Reseal,
+        batch: u64,
+        report: &mut Resealed,
+    ) -> Result<()> {
+        use crate::entities::inbound_source;
+        let mut after: Option<domain::ids::SourceId> = None;
+        loop {
+            let mut q = inbound_source::Entity::find()
+                .order_by_asc(inbound_source::Column::Id)
+                .limit(batch);
+            if let Some(a) = after {
+                q = q.filter(inbound_source::Column::Id.gt(a));
+            }
+            let rows = q.all(&self.db).await?;
+            let Some(last) = rows.last() else { break };
+            after = Some(last.id);
+            let mut changes = Vec::new();
+            for row in rows {
+                if report.count(keys, &row.verification, mode) {
+                    let context = crate::inbound::context(&row.id);
+                    let plain = keys.open(&row.verification, &context)?;
+                    changes.push((row.id, row.verification, keys.seal(&plain, &context)));
+                }
+            }
+            if !changes.is_empty() {
+                let txn = self.write_txn().await?;
+                for (id, old, new) in changes {
+                    inbound_source::Entity::update_many()
+                        .col_expr(inbound_source::Column::Verification, Expr::value(new))
+                        .filter(inbound_source::Column::Id.eq(id))
+                        .filter(inbound_source::Column::Verification.eq(old))
+                        .exec(&*txn)
+                        .await?;
+                }
+                txn.commit().await?;
+            }
+        }
+        Ok(())
     }
 }
 

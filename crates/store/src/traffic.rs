@@ -282,7 +282,9 @@ pub(crate) fn endpoint_accepts(
     ))
 }
 
-/// A new pending delivery of `msg` to `ep`, due `now`.
+/// A new pending delivery of `msg` to `ep`, due `now`. Its `created_at` is never before its
+/// message's: a message id minted a millisecond after `now` carries that later time, and
+/// recovery and replay-from-message select deliveries by `created_at >=` a message's.
 pub(crate) fn new_delivery(
     tenant: TenantId,
     msg: &message::Model,
@@ -311,7 +313,7 @@ pub(crate) fn new_delivery(
         last_status: None,
         last_error: None,
         last_attempt_at: None,
-        created_at: now.as_millis(),
+        created_at: now.as_millis().max(msg.created_at),
         updated_at: now.as_millis(),
     }
 }
@@ -461,4 +463,28 @@ pub(crate) fn next_sequence_upsert(
         )
         .returning_col(C::LastSeq)
         .to_owned()
+}
+
+#[cfg(test)]
+mod delivery_time_tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_is_never_created_before_its_message() {
+        let mut msg = crate::testing::message_model();
+        let now = Timestamp::from_millis(1_000);
+        msg.created_at = 1_001;
+        let ep = crate::testing::endpoint_model("ep_1", "https://example.com/");
+        let d = new_delivery(
+            msg.tenant_id,
+            &msg,
+            &ep,
+            None,
+            now,
+            now,
+            AttemptTrigger::Scheduled,
+        );
+        assert_eq!(d.created_at, 1_001);
+        assert_eq!(d.next_attempt_at, 1_000, "still due at once");
+    }
 }

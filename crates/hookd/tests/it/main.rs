@@ -11,6 +11,7 @@ mod endpoint_auth;
 mod flow;
 mod health;
 mod helpers;
+mod inbound;
 mod metrics;
 mod portal;
 mod retention;

@@ -1,0 +1,164 @@
+//! Receiving webhooks (issue 21): sources (`/api/v1/inbound/source`) and the inbound URL each
+//! one has (`POST /in/{source_id}`), which verifies, deduplicates and acknowledges, then
+//! forwards through the source's application's endpoints.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use service::inbound::{Received, Refusal};
+use store::{Source, Store};
+use utoipa::ToSchema;
+
+use crate::extract::{JsonBody, Tenant};
+use crate::{ApiConfig, ApiError};
+
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SourceIn {
+    /// Unique within the tenant: 1–256 of letters, digits, `-`, `_`, `.`.
+    pub name: String,
+    /// The application (id or uid) whose endpoints receive what arrives.
+    pub app_id: String,
+    /// The event type of what arrives, unless the scheme names one (Stripe's `type`, GitHub's
+    /// `X-GitHub-Event`).
+    pub event_type: String,
+    /// How requests are verified: `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
+    /// `{"scheme": "stripe", "secret": "whsec_…"}`, `{"scheme": "github", "secret": "…"}`,
+    /// `{"scheme": "hmac", "secret", "header", "algorithm", "encoding", "prefix",
+    /// "timestamp_header", "id_header"}` or `{"scheme": "none"}`.
+    #[schema(value_type = Object)]
+    pub verification: serde_json::Value,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceOut {
+    pub id: String,
+    pub name: String,
+    pub app_id: String,
+    pub event_type: String,
+    /// The verification scheme's name (its secret is never shown again).
+    pub scheme: String,
+    /// Where the sender posts: `{public_url}/in/{id}`.
+    pub url: String,
+}
+
+fn out(cfg: &ApiConfig, s: Source) -> SourceOut {
+    let scheme = serde_json::to_value(&s.scheme)
+        .ok()
+        .and_then(|v| v.get("scheme").and_then(|n| n.as_str()).map(str::to_owned))
+        .unwrap_or_default();
+    SourceOut {
+        url: format!("{}/in/{}", cfg.public_url.trim_end_matches('/'), s.row.id),
+        id: s.row.id.to_string(),
+        name: s.row.name,
+        app_id: s.row.app_id.to_string(),
+        event_type: s.row.event_type,
+        scheme,
+    }
+}
+
+#[utoipa::path(post, path = "/api/v1/inbound/source", tag = "Inbound", request_body = SourceIn,
+    responses((status = 201, body = SourceOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 409, body = crate::error::HttpErrorOut), (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn create_source(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    JsonBody(body): JsonBody<SourceIn>,
+) -> Result<HttpResponse, ApiError> {
+    let scheme: domain::inbound::Scheme = serde_json::from_value(body.verification)
+        .map_err(|e| ApiError::field("verification", e.to_string()))?;
+    service::inbound::check_source(&body.name, &body.event_type, &scheme)?;
+    let app = store.get_application(t, &body.app_id).await?;
+    let s = store
+        .create_source(t, &app, &body.name, &body.event_type, &scheme)
+        .await?;
+    Ok(HttpResponse::Created().json(out(&cfg, s)))
+}
+
+#[utoipa::path(get, path = "/api/v1/inbound/source", tag = "Inbound",
+    responses((status = 200, body = Vec<SourceOut>)), security(("bearer" = [])))]
+pub async fn list_sources(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+) -> Result<HttpResponse, ApiError> {
+    let all: Vec<SourceOut> = store
+        .list_sources(t)
+        .await?
+        .into_iter()
+        .map(|s| out(&cfg, s))
+        .collect();
+    Ok(HttpResponse::Ok().json(all))
+}
+
+#[utoipa::path(get, path = "/api/v1/inbound/source/{source_id}", tag = "Inbound",
+    params(("source_id" = String, Path)),
+    responses((status = 200, body = SourceOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn get_source(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let s = store.get_source(t, &path).await?;
+    Ok(HttpResponse::Ok().json(out(&cfg, s)))
+}
+
+#[utoipa::path(delete, path = "/api/v1/inbound/source/{source_id}", tag = "Inbound",
+    params(("source_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn delete_source(
+    store: web::Data<Store>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    store.delete_source(t, &path).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[utoipa::path(post, path = "/in/{source_id}", tag = "Inbound",
+    params(("source_id" = String, Path)),
+    request_body(content = Object, description = "the sender's webhook, verified on its raw bytes"),
+    responses((status = 200, description = "stored (`id`) or a duplicate (`duplicate: true`)"),
+        (status = 401, body = crate::error::HttpErrorOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 413, body = crate::error::HttpErrorOut)))]
+/// `POST /in/{source_id}`: unauthenticated but for its signature. A bad signature answers 401
+/// and stores nothing; a verified event is stored and answered 200 at once (a copy of one seen
+/// before: 200 with `duplicate`), then forwarded.
+pub async fn receive(
+    req: HttpRequest,
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    path: web::Path<String>,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.map_err(|e| crate::extract::body_error(&req, e))?;
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    match service::inbound::receive(&store, &cfg.service, &path, &header, &body).await {
+        Ok(Received::Stored(id)) => {
+            Ok(HttpResponse::Ok().json(serde_json::json!({"id": id.to_string()})))
+        }
+        Ok(Received::Duplicate) => {
+            Ok(HttpResponse::Ok().json(serde_json::json!({"duplicate": true})))
+        }
+        Err(Refusal::NotFound) => Err(ApiError::not_found("source")),
+        Err(Refusal::Unverified(why)) => {
+            tracing::info!(source = %path, reason = %why, "inbound request refused");
+            Err(ApiError::new(
+                actix_web::http::StatusCode::UNAUTHORIZED,
+                "invalid_signature",
+                why.to_string(),
+            ))
+        }
+        Err(Refusal::Service(e)) => Err(e.into()),
+    }
+}

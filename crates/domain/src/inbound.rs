@@ -1,0 +1,470 @@
+//! The receiving side's first rule: verify an inbound webhook on its raw bytes, before anything
+//! is stored, by the scheme its sender uses, and name the event's natural id (what the inbox
+//! deduplicates on). Pure: headers, body and the clock are passed in.
+//!
+//! Schemes: Standard Webhooks (hookd, Svix: `webhook-*` or `svix-*` headers), Stripe
+//! (`Stripe-Signature: t=…,v1=…`), GitHub (`X-Hub-Signature-256: sha256=…`), a generic HMAC
+//! (header, algorithm, encoding, what is signed), and none (explicitly).
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Sha256, Sha512};
+use subtle::ConstantTimeEq;
+
+use crate::signing::{SigningSecret, VerifyError};
+use crate::time::Timestamp;
+
+/// The timestamp tolerance of schemes that sign one, unless configured.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
+
+/// How a source's requests are verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scheme", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Scheme {
+    /// Standard Webhooks (`whsec_…` secrets; several while a sender rotates).
+    StandardWebhooks { secrets: Vec<String> },
+    /// Stripe: HMAC-SHA256 (hex) of `{t}.{body}` with the endpoint secret as is.
+    Stripe { secret: String },
+    /// GitHub: HMAC-SHA256 (hex) of the body, `sha256=` prefixed.
+    Github { secret: String },
+    /// Any other HMAC.
+    Hmac(GenericHmac),
+    /// No verification: the operator chose it for this source.
+    None,
+}
+
+/// A generic HMAC: `header` carries `prefix` + the encoded MAC of the body, or of
+/// `{timestamp}.{body}` when `timestamp_header` is set (then checked against the tolerance).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct GenericHmac {
+    pub secret: String,
+    pub header: String,
+    #[serde(default)]
+    pub algorithm: Algorithm,
+    #[serde(default)]
+    pub encoding: Encoding,
+    #[serde(default)]
+    pub prefix: String,
+    #[serde(default)]
+    pub timestamp_header: Option<String>,
+    /// The header naming the event's id (e.g. `X-Request-Id`); without one, a JSON path.
+    #[serde(default)]
+    pub id_header: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    #[default]
+    Sha256,
+    Sha512,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    #[default]
+    Hex,
+    Base64,
+}
+
+/// Why a request was refused. The text names what is wrong, never a secret or a signature.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("missing header {0}")]
+    MissingHeader(&'static str),
+    #[error("the {0} header is malformed")]
+    Malformed(&'static str),
+    #[error("the signed timestamp is outside the tolerance")]
+    Stale,
+    #[error("no signature matches")]
+    NoMatch,
+}
+
+/// A verified request: its natural id, when the scheme names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub event_id: Option<String>,
+}
+
+/// Verifies a request to a source. `header` looks a header up by name (any case).
+pub fn verify(
+    scheme: &Scheme,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    now: Timestamp,
+    tolerance: Duration,
+) -> Result<Verified, Refused> {
+    match scheme {
+        Scheme::StandardWebhooks { secrets } => standard(secrets, header, body, now),
+        Scheme::Stripe { secret } => {
+            let value =
+                header("stripe-signature").ok_or(Refused::MissingHeader("Stripe-Signature"))?;
+            let mut t = None;
+            let mut sigs = Vec::new();
+            for part in value.split(',') {
+                match part.trim().split_once('=') {
+                    Some(("t", v)) => t = v.parse::<i64>().ok(),
+                    Some(("v1", v)) => sigs.push(v.to_owned()),
+                    _ => {}
+                }
+            }
+            let t = t.ok_or(Refused::Malformed("Stripe-Signature"))?;
+            fresh(t, now, tolerance)?;
+            let mut signed = format!("{t}.").into_bytes();
+            signed.extend_from_slice(body);
+            let mac = hex(&hmac256(secret.as_bytes(), &signed));
+            if sigs.iter().any(|s| equal(s.as_bytes(), mac.as_bytes())) {
+                Ok(Verified {
+                    event_id: json_id(body, "id"),
+                })
+            } else {
+                Err(Refused::NoMatch)
+            }
+        }
+        Scheme::Github { secret } => {
+            let value = header("x-hub-signature-256")
+                .ok_or(Refused::MissingHeader("X-Hub-Signature-256"))?;
+            let given = value
+                .strip_prefix("sha256=")
+                .ok_or(Refused::Malformed("X-Hub-Signature-256"))?;
+            let mac = hex(&hmac256(secret.as_bytes(), body));
+            if equal(given.trim().as_bytes(), mac.as_bytes()) {
+                Ok(Verified {
+                    event_id: header("x-github-delivery"),
+                })
+            } else {
+                Err(Refused::NoMatch)
+            }
+        }
+        Scheme::Hmac(h) => generic(h, header, body, now, tolerance),
+        Scheme::None => Ok(Verified { event_id: None }),
+    }
+}
+
+fn standard(
+    secrets: &[String],
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    now: Timestamp,
+) -> Result<Verified, Refused> {
+    // hookd sends both name sets; a Svix sender only `svix-*`.
+    let prefix = if header("webhook-id").is_some() {
+        "webhook"
+    } else {
+        "svix"
+    };
+    let get = |name: &str| header(&format!("{prefix}-{name}"));
+    let id = get("id").ok_or(Refused::MissingHeader("webhook-id"))?;
+    let ts = get("timestamp").ok_or(Refused::MissingHeader("webhook-timestamp"))?;
+    let sig = get("signature").ok_or(Refused::MissingHeader("webhook-signature"))?;
+    let keys: Vec<SigningSecret> = secrets
+        .iter()
+        .filter_map(|s| SigningSecret::parse(s).ok())
+        .collect();
+    crate::signing::verify(&keys, &id, &ts, &sig, body, now).map_err(|e| match e {
+        VerifyError::MissingHeaders => Refused::MissingHeader("webhook-signature"),
+        VerifyError::InvalidTimestamp => Refused::Malformed("webhook-timestamp"),
+        VerifyError::TimestampTooOld | VerifyError::TimestampTooNew => Refused::Stale,
+        VerifyError::NoMatchingSignature => Refused::NoMatch,
+    })?;
+    Ok(Verified { event_id: Some(id) })
+}
+
+fn generic(
+    h: &GenericHmac,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    now: Timestamp,
+    tolerance: Duration,
+) -> Result<Verified, Refused> {
+    let value = header(&h.header).ok_or(Refused::MissingHeader("signature"))?;
+    let given = value
+        .trim()
+        .strip_prefix(h.prefix.as_str())
+        .ok_or(Refused::Malformed("signature"))?;
+    let mut signed = Vec::new();
+    if let Some(ts_header) = &h.timestamp_header {
+        let ts = header(ts_header).ok_or(Refused::MissingHeader("timestamp"))?;
+        let t: i64 = ts
+            .trim()
+            .parse()
+            .map_err(|_| Refused::Malformed("timestamp"))?;
+        fresh(t, now, tolerance)?;
+        signed.extend_from_slice(format!("{t}.").as_bytes());
+    }
+    signed.extend_from_slice(body);
+    let mac = match h.algorithm {
+        Algorithm::Sha256 => hmac256(h.secret.as_bytes(), &signed).to_vec(),
+        Algorithm::Sha512 => {
+            let mut m =
+                <Hmac<Sha512> as Mac>::new_from_slice(h.secret.as_bytes()).expect("any key length");
+            m.update(&signed);
+            m.finalize().into_bytes().to_vec()
+        }
+    };
+    let expected = match h.encoding {
+        Encoding::Hex => hex(&mac),
+        Encoding::Base64 => STANDARD.encode(&mac),
+    };
+    if !equal(given.as_bytes(), expected.as_bytes()) {
+        return Err(Refused::NoMatch);
+    }
+    let event_id = match &h.id_header {
+        Some(name) => header(name),
+        None => json_id(body, "id"),
+    };
+    Ok(Verified { event_id })
+}
+
+fn fresh(t: i64, now: Timestamp, tolerance: Duration) -> Result<(), Refused> {
+    let skew = (now.as_secs() - t).unsigned_abs();
+    if skew > tolerance.as_secs() {
+        Err(Refused::Stale)
+    } else {
+        Ok(())
+    }
+}
+
+fn hmac256(key: &[u8], msg: &[u8]) -> [u8; 32] {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("any key length");
+    m.update(msg);
+    m.finalize().into_bytes().into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn equal(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// A top-level string (or number) member of a JSON object body, e.g. Stripe's `id`.
+fn json_id(body: &[u8], member: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match v.get(member)? {
+        serde_json::Value::String(s) if !s.is_empty() && s.len() <= 256 => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    const NOW: i64 = 1_700_000_000;
+
+    fn headers(pairs: &[(&str, String)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
+        move |name: &str| map.get(&name.to_ascii_lowercase()).cloned()
+    }
+
+    fn check(scheme: &Scheme, pairs: &[(&str, String)], body: &[u8]) -> Result<Verified, Refused> {
+        verify(
+            scheme,
+            &headers(pairs),
+            body,
+            Timestamp::from_millis(NOW * 1000),
+            DEFAULT_TOLERANCE,
+        )
+    }
+
+    fn stripe_header(secret: &str, t: i64, body: &[u8]) -> String {
+        let mut signed = format!("{t}.").into_bytes();
+        signed.extend_from_slice(body);
+        format!(
+            "t={t},v1={},v0=deadbeef",
+            hex(&hmac256(secret.as_bytes(), &signed))
+        )
+    }
+
+    #[test]
+    fn stripe_signatures_verify_with_their_event_id_and_fail_when_tampered_stale_or_wrong() {
+        let secret = "whsec_stripe_test_secret";
+        let s = Scheme::Stripe {
+            secret: secret.into(),
+        };
+        let body = br#"{"id":"evt_1NG8Du2eZvKYlo2C","type":"charge.succeeded"}"#;
+        let ok = check(
+            &s,
+            &[("Stripe-Signature", stripe_header(secret, NOW, body))],
+            body,
+        )
+        .unwrap();
+        assert_eq!(ok.event_id.as_deref(), Some("evt_1NG8Du2eZvKYlo2C"));
+        let tampered = br#"{"id":"evt_1NG8Du2eZvKYlo2C","type":"charge.refunded"}"#;
+        assert_eq!(
+            check(
+                &s,
+                &[("Stripe-Signature", stripe_header(secret, NOW, body))],
+                tampered
+            ),
+            Err(Refused::NoMatch)
+        );
+        assert_eq!(
+            check(
+                &s,
+                &[("Stripe-Signature", stripe_header("whsec_other", NOW, body))],
+                body
+            ),
+            Err(Refused::NoMatch)
+        );
+        assert_eq!(
+            check(
+                &s,
+                &[("Stripe-Signature", stripe_header(secret, NOW - 301, body))],
+                body
+            ),
+            Err(Refused::Stale)
+        );
+        assert_eq!(
+            check(&s, &[], body),
+            Err(Refused::MissingHeader("Stripe-Signature"))
+        );
+        assert_eq!(
+            check(&s, &[("Stripe-Signature", "v1=abc".into())], body),
+            Err(Refused::Malformed("Stripe-Signature"))
+        );
+    }
+
+    #[test]
+    fn github_signatures_verify_with_the_delivery_id() {
+        let s = Scheme::Github {
+            secret: "It's a Secret to Everybody".into(),
+        };
+        // GitHub's documented example.
+        let body = b"Hello, World!";
+        let sig =
+            "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17".to_owned();
+        let ok = check(
+            &s,
+            &[
+                ("X-Hub-Signature-256", sig.clone()),
+                ("X-GitHub-Delivery", "72d3162e".into()),
+            ],
+            body,
+        )
+        .unwrap();
+        assert_eq!(ok.event_id.as_deref(), Some("72d3162e"));
+        assert_eq!(
+            check(&s, &[("X-Hub-Signature-256", sig)], b"Hello, World?"),
+            Err(Refused::NoMatch)
+        );
+        assert_eq!(
+            check(&s, &[("X-Hub-Signature-256", "md5=00".into())], body),
+            Err(Refused::Malformed("X-Hub-Signature-256"))
+        );
+    }
+
+    #[test]
+    fn standard_webhooks_verify_from_either_header_set() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let key = crate::signing::EndpointKey::parse(secret).unwrap();
+        let body = br#"{"test": 2432232314}"#;
+        let sig = key.sign("msg_1", NOW, body);
+        let s = Scheme::StandardWebhooks {
+            secrets: vec![
+                "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into(),
+                secret.into(),
+            ],
+        };
+        for prefix in ["webhook", "svix"] {
+            let h = [
+                (format!("{prefix}-id"), "msg_1".to_owned()),
+                (format!("{prefix}-timestamp"), NOW.to_string()),
+                (format!("{prefix}-signature"), sig.clone()),
+            ];
+            let pairs: Vec<(&str, String)> =
+                h.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            assert_eq!(
+                check(&s, &pairs, body).unwrap().event_id.as_deref(),
+                Some("msg_1")
+            );
+            assert_eq!(check(&s, &pairs, b"{}"), Err(Refused::NoMatch));
+        }
+        let stale = [
+            ("webhook-id", "msg_1".to_owned()),
+            ("webhook-timestamp", (NOW - 600).to_string()),
+            ("webhook-signature", key.sign("msg_1", NOW - 600, body)),
+        ];
+        assert_eq!(check(&s, &stale, body), Err(Refused::Stale));
+    }
+
+    #[test]
+    fn a_generic_hmac_follows_its_configuration() {
+        let h = GenericHmac {
+            secret: "k3y".into(),
+            header: "X-Signature".into(),
+            algorithm: Algorithm::Sha512,
+            encoding: Encoding::Base64,
+            prefix: "sha512=".into(),
+            timestamp_header: Some("X-Timestamp".into()),
+            id_header: Some("X-Request-Id".into()),
+        };
+        let body = b"{\"a\":1}";
+        let mut m = <Hmac<Sha512> as Mac>::new_from_slice(b"k3y").unwrap();
+        m.update(format!("{NOW}.").as_bytes());
+        m.update(body);
+        let sig = format!("sha512={}", STANDARD.encode(m.finalize().into_bytes()));
+        let s = Scheme::Hmac(h.clone());
+        let pairs = [
+            ("X-Signature", sig.clone()),
+            ("X-Timestamp", NOW.to_string()),
+            ("X-Request-Id", "r-9".into()),
+        ];
+        assert_eq!(
+            check(&s, &pairs, body).unwrap().event_id.as_deref(),
+            Some("r-9")
+        );
+        let late = [
+            ("X-Signature", sig),
+            ("X-Timestamp", (NOW + 3600).to_string()),
+        ];
+        assert_eq!(check(&s, &late, body), Err(Refused::Stale));
+        // Body only, hex, id from the JSON body.
+        let plain = Scheme::Hmac(GenericHmac {
+            algorithm: Algorithm::Sha256,
+            encoding: Encoding::Hex,
+            prefix: String::new(),
+            timestamp_header: None,
+            id_header: None,
+            ..h
+        });
+        let body = br#"{"id": 42}"#;
+        let pairs = [("X-Signature", hex(&hmac256(b"k3y", body)))];
+        assert_eq!(
+            check(&plain, &pairs, body).unwrap().event_id.as_deref(),
+            Some("42")
+        );
+        assert_eq!(check(&Scheme::None, &[], b"x").unwrap().event_id, None);
+    }
+
+    #[test]
+    fn schemes_read_from_configuration() {
+        let s: Scheme = serde_json::from_str(r#"{"scheme": "github", "secret": "s"}"#).unwrap();
+        assert_eq!(s, Scheme::Github { secret: "s".into() });
+        let s: Scheme = serde_json::from_str(
+            r#"{"scheme": "hmac", "secret": "s", "header": "X-Sig", "algorithm": "sha512"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            s,
+            Scheme::Hmac(GenericHmac {
+                algorithm: Algorithm::Sha512,
+                ..
+            })
+        ));
+        assert!(serde_json::from_str::<Scheme>(r#"{"scheme": "md5"}"#).is_err());
+    }
+}

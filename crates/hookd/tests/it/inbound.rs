@@ -1,0 +1,284 @@
+//! Receiving webhooks (issue 21): sources verify Stripe-, GitHub- and Standard-Webhooks-signed
+//! requests on their raw bytes, deduplicate insert-first on the event's id, acknowledge, and
+//! forward through the source's application to a real receiver.
+
+use std::time::Duration;
+
+use bench::sink::Behaviour;
+use reqwest::Method;
+use serde_json::{Value, json};
+use testkit::TestApp;
+
+use crate::delivery::{SECRET, apps, endpoint_at, eventually, sink};
+
+const STRIPE_SECRET: &str = "whsec_stripe_5c8d2e";
+const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+
+fn hex_hmac(secret: &str, msg: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+    m.update(msg);
+    m.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Stripe's documented header: `t=<unix seconds>,v1=<hex HMAC of "{t}.{body}">`.
+fn stripe_signature(secret: &str, t: i64, body: &str) -> String {
+    format!(
+        "t={t},v1={}",
+        hex_hmac(secret, format!("{t}.{body}").as_bytes())
+    )
+}
+
+async fn source(app: &TestApp, name: &str, app_id: &str, verification: Value) -> (String, String) {
+    let s = app
+        .ok(
+            Method::POST,
+            "/inbound/source",
+            Some(json!({"name": name, "appId": app_id, "eventType": "inbound.event", "verification": verification})),
+            201,
+        )
+        .await;
+    (
+        s["id"].as_str().unwrap().to_owned(),
+        s["url"].as_str().unwrap().to_owned(),
+    )
+}
+
+async fn post(app: &TestApp, id: &str, headers: &[(&str, String)], body: &str) -> (u16, Value) {
+    let mut req = app
+        .client
+        .post(format!("{}/in/{id}", app.base))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or_default())
+}
+
+async fn messages(app: &TestApp, a: &str) -> Vec<Value> {
+    app.get(&format!("/app/{a}/msg?limit=100")).await.body["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn stripe_and_github_requests_verify_bad_ones_get_401_and_leave_nothing() {
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        let (stripe, url) = source(
+            &app,
+            "stripe",
+            &a,
+            json!({"scheme": "stripe", "secret": STRIPE_SECRET}),
+        )
+        .await;
+        assert!(url.ends_with(&format!("/in/{stripe}")), "{url}");
+        let (github, _) = source(
+            &app,
+            "github",
+            &a,
+            json!({"scheme": "github", "secret": GITHUB_SECRET}),
+        )
+        .await;
+        let now = domain::Timestamp::now().as_secs();
+        let body = r#"{"id":"evt_1QxA","type":"charge.succeeded","data":{"amount":1200}}"#;
+
+        // Refused, and nothing stored: tampered body, wrong secret, stale timestamp, none.
+        let tampered = body.replace("1200", "9900");
+        for (headers, body) in [
+            (
+                vec![(
+                    "Stripe-Signature",
+                    stripe_signature(STRIPE_SECRET, now, body),
+                )],
+                tampered.as_str(),
+            ),
+            (
+                vec![(
+                    "Stripe-Signature",
+                    stripe_signature("whsec_wrong", now, body),
+                )],
+                body,
+            ),
+            (
+                vec![(
+                    "Stripe-Signature",
+                    stripe_signature(STRIPE_SECRET, now - 600, body),
+                )],
+                body,
+            ),
+            (vec![], body),
+        ] {
+            let (status, answer) = post(&app, &stripe, &headers, body).await;
+            assert_eq!(status, 401, "{answer}");
+            assert_eq!(answer["code"], "invalid_signature");
+        }
+        assert!(
+            messages(&app, &a).await.is_empty(),
+            "nothing stored for a bad request"
+        );
+
+        let (status, answer) = post(
+            &app,
+            &stripe,
+            &[(
+                "Stripe-Signature",
+                stripe_signature(STRIPE_SECRET, now, body),
+            )],
+            body,
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+        let gh_body = r#"{"action":"opened","number":7}"#;
+        let gh = [
+            (
+                "X-Hub-Signature-256",
+                format!("sha256={}", hex_hmac(GITHUB_SECRET, gh_body.as_bytes())),
+            ),
+            (
+                "X-GitHub-Delivery",
+                "72d3162e-cc78-11e3-81ab-4c9367dc0958".to_owned(),
+            ),
+            ("X-GitHub-Event", "pull_request".to_owned()),
+        ];
+        let (status, answer) = post(&app, &github, &gh, gh_body).await;
+        assert_eq!(status, 200, "{answer}");
+        let (status, _) = post(&app, &github, &gh, r#"{"action":"closed","number":7}"#).await;
+        assert_eq!(status, 401, "a GitHub body changed in transit");
+
+        eventually(Duration::from_secs(10), "both forwarded", || async {
+            s.state.report().unique >= 2
+        })
+        .await;
+        let got = s.state.received();
+        let bodies: Vec<String> = got
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect();
+        assert!(
+            bodies.contains(&body.to_owned()) && bodies.contains(&gh_body.to_owned()),
+            "forwarded byte for byte: {bodies:?}"
+        );
+        let stored = messages(&app, &a).await;
+        let mut types: Vec<&str> = stored
+            .iter()
+            .map(|m| m["eventType"].as_str().unwrap())
+            .collect();
+        types.sort();
+        assert_eq!(types, vec!["charge.succeeded", "pull_request"]);
+        let ids: Vec<&str> = stored
+            .iter()
+            .filter_map(|m| m["eventId"].as_str())
+            .collect();
+        assert!(
+            ids.contains(&"evt_1QxA") && ids.contains(&"72d3162e-cc78-11e3-81ab-4c9367dc0958"),
+            "{ids:?}"
+        );
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn one_event_sent_five_times_at_once_is_stored_and_forwarded_once() {
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        let (stripe, _) = source(
+            &app,
+            "stripe",
+            &a,
+            json!({"scheme": "stripe", "secret": STRIPE_SECRET}),
+        )
+        .await;
+        let body = r#"{"id":"evt_dup_1","type":"invoice.paid"}"#;
+        let sig = stripe_signature(STRIPE_SECRET, domain::Timestamp::now().as_secs(), body);
+        let headers = [("Stripe-Signature", sig.clone())];
+        let one = || post(&app, &stripe, &headers, body);
+        let (a1, a2, a3, a4, a5) = tokio::join!(one(), one(), one(), one(), one());
+        let answers = [a1, a2, a3, a4, a5];
+        assert!(
+            answers.iter().all(|(status, _)| *status == 200),
+            "{answers:?}"
+        );
+        let duplicates = answers
+            .iter()
+            .filter(|(_, a)| a["duplicate"] == true)
+            .count();
+        assert_eq!(duplicates, 4, "{answers:?}");
+        eventually(Duration::from_secs(10), "the forward", || async {
+            s.state.report().unique >= 1
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(s.state.received().len(), 1, "forwarded once");
+        assert_eq!(messages(&app, &a).await.len(), 1);
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn hookd_sends_to_its_own_inbound_url_and_each_event_arrives_once() {
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        // Receiving side: application "inner" forwards to the sink.
+        let (inner, _) = endpoint_at(&app, &s, json!({})).await;
+        let (src, _) = source(
+            &app,
+            "hookd",
+            &inner,
+            json!({"scheme": "standard-webhooks", "secrets": [SECRET]}),
+        )
+        .await;
+        // The server listens on a port of its own choosing; its public URL names port 0.
+        let url = format!("{}/in/{src}", app.base);
+        // Sending side: application "outer" sends to the inbound URL, signed with SECRET.
+        let outer = app
+            .ok(Method::POST, "/app", Some(json!({"name": "outer"})), 201)
+            .await;
+        let outer = outer["id"].as_str().unwrap().to_owned();
+        app.ok(
+            Method::POST,
+            &format!("/app/{outer}/endpoint"),
+            Some(json!({"url": url, "secret": SECRET})),
+            201,
+        )
+        .await;
+        for n in 0..20 {
+            app.ok(
+                Method::POST,
+                &format!("/app/{outer}/msg"),
+                Some(json!({"eventType": "order.updated", "payload": {"n": n}, "orderingKey": "order-1"})),
+                202,
+            )
+            .await;
+        }
+        eventually(
+            Duration::from_secs(20),
+            "20 events through the inbound URL",
+            || async { s.state.report().unique >= 20 },
+        )
+        .await;
+        let report = s.state.report();
+        assert_eq!(report.bad_signatures, 0);
+        assert_eq!(report.duplicates, 0);
+        // Each outer message id became the inner message's eventId: resent ones would be
+        // acknowledged as duplicates.
+        let stored = messages(&app, &inner).await;
+        assert_eq!(stored.len(), 20);
+        assert!(
+            stored
+                .iter()
+                .all(|m| m["eventId"].as_str().is_some_and(|e| e.starts_with("msg_")))
+        );
+        s.stop().await;
+    }
+}
