@@ -27,6 +27,65 @@ pub struct ApiConfig {
     pub unwritten_replies: std::sync::Arc<UnwrittenReplies>,
     /// Where hookd is reached, for the portal links it issues.
     pub public_url: String,
+    /// Inbound webhook requests by result, for `/metrics`.
+    pub inbound_counts: std::sync::Arc<InboundCounts>,
+}
+
+/// What became of a request to an inbound source (`POST /in/{source}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InboundResult {
+    /// Verified and stored: forwarded from now on.
+    Stored,
+    /// Verified, but its event id was seen before: acknowledged, nothing done.
+    Duplicate,
+    /// The signature did not verify (401): nothing stored.
+    Refused,
+    /// No such source (404).
+    UnknownSource,
+    /// Verified but not taken: rate limited, not JSON, too large, or a failure.
+    Failed,
+}
+
+impl InboundResult {
+    pub const ALL: [InboundResult; 5] = [
+        Self::Stored,
+        Self::Duplicate,
+        Self::Refused,
+        Self::UnknownSource,
+        Self::Failed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stored => "stored",
+            Self::Duplicate => "duplicate",
+            Self::Refused => "refused",
+            Self::UnknownSource => "unknown_source",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Counts of [`InboundResult`]s (no per-source label: sources are the tenants' to create).
+#[derive(Default, Debug)]
+pub struct InboundCounts([std::sync::atomic::AtomicU64; 5]);
+
+impl InboundCounts {
+    pub fn record(&self, r: InboundResult) {
+        self.0[r as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn each(&self) -> Vec<(InboundResult, u64)> {
+        InboundResult::ALL
+            .iter()
+            .map(|r| {
+                (
+                    *r,
+                    self.0[*r as usize].load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
 }
 
 /// What became of a message-create request (`POST /api/v1/app/{app_id}/msg`).

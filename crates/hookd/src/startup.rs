@@ -146,6 +146,7 @@ impl Application {
         let metrics = ProcessMetrics {
             delivery: Arc::new(Metrics::new(settings.metrics_tenant_label)),
             ingest: Arc::new(api::IngestCounts::new(settings.metrics_tenant_label)),
+            inbound: Default::default(),
         };
         if settings.roles.scheduler {
             let mailer = match &settings.smtp_url {
@@ -349,6 +350,7 @@ fn http_server(
     let api_config = api::ApiConfig {
         service: service_config,
         ingest_counts: metrics.ingest.clone(),
+        inbound_counts: metrics.inbound.clone(),
         unwritten_replies: Default::default(),
         public_url: settings.public_url(),
     };
@@ -475,6 +477,7 @@ impl MetricsAccess {
 struct ProcessMetrics {
     delivery: Arc<Metrics>,
     ingest: Arc<api::IngestCounts>,
+    inbound: Arc<api::InboundCounts>,
 }
 
 /// `GET /metrics`: Prometheus text format 0.0.4. Counters and histograms are this process's;
@@ -510,6 +513,16 @@ async fn serve_metrics(
             labels.insert(0, ("tenant", t.as_str()));
         }
         write_sample(&mut out, name, &labels, n);
+    }
+    let name = "hookd_inbound_requests_total";
+    write_header(
+        &mut out,
+        name,
+        "counter",
+        "Requests to inbound sources (POST /in/{source}) by result: stored, duplicate, refused (bad signature), unknown_source, failed.",
+    );
+    for (r, n) in metrics.inbound.each() {
+        write_sample(&mut out, name, &[("result", r.as_str())], n);
     }
     let name = "hookd_pruned_rows_total";
     write_header(

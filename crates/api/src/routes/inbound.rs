@@ -143,7 +143,15 @@ pub async fn receive(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    match service::inbound::receive(&store, &cfg.service, &path, &header, &body).await {
+    let answer = service::inbound::receive(&store, &cfg.service, &path, &header, &body).await;
+    cfg.inbound_counts.record(match &answer {
+        Ok(Received::Stored(_)) => crate::InboundResult::Stored,
+        Ok(Received::Duplicate) => crate::InboundResult::Duplicate,
+        Err(Refusal::Unverified(_)) => crate::InboundResult::Refused,
+        Err(Refusal::NotFound) => crate::InboundResult::UnknownSource,
+        Err(Refusal::Service(_)) => crate::InboundResult::Failed,
+    });
+    match answer {
         Ok(Received::Stored(id)) => {
             Ok(HttpResponse::Ok().json(serde_json::json!({"id": id.to_string()})))
         }

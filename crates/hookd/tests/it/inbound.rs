@@ -175,6 +175,19 @@ async fn stripe_and_github_requests_verify_bad_ones_get_401_and_leave_nothing() 
             .collect();
         types.sort();
         assert_eq!(types, vec!["charge.succeeded", "pull_request"]);
+        // Counted on /metrics: 4 Stripe and 1 GitHub refused, 2 stored.
+        let metrics = reqwest::get(format!("{}/metrics", app.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for line in [
+            r#"hookd_inbound_requests_total{result="refused"} 5"#,
+            r#"hookd_inbound_requests_total{result="stored"} 2"#,
+        ] {
+            assert!(metrics.contains(line), "{line} in:\n{metrics}");
+        }
         let ids: Vec<&str> = stored
             .iter()
             .filter_map(|m| m["eventId"].as_str())
