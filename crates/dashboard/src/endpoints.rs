@@ -498,10 +498,10 @@ impl ActionForm {
                 token_url: self.token_url.trim().to_owned(),
                 client_id: self.client_id.trim().to_owned(),
                 client_secret: Some(self.client_secret.clone()),
-                auth_method: if self.auth_method == "clientSecretPost" {
-                    OAuthMethod::Post
-                } else {
-                    OAuthMethod::Basic
+                // The form's own default when the field is left out.
+                auth_method: match self.auth_method.as_str() {
+                    "" => OAuthMethod::Basic,
+                    name => OAuthMethod::parse(name).map_err(PageError::bad_input)?,
                 },
                 scopes: self.scopes.split_whitespace().map(str::to_owned).collect(),
                 extra_params: Default::default(),

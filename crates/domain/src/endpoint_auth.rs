@@ -52,6 +52,31 @@ pub enum OAuthMethod {
     Post,
 }
 
+impl OAuthMethod {
+    /// Svix's name of it (`clientSecretBasic`, `clientSecretPost`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OAuthMethod::Basic => "clientSecretBasic",
+            OAuthMethod::Post => "clientSecretPost",
+        }
+    }
+
+    /// By Svix's name; the error says what is supported.
+    pub fn parse(name: &str) -> Result<OAuthMethod, String> {
+        match name {
+            "clientSecretBasic" => Ok(OAuthMethod::Basic),
+            "clientSecretPost" => Ok(OAuthMethod::Post),
+            "clientSecretJwt" => Err(
+                "clientSecretJwt is not supported by hookd; use clientSecretBasic or clientSecretPost"
+                    .to_owned(),
+            ),
+            other => Err(format!(
+                "{other:?} is not an auth method: clientSecretBasic or clientSecretPost"
+            )),
+        }
+    }
+}
+
 fn header_safe(what: &str, v: &str) -> Result<(), String> {
     if v.is_empty() {
         return Err(format!("{what} must not be empty"));

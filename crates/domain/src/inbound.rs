@@ -86,10 +86,12 @@ pub enum Refused {
     NoMatch,
 }
 
-/// A verified request: its natural id, when the scheme names one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A verified request: its natural id and its type, where the scheme names them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Verified {
     pub event_id: Option<String>,
+    /// Stripe's body `type`, GitHub's `X-GitHub-Event`.
+    pub event_type: Option<String>,
 }
 
 /// Verifies a request to a source. `header` looks a header up by name (any case).
@@ -120,8 +122,10 @@ pub fn verify(
             signed.extend_from_slice(body);
             let mac = hex(&hmac256(secret.as_bytes(), &signed));
             if sigs.iter().any(|s| equal(s.as_bytes(), mac.as_bytes())) {
+                let event = serde_json::from_slice(body).ok();
                 Ok(Verified {
-                    event_id: json_id(body, "id"),
+                    event_id: event.as_ref().and_then(|e| json_member(e, "id")),
+                    event_type: event.as_ref().and_then(|e| json_member(e, "type")),
                 })
             } else {
                 Err(Refused::NoMatch)
@@ -137,13 +141,14 @@ pub fn verify(
             if equal(given.trim().as_bytes(), mac.as_bytes()) {
                 Ok(Verified {
                     event_id: header("x-github-delivery"),
+                    event_type: header("x-github-event"),
                 })
             } else {
                 Err(Refused::NoMatch)
             }
         }
         Scheme::Hmac(h) => generic(h, header, body, now, tolerance),
-        Scheme::None => Ok(Verified { event_id: None }),
+        Scheme::None => Ok(Verified::default()),
     }
 }
 
@@ -173,7 +178,10 @@ fn standard(
         VerifyError::TimestampTooOld | VerifyError::TimestampTooNew => Refused::Stale,
         VerifyError::NoMatchingSignature => Refused::NoMatch,
     })?;
-    Ok(Verified { event_id: Some(id) })
+    Ok(Verified {
+        event_id: Some(id),
+        event_type: None,
+    })
 }
 
 fn generic(
@@ -217,9 +225,14 @@ fn generic(
     }
     let event_id = match &h.id_header {
         Some(name) => header(name),
-        None => json_id(body, "id"),
+        None => serde_json::from_slice(body)
+            .ok()
+            .and_then(|e| json_member(&e, "id")),
     };
-    Ok(Verified { event_id })
+    Ok(Verified {
+        event_id,
+        event_type: None,
+    })
 }
 
 fn fresh(t: i64, now: Timestamp, tolerance: Duration) -> Result<(), Refused> {
@@ -246,9 +259,8 @@ fn equal(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// A top-level string (or number) member of a JSON object body, e.g. Stripe's `id`.
-fn json_id(body: &[u8], member: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    match v.get(member)? {
+fn json_member(body: &serde_json::Value, member: &str) -> Option<String> {
+    match body.get(member)? {
         serde_json::Value::String(s) if !s.is_empty() && s.len() <= 256 => Some(s.clone()),
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,

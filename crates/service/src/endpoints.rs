@@ -50,11 +50,7 @@ pub async fn set_auth(
     auth: Option<EndpointAuth>,
 ) -> Result<endpoint::Model> {
     if let Some(a) = &auth {
-        let mut errors: Vec<FieldError> = a
-            .problems()
-            .into_iter()
-            .map(|(field, msg)| FieldError::new(field, msg))
-            .collect();
+        let mut errors = field_errors(a.problems());
         if let EndpointAuth::OAuth(c) = a
             && errors.iter().all(|e| e.field != "tokenUrl")
             && let Err(e) = check_url(cfg, &c.token_url).await
@@ -77,16 +73,20 @@ pub async fn set_mtls(
     mtls: Option<Mtls>,
 ) -> Result<endpoint::Model> {
     if let Some(m) = &mtls {
-        let errors: Vec<FieldError> = m
-            .problems()
-            .into_iter()
-            .map(|(field, msg)| FieldError::new(field, msg))
-            .collect();
+        let errors = field_errors(m.problems());
         if !errors.is_empty() {
             return Err(ServiceError::Invalid(errors));
         }
     }
     Ok(store.set_endpoint_mtls(tenant, ep, mtls.as_ref()).await?)
+}
+
+/// The domain's `(field, reason)` problems as field errors.
+fn field_errors(problems: Vec<(&'static str, String)>) -> Vec<FieldError> {
+    problems
+        .into_iter()
+        .map(|(field, msg)| FieldError::new(field, msg))
+        .collect()
 }
 
 /// `new`, or every rule it breaks.

@@ -65,13 +65,10 @@ pub async fn receive(
         .get_application(tenant, &source.row.app_id.to_string())
         .await?;
     // The sender's own event type where its scheme names one.
-    let event_type = match &source.scheme {
-        Scheme::Github { .. } => header("x-github-event"),
-        Scheme::Stripe { .. } => json_member(body, "type"),
-        _ => None,
-    }
-    .filter(|t| rules::ident("eventType", t).is_ok())
-    .unwrap_or_else(|| source.row.event_type.clone());
+    let event_type = verified
+        .event_type
+        .filter(|t| rules::ident("eventType", t).is_ok())
+        .unwrap_or_else(|| source.row.event_type.clone());
     messages::admit(store, cfg, tenant).await?;
     let new = NewMessage {
         event_type,
@@ -80,9 +77,9 @@ pub async fn receive(
             .filter(|e| rules::ident("eventId", e).is_ok()),
         payload: body.to_vec(),
         channels: Vec::new(),
-        tags: vec![format!("source-{}", source.row.name)]
-            .into_iter()
+        tags: Some(format!("source-{}", source.row.name))
             .filter(|t| rules::labels("tags", std::slice::from_ref(t), 1).is_ok())
+            .into_iter()
             .collect(),
         ordering_key: None,
         to_endpoint: None,
@@ -95,16 +92,23 @@ pub async fn receive(
     }
 }
 
-fn json_member(body: &[u8], member: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    v.get(member)?.as_str().map(str::to_owned)
-}
+/// The most secrets a Standard Webhooks source tries on each request (a sender rotating has
+/// two): every unauthenticated request costs one HMAC per secret.
+pub const MAX_SOURCE_SECRETS: usize = 10;
 
 /// Checks a source's settings before it is stored: its name and event type, and that a
 /// verifying scheme has a secret.
 pub fn check_source(name: &str, event_type: &str, scheme: &Scheme) -> Result<()> {
     rules::ident("name", name)?;
     rules::ident("eventType", event_type)?;
+    if let Scheme::StandardWebhooks { secrets } = scheme
+        && secrets.len() > MAX_SOURCE_SECRETS
+    {
+        return Err(ServiceError::field(
+            "verification",
+            format!("at most {MAX_SOURCE_SECRETS} secrets"),
+        ));
+    }
     let empty = match scheme {
         Scheme::StandardWebhooks { secrets } => {
             secrets.is_empty()

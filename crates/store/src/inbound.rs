@@ -9,6 +9,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use crate::entities::{Owned, application, inbound_source};
 use crate::error::conflict_as;
 use crate::resources::check_owner;
+use crate::sealed::{open_json, seal_json};
 use crate::{Result, Store, StoreError, System};
 
 /// A source with its verification opened.
@@ -24,13 +25,8 @@ pub(crate) fn context(id: &SourceId) -> String {
 
 impl Store {
     fn open_source(&self, row: inbound_source::Model) -> Result<Source> {
-        let json = self.seal.open(&row.verification, &context(&row.id))?;
-        let scheme = serde_json::from_str(&json).map_err(|e| {
-            StoreError::Corrupt(format!(
-                "inbound source {}: column verification: {e}",
-                row.id
-            ))
-        })?;
+        let what = format!("inbound source {}: column verification", row.id);
+        let scheme = open_json(&self.seal, &context(&row.id), &row.verification, &what)?;
         Ok(Source { row, scheme })
     }
 
@@ -45,14 +41,13 @@ impl Store {
     ) -> Result<Source> {
         check_owner(tenant, &app.tenant_id, "application")?;
         let id = SourceId::new();
-        let json = serde_json::to_string(scheme).expect("a scheme serialises");
         let row = inbound_source::ActiveModel {
             id: Set(id),
             tenant_id: Set(tenant),
             app_id: Set(app.id),
             name: Set(name.to_owned()),
             event_type: Set(event_type.to_owned()),
-            verification: Set(self.seal.seal(&json, &context(&id))),
+            verification: Set(seal_json(&self.seal, &context(&id), scheme)),
             created_at: Set(Timestamp::now().as_millis()),
         };
         let txn = self.write_txn().await?;
@@ -89,19 +84,24 @@ impl Store {
             .exec(&*txn)
             .await?;
         txn.commit().await?;
+        self.sources.clear();
         Ok(())
     }
 }
 
 impl System<'_> {
     /// The source an inbound request names, whoever's it is (the request carries no
-    /// credential but its signature, checked next).
+    /// credential but its signature, checked next). A copy at most a second old (`cache`):
+    /// a flood of requests to a source costs no query each; unknown ids are never kept.
     pub async fn source(&self, id: &str) -> Result<Source> {
         let id: SourceId = id.parse().map_err(|_| StoreError::not_found("source"))?;
-        let row = inbound_source::Entity::find_by_id(id)
-            .one(&self.db)
+        let load = async {
+            let row = inbound_source::Entity::find_by_id(id).one(&self.db).await?;
+            row.map(|r| self.open_source(r)).transpose()
+        };
+        self.sources
+            .get_or_load(id, load)
             .await?
-            .ok_or(StoreError::not_found("source"))?;
-        self.open_source(row)
+            .ok_or(StoreError::not_found("source"))
     }
 }

@@ -87,6 +87,8 @@ pub struct Store {
     presets: std::sync::Arc<
         cache::ReadCache<domain::ids::TenantId, Option<domain::classify::StatusPreset>>,
     >,
+    /// The same for inbound sources, read by every unauthenticated `POST /in/{source}`.
+    sources: std::sync::Arc<cache::ReadCache<domain::ids::SourceId, inbound::Source>>,
     /// Endpoints this process must not send to right now (see `gate`). Shared by every clone.
     stopped: std::sync::Arc<gate::StoppedEndpoints>,
     /// Held by the WAL checkpointer while it checkpoints; `true` once `close` stopped it.
@@ -160,6 +162,7 @@ impl Store {
             portal: Default::default(),
             apps: Default::default(),
             presets: Default::default(),
+            sources: Default::default(),
             stopped: Default::default(),
             checkpointer: Default::default(),
             seal: std::sync::Arc::new(keys),

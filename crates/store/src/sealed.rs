@@ -146,8 +146,7 @@ impl SealedJson {
         endpoint: &EndpointId,
         value: &impl serde::Serialize,
     ) -> String {
-        let json = serde_json::to_string(value).expect("a sealed column's value serialises");
-        keys.seal(&json, &self.context(endpoint))
+        seal_json(keys, &self.context(endpoint), value)
     }
 
     pub(crate) fn open<T: serde::de::DeserializeOwned>(
@@ -158,11 +157,26 @@ impl SealedJson {
         let Some(stored) = self.stored(ep) else {
             return Ok(None);
         };
-        let json = keys.open(stored, &self.context(&ep.id))?;
-        serde_json::from_str(&json).map(Some).map_err(|e| {
-            StoreError::Corrupt(format!("endpoint {}: column {}: {e}", ep.id, self.name()))
-        })
+        let what = format!("endpoint {}: column {}", ep.id, self.name());
+        open_json(keys, &self.context(&ep.id), stored, &what).map(Some)
     }
+}
+
+/// `value` as JSON, sealed for `context`.
+pub(crate) fn seal_json(keys: &Keyring, context: &str, value: &impl serde::Serialize) -> String {
+    let json = serde_json::to_string(value).expect("a sealed value serialises");
+    keys.seal(&json, context)
+}
+
+/// A value [`seal_json`] sealed; `what` names where it is stored, for the error.
+pub(crate) fn open_json<T: serde::de::DeserializeOwned>(
+    keys: &Keyring,
+    context: &str,
+    stored: &str,
+    what: &str,
+) -> Result<T> {
+    let json = keys.open(stored, context)?;
+    serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
 /// The `headers` column for these headers: names as they are, values sealed.

@@ -3,16 +3,18 @@ use std::time::Duration;
 
 use actix_web::{HttpResponse, web};
 use domain::delivery::DeliveryState;
+use domain::endpoint_auth::{EndpointAuth, OAuthClient, OAuthMethod};
 use domain::ids::EndpointId;
 use domain::signing::EndpointKey;
 use store::entities::endpoint;
 use store::{NewEndpoint, Store, StoreError};
 
 use crate::dto::{
-    BackgroundTaskOut, EndpointExtIn, EndpointHeadersIn, EndpointHeadersOut,
-    EndpointHeadersPatchIn, EndpointIn, EndpointMessageOut, EndpointMessageQuery, EndpointOut,
-    EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn, EndpointStats, ListQuery,
-    ListResponse, RecoverIn, list_params, time,
+    BackgroundTaskOut, EndpointAuthIn, EndpointAuthOut, EndpointExtIn, EndpointHeadersIn,
+    EndpointHeadersOut, EndpointHeadersPatchIn, EndpointIn, EndpointMessageOut,
+    EndpointMessageQuery, EndpointMtlsConfigIn, EndpointMtlsConfigOut, EndpointOauthConfigIn,
+    EndpointOauthConfigOut, EndpointOut, EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn,
+    EndpointStats, ListQuery, ListResponse, RecoverIn, list_params, time,
 };
 use crate::extract::{App, AppEndpoint, JsonBody, Tenant};
 use crate::routes::messages::raw_payload;
@@ -759,27 +761,9 @@ pub async fn replay_from_message(
 
 // --- authentication beyond the signature ----------------------------------------------------
 
-use domain::endpoint_auth::{EndpointAuth, OAuthClient, OAuthMethod};
-
-use crate::dto::{EndpointAuthIn, EndpointAuthOut, EndpointOauthConfigIn, EndpointOauthConfigOut};
-
 fn oauth_of(body: EndpointOauthConfigIn) -> Result<OAuthClient, ApiError> {
-    let auth_method = match body.auth_method.as_str() {
-        "clientSecretBasic" => OAuthMethod::Basic,
-        "clientSecretPost" => OAuthMethod::Post,
-        "clientSecretJwt" => {
-            return Err(ApiError::field(
-                "authMethod",
-                "clientSecretJwt is not supported by hookd; use clientSecretBasic or clientSecretPost",
-            ));
-        }
-        other => {
-            return Err(ApiError::field(
-                "authMethod",
-                format!("{other:?} is not an auth method: clientSecretBasic or clientSecretPost"),
-            ));
-        }
-    };
+    let auth_method =
+        OAuthMethod::parse(&body.auth_method).map_err(|e| ApiError::field("authMethod", e))?;
     if body.grant_type != "clientCredentials" {
         return Err(ApiError::field(
             "grantType",
@@ -837,11 +821,7 @@ pub async fn get_oauth(
 ) -> Result<HttpResponse, ApiError> {
     match store.endpoint_auth(&ep)? {
         Some(EndpointAuth::OAuth(c)) => Ok(HttpResponse::Ok().json(EndpointOauthConfigOut {
-            auth_method: match c.auth_method {
-                OAuthMethod::Basic => "clientSecretBasic",
-                OAuthMethod::Post => "clientSecretPost",
-            }
-            .to_owned(),
+            auth_method: c.auth_method.as_str().to_owned(),
             client_id: c.client_id,
             extra_params: c.extra_params.into_keys().collect(),
             grant_type: "clientCredentials".to_owned(),
@@ -944,8 +924,6 @@ pub async fn delete_auth(
     eps::set_auth(&store, &cfg.service, t, ep, None).await?;
     Ok(HttpResponse::NoContent().finish())
 }
-
-use crate::dto::{EndpointMtlsConfigIn, EndpointMtlsConfigOut};
 
 #[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/mtls", tag = "Endpoint",
     params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointMtlsConfigIn,
