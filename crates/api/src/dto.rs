@@ -747,7 +747,7 @@ pub struct MessageAttemptOut {
     pub timestamp: String,
     /// hookd: 1-based attempt number of this delivery.
     pub attempt_number: i32,
-    /// hookd: `timeout`, `connect`, `dns`, `tls` or `http` when no status arrived.
+    /// hookd: `timeout`, `connect`, `dns`, `tls`, `auth`, `broker` or `http` when no status arrived.
     pub error_kind: Option<String>,
     /// hookd: why the attempt failed or ended the retries, in words (a transport error, or
     /// the receiver's `webhook-delivery: abort-message`).

@@ -25,6 +25,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 pub(crate) struct Prepared {
     pub ep: DispatchEndpoint,
     url: Result<reqwest::Url, (ErrorKind, String)>,
+    /// The URL of a broker destination (`url` is then not requested).
+    broker: Option<EndpointUrl>,
     secrets: Vec<EndpointKey>,
     headers: Vec<(String, String)>,
     overrides: StatusOverrides,
@@ -62,6 +64,11 @@ impl Prepared {
             ),
             Err(err) => (Default::default(), Default::default(), Err(err)),
         };
+        let broker = url
+            .as_ref()
+            .ok()
+            .filter(|u| u.destination().is_some())
+            .cloned();
         let url = url.and_then(|url| {
             // Names are checked by the resolver at connect time; literals never reach it.
             if let Some(ip) = url.host_ip() {
@@ -69,6 +76,7 @@ impl Prepared {
             }
             reqwest::Url::parse(url.as_str()).map_err(|e| (ErrorKind::Http, e.to_string()))
         });
+        let broker = broker.filter(|_| url.is_ok());
         let secrets = ep
             .secrets
             .iter()
@@ -78,6 +86,7 @@ impl Prepared {
             overrides: overrides.or_preset(tenant_preset.unwrap_or(cfg.status_preset)),
             signature_headers: e.signature_headers.unwrap_or(cfg.signature_headers),
             url,
+            broker,
             secrets,
             // The endpoint's authentication sets `Authorization`; a custom header of that name
             // would send two.
@@ -96,6 +105,8 @@ const ABORT_VALUE: &str = "abort-message";
 
 struct Response {
     status: Option<u16>,
+    /// A broker destination confirmed the message (there is no status).
+    published: bool,
     retry_after: Option<String>,
     /// End the retries whatever the status: the receiver answered `webhook-delivery:
     /// abort-message` (Svix's way), or nothing is left to send.
@@ -104,11 +115,13 @@ struct Response {
     error: Option<(ErrorKind, String)>,
 }
 
-/// What sends: the shared client, the OAuth tokens, and the clients of mTLS endpoints.
+/// What sends: the shared client, the OAuth tokens, the clients of mTLS endpoints and the
+/// broker connections.
 pub(crate) struct Senders {
     pub client: reqwest::Client,
     pub tokens: crate::auth::Tokens,
     pub mtls: crate::http::MtlsClients,
+    pub brokers: crate::broker::Brokers,
 }
 
 pub(crate) async fn attempt(
@@ -128,11 +141,14 @@ pub(crate) async fn attempt(
         // Expunged while a retry was pending: nothing is left to send, and nothing is sent.
         Response {
             status: None,
+            published: false,
             retry_after: None,
             abort: true,
             excerpt: None,
             error: Some((ErrorKind::Http, store::EXPUNGED.to_owned())),
         }
+    } else if let Some(url) = &target.broker {
+        publish(http, target, url, msg, d, started, timeout).await
     } else {
         let tokens = &http.tokens;
         let client = match &target.ep.mtls {
@@ -158,6 +174,7 @@ pub(crate) async fn attempt(
             }
             Err(err) => Response {
                 status: None,
+                published: false,
                 retry_after: None,
                 abort: false,
                 excerpt: None,
@@ -169,6 +186,7 @@ pub(crate) async fn attempt(
     let outcome = match (response.status, &response.error) {
         (Some(s), _) => Outcome::Status(s),
         (None, Some((kind, _))) => Outcome::Error(*kind),
+        (None, None) if response.published => Outcome::Published,
         (None, None) => Outcome::Error(ErrorKind::Http),
     };
     let class = match classify(outcome, &target.overrides) {
@@ -256,32 +274,87 @@ fn build(
     timeout: Duration,
 ) -> Result<reqwest::RequestBuilder, (ErrorKind, String)> {
     let url = target.url.clone()?;
-    let ts = now.as_secs();
-    let msg_id = msg.id.to_string();
     let mut req = client
         .post(url)
         .timeout(timeout)
-        .header("content-type", "application/json")
-        .header("webhook-attempt", (d.attempt_count + 1).to_string());
-    let (ts, signature) = (
-        ts.to_string(),
-        signature_header(&target.secrets, &msg_id, ts, &msg.payload),
-    );
-    for [id_name, ts_name, sig_name] in target.signature_headers.names() {
-        req = req
-            .header(*id_name, &msg_id)
-            .header(*ts_name, &ts)
-            .header(*sig_name, &signature);
-    }
-    if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
-        req = req
-            .header("webhook-ordering-key", key)
-            .header("webhook-sequence", seq.to_string());
-    }
-    for (k, v) in &target.headers {
+        .header("content-type", "application/json");
+    for (k, v) in headers(target, msg, d, now) {
         req = req.header(k, v);
     }
     Ok(req.body(msg.payload.clone()))
+}
+
+/// What goes with every attempt's body, to a receiver as HTTP headers and to a broker as its
+/// message headers: the attempt number, the signed id and timestamp with the signature (under
+/// the endpoint's names), the ordering key and sequence, then the endpoint's own headers.
+fn headers<'a>(
+    target: &'a Prepared,
+    msg: &message::Model,
+    d: &delivery::Model,
+    now: Timestamp,
+) -> Vec<(&'a str, String)> {
+    let ts = now.as_secs();
+    let msg_id = msg.id.to_string();
+    let signature = signature_header(&target.secrets, &msg_id, ts, &msg.payload);
+    let mut out = vec![("webhook-attempt", (d.attempt_count + 1).to_string())];
+    for [id_name, ts_name, sig_name] in target.signature_headers.names() {
+        out.push((id_name, msg_id.clone()));
+        out.push((ts_name, ts.to_string()));
+        out.push((sig_name, signature.clone()));
+    }
+    if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
+        out.push(("webhook-ordering-key", key.clone()));
+        out.push(("webhook-sequence", seq.to_string()));
+    }
+    for (k, v) in &target.headers {
+        out.push((k.as_str(), v.clone()));
+    }
+    out
+}
+
+/// An attempt to a broker destination: the same body and headers as an HTTP attempt, published
+/// and confirmed (see `crate::broker`).
+async fn publish(
+    senders: &Senders,
+    target: &Prepared,
+    url: &EndpointUrl,
+    msg: &message::Model,
+    d: &delivery::Model,
+    now: Timestamp,
+    timeout: Duration,
+) -> Response {
+    let id = msg.id.to_string();
+    let out = crate::broker::Outgoing {
+        id: &id,
+        event_type: &msg.event_type,
+        payload: &msg.payload,
+        headers: headers(target, msg, d, now),
+    };
+    let (excerpt, error) = match (&target.ep.mtls, &target.ep.auth) {
+        (Some(_), _) => (
+            None,
+            Some((
+                ErrorKind::Tls,
+                "mutual TLS is for https endpoints; broker destinations are plain TCP".into(),
+            )),
+        ),
+        (None, auth) => match senders
+            .brokers
+            .publish(url, auth.as_ref(), out, timeout)
+            .await
+        {
+            Ok(receipt) => (Some(receipt), None),
+            Err(e) => (None, Some(e)),
+        },
+    };
+    Response {
+        status: None,
+        published: error.is_none(),
+        retry_after: None,
+        abort: false,
+        excerpt,
+        error,
+    }
 }
 
 async fn execute(req: reqwest::RequestBuilder) -> Response {
@@ -315,6 +388,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
             }
             Response {
                 status: Some(status),
+                published: false,
                 retry_after,
                 abort,
                 excerpt: Some(String::from_utf8_lossy(&body).into_owned()),
@@ -323,6 +397,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
         }
         Err(e) => Response {
             status: None,
+            published: false,
             retry_after: None,
             abort: false,
             excerpt: None,
@@ -448,7 +523,8 @@ mod tests {
         let http = Senders {
             client: reqwest::Client::new(),
             tokens: crate::auth::Tokens::new(allow.clone(), false),
-            mtls: crate::http::MtlsClients::new(allow, None),
+            mtls: crate::http::MtlsClients::new(allow.clone(), None),
+            brokers: crate::broker::Brokers::new(allow),
         };
         let r = attempt(&http, &target, &msg, &d).await;
         assert!(matches!(r.next, Next::Failed), "{:?}", r.next);

@@ -269,6 +269,7 @@ impl Dispatcher {
                     self.cfg.allow_networks.clone(),
                     self.cfg.proxy.clone(),
                 ),
+                brokers: crate::broker::Brokers::new(self.cfg.allow_networks.clone()),
             },
             flow: self.flow.clone(),
             metrics: self.metrics.clone(),

@@ -9,6 +9,8 @@ use crate::delivery::ErrorKind;
 pub enum Outcome {
     Status(u16),
     Error(ErrorKind),
+    /// A broker destination confirmed that it holds the message.
+    Published,
 }
 
 /// A named starting table an endpoint can pick before its explicit lists apply. Its names
@@ -180,6 +182,7 @@ fn is_success(code: u16) -> bool {
 pub fn classify(outcome: Outcome, overrides: &StatusOverrides) -> Classification {
     let code = match outcome {
         Outcome::Error(_) => return Classification::Retry,
+        Outcome::Published => return Classification::Success,
         Outcome::Status(code) if is_success(code) => return Classification::Success,
         Outcome::Status(code) => code,
     };
@@ -299,6 +302,7 @@ mod tests {
             ErrorKind::Dns,
             ErrorKind::Tls,
             ErrorKind::Auth,
+            ErrorKind::Broker,
             ErrorKind::Http,
         ] {
             assert_eq!(classify(Outcome::Error(kind), &strict), Retry, "{kind}");

@@ -53,6 +53,9 @@ pub enum ErrorKind {
     Http,
     /// The endpoint's OAuth token endpoint failed: no request was sent to the endpoint.
     Auth,
+    /// A broker destination did not take the message (refused, unroutable, no stream, or an
+    /// error of its protocol); retried like a network error.
+    Broker,
 }
 
 macro_rules! text_enum {
@@ -83,7 +86,7 @@ pub(crate) use text_enum;
 
 text_enum!(DeliveryState { Pending => "pending", Sending => "sending", Succeeded => "succeeded", Failed => "failed", Skipped => "skipped", Paused => "paused" });
 text_enum!(AttemptTrigger { Scheduled => "scheduled", Manual => "manual" });
-text_enum!(ErrorKind { Timeout => "timeout", Connect => "connect", Dns => "dns", Tls => "tls", Http => "http", Auth => "auth" });
+text_enum!(ErrorKind { Timeout => "timeout", Connect => "connect", Dns => "dns", Tls => "tls", Http => "http", Auth => "auth", Broker => "broker" });
 
 impl DeliveryState {
     /// No more attempts will be made unless a person asks for one.

@@ -8,6 +8,7 @@
 //! percent-encoded or non-ASCII host names) the URL is refused, so the host checked here is the
 //! host the request goes to.
 
+use crate::broker::{BrokerKind, Destination};
 use ipnet::{IpNet, Ipv4Net};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -33,10 +34,19 @@ pub enum EndpointUrlError {
          percent-encode it as %5C"
     )]
     Backslash,
-    #[error("url must start with http:// or https://")]
+    #[error(
+        "url must start with http:// or https:// (or name a broker: amqp://, nats://, redis://)"
+    )]
     Scheme,
     #[error("url must start with https:// (plain http is disabled on this server)")]
     HttpsRequired,
+    #[error(
+        "url must start with https://: this server sends only over TLS, and broker \
+         destinations ({0}://) are plain TCP"
+    )]
+    PlainBroker(&'static str),
+    #[error("url names no usable {0} destination: {1}")]
+    Broker(&'static str, crate::broker::BadDestination),
     #[error(
         "url must not contain a username or password: credentials in URLs leak into logs; \
          send them in a header instead"
@@ -56,9 +66,11 @@ pub enum EndpointUrlError {
 enum Scheme {
     Http,
     Https,
+    Broker(BrokerKind),
 }
 
-/// An absolute `http`/`https` URL fit to deliver webhooks to.
+/// An absolute `http`/`https` URL fit to deliver webhooks to, or a broker destination
+/// (`amqp`, `nats`, `redis`: see `crate::broker`).
 ///
 /// The stored form is normalised: scheme and host in lower case, an IPv6 host in its canonical
 /// text, an explicit port as a plain number. Path and query are kept verbatim.
@@ -72,6 +84,8 @@ pub struct EndpointUrl {
     port: Option<u16>,
     /// Byte offset of the path-and-query in `serialized`.
     path_start: usize,
+    /// Where on the broker, for a broker URL.
+    destination: Option<Destination>,
 }
 
 impl EndpointUrl {
@@ -107,11 +121,15 @@ impl EndpointUrl {
             Scheme::Https
         } else if scheme.eq_ignore_ascii_case("http") {
             Scheme::Http
+        } else if let Some(kind) = BrokerKind::from_scheme(scheme) {
+            Scheme::Broker(kind)
         } else {
             return Err(E::Scheme);
         };
-        if https_only && scheme == Scheme::Http {
-            return Err(E::HttpsRequired);
+        match scheme {
+            Scheme::Http if https_only => return Err(E::HttpsRequired),
+            Scheme::Broker(kind) if https_only => return Err(E::PlainBroker(kind.scheme())),
+            _ => {}
         }
 
         let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
@@ -120,12 +138,21 @@ impl EndpointUrl {
             return Err(E::Credentials);
         }
         let (host, ip, port) = parse_authority(authority)?;
+        let destination = match scheme {
+            Scheme::Broker(kind) => Some(
+                Destination::parse(kind, path_and_query)
+                    .map_err(|e| E::Broker(kind.scheme(), e))?,
+            ),
+            _ => None,
+        };
 
         let mut serialized = String::with_capacity(s.len());
         serialized.push_str(match scheme {
-            Scheme::Http => "http://",
-            Scheme::Https => "https://",
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+            Scheme::Broker(kind) => kind.scheme(),
         });
+        serialized.push_str("://");
         if matches!(ip, Some(IpAddr::V6(_))) {
             serialized.push('[');
             serialized.push_str(&host);
@@ -147,18 +174,25 @@ impl EndpointUrl {
             ip,
             port,
             path_start,
+            destination,
         })
+    }
+
+    /// The broker destination, for an `amqp`, `nats` or `redis` URL.
+    pub fn destination(&self) -> Option<&Destination> {
+        self.destination.as_ref()
     }
 
     pub fn as_str(&self) -> &str {
         &self.serialized
     }
 
-    /// `"http"` or `"https"`.
+    /// `"http"`, `"https"` or a broker's scheme.
     pub fn scheme(&self) -> &'static str {
         match self.scheme {
             Scheme::Http => "http",
             Scheme::Https => "https",
+            Scheme::Broker(kind) => kind.scheme(),
         }
     }
 
@@ -172,11 +206,12 @@ impl EndpointUrl {
         &self.host
     }
 
-    /// The explicit port, or 80 for http and 443 for https.
+    /// The explicit port, or the scheme's (80, 443, or the broker's).
     pub fn port(&self) -> u16 {
         self.port.unwrap_or(match self.scheme {
             Scheme::Http => 80,
             Scheme::Https => 443,
+            Scheme::Broker(kind) => kind.default_port(),
         })
     }
 
@@ -701,6 +736,39 @@ mod tests {
     // ----- EndpointUrl::parse -----
 
     #[test]
+    fn broker_urls_name_their_destination_and_keep_the_guards_of_http() {
+        let u = EndpointUrl::parse("AMQP://MQ.internal/?routing_key=hooks", false).unwrap();
+        assert_eq!(u.as_str(), "amqp://mq.internal/?routing_key=hooks");
+        assert_eq!((u.scheme(), u.port()), ("amqp", 5672));
+        assert_eq!(
+            u.destination().map(|d| d.kind()),
+            Some(crate::broker::BrokerKind::Amqp)
+        );
+        let n = EndpointUrl::parse("nats://10.0.0.5?subject=a.b", false).unwrap();
+        assert_eq!((n.port(), n.host_ip().is_some()), (4222, true));
+        let r = EndpointUrl::parse("redis://[::1]:7000?stream=s", false).unwrap();
+        assert_eq!(r.port(), 7000);
+        assert!(
+            EndpointUrl::parse("https://example.com/?stream=s", false)
+                .unwrap()
+                .destination()
+                .is_none()
+        );
+        // Credentials stay out of URLs (they are the endpoint's sealed auth), TLS-only servers
+        // refuse plain brokers, and a destination that names nothing is refused.
+        assert_eq!(
+            EndpointUrl::parse("redis://u:p@h?stream=s", false),
+            Err(EndpointUrlError::Credentials)
+        );
+        assert_eq!(
+            EndpointUrl::parse("nats://h?subject=s", true),
+            Err(EndpointUrlError::PlainBroker("nats"))
+        );
+        let err = EndpointUrl::parse("amqp://h/", false).unwrap_err();
+        assert!(err.to_string().contains("routing_key is required"), "{err}");
+    }
+
+    #[test]
     fn accepts_and_normalises_good_urls() {
         // (input, as_str, scheme, host, port, is an IP literal)
         let cases = [
@@ -1062,7 +1130,7 @@ mod tests {
         let msg = |s: &str| EndpointUrl::parse(s, false).unwrap_err().to_string();
         assert_eq!(
             msg("ftp://x.com"),
-            "url must start with http:// or https://"
+            "url must start with http:// or https:// (or name a broker: amqp://, nats://, redis://)"
         );
         assert!(msg("https://u:p@x.com").contains("credentials in URLs leak into logs"));
         assert!(!msg("https://u:secret@x.com").contains("secret"));

@@ -4,6 +4,7 @@
 //! Nothing here does I/O. Randomness and time are passed in so every rule is exactly testable.
 
 pub mod breaker;
+pub mod broker;
 pub mod classify;
 pub mod delivery;
 pub mod duration;

@@ -3,6 +3,7 @@
 mod abuse;
 mod api;
 mod bench;
+mod brokers;
 mod cli;
 mod crash;
 mod delivery;

@@ -1,0 +1,579 @@
+//! Broker destinations (issue 21): endpoints whose URL names a RabbitMQ queue, a NATS JetStream
+//! subject or a Redis stream. Real brokers: the machine's (scripts/brokers starts them on
+//! their standard ports), and, where a broker must stop mid-run, a redis-server or nats-server
+//! of the test's own on a free port. Consumed with the same Rust clients hookd publishes with.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use domain::Timestamp;
+use domain::signing::{SigningSecret, verify};
+use reqwest::Method;
+use serde_json::{Value, json};
+use testkit::TestApp;
+
+use crate::delivery::{SECRET, apps, eventually, send};
+
+const RABBITMQ: &str = "127.0.0.1:5672";
+const NATS: &str = "127.0.0.1:4222";
+const REDIS: &str = "127.0.0.1:6379";
+
+/// A name no other test (or earlier run) uses.
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A new application with one endpoint at `url`; `extra` adds endpoint fields.
+async fn broker_endpoint(app: &TestApp, url: &str, extra: Value) -> (String, String) {
+    let a = app
+        .ok(
+            Method::POST,
+            "/app",
+            Some(json!({"name": "to a broker"})),
+            201,
+        )
+        .await;
+    let a = a["id"].as_str().unwrap().to_owned();
+    let mut body = json!({"url": url, "secret": SECRET});
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    let e = app
+        .ok(Method::POST, &format!("/app/{a}/endpoint"), Some(body), 201)
+        .await;
+    (a, e["id"].as_str().unwrap().to_owned())
+}
+
+/// What a consumer read of one published message.
+#[derive(Debug)]
+struct Consumed {
+    id: String,
+    body: Vec<u8>,
+    headers: HashMap<String, String>,
+}
+
+impl Consumed {
+    /// The Standard Webhooks signature verifies with the endpoint's secret, over the id and
+    /// timestamp that came with the message.
+    fn assert_signed(&self) {
+        let h = |n: &str| self.headers.get(n).cloned().unwrap_or_default();
+        assert_eq!(h("webhook-id"), self.id, "{:?}", self.headers);
+        verify(
+            &[SigningSecret::parse(SECRET).unwrap()],
+            &h("webhook-id"),
+            &h("webhook-timestamp"),
+            &h("webhook-signature"),
+            &self.body,
+            Timestamp::now(),
+        )
+        .unwrap_or_else(|e| panic!("signature of {}: {e:?}", self.id));
+    }
+}
+
+// ----- RabbitMQ -----
+
+async fn rabbit() -> (lapin::Connection, lapin::Channel) {
+    let conn = lapin::Connection::connect(
+        &format!("amqp://guest:guest@{RABBITMQ}/%2f"),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!("RabbitMQ on {RABBITMQ} (scripts/brokers starts it): {e}");
+    });
+    let ch = conn.create_channel().await.unwrap();
+    (conn, ch)
+}
+
+async fn declare_queue(ch: &lapin::Channel, q: &str) {
+    ch.queue_declare(
+        q.into(),
+        lapin::options::QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        Default::default(),
+    )
+    .await
+    .unwrap();
+}
+
+async fn rabbit_take(ch: &lapin::Channel, q: &str) -> Vec<Consumed> {
+    let mut out = Vec::new();
+    while let Some(m) = ch
+        .basic_get(q.into(), lapin::options::BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+    {
+        let props = &m.delivery.properties;
+        let headers = props
+            .headers()
+            .as_ref()
+            .map(|t| {
+                t.inner()
+                    .iter()
+                    .filter_map(|(k, v)| match v {
+                        lapin::types::AMQPValue::LongString(s) => {
+                            Some((k.to_string(), String::from_utf8_lossy(s.as_bytes()).into()))
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Consumed {
+            id: props
+                .message_id()
+                .as_ref()
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            body: m.delivery.data.clone(),
+            headers,
+        });
+    }
+    out
+}
+
+// ----- NATS JetStream -----
+
+async fn jetstream(addr: &str) -> async_nats::jetstream::Context {
+    let client = async_nats::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("NATS on {addr} (scripts/brokers starts it): {e}"));
+    async_nats::jetstream::new(client)
+}
+
+async fn create_stream(js: &async_nats::jetstream::Context, name: &str, subject: &str) {
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: name.to_owned(),
+        subjects: vec![subject.to_owned()],
+        max_age: Duration::from_secs(600),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+async fn nats_take(js: &async_nats::jetstream::Context, stream: &str) -> Vec<Consumed> {
+    let Ok(mut s) = js.get_stream(stream).await else {
+        return Vec::new();
+    };
+    let last = s.info().await.map(|i| i.state.last_sequence).unwrap_or(0);
+    let mut out = Vec::new();
+    for seq in 1..=last {
+        if let Ok(m) = s.get_raw_message(seq).await {
+            let headers = m
+                .headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.to_string(), v.first()?.to_string())))
+                .collect::<HashMap<_, _>>();
+            out.push(Consumed {
+                id: headers.get("Nats-Msg-Id").cloned().unwrap_or_default(),
+                body: m.payload.to_vec(),
+                headers,
+            });
+        }
+    }
+    out
+}
+
+// ----- Redis Streams -----
+
+async fn redis_conn(addr: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("Redis on {addr} (scripts/brokers starts it): {e}"))
+}
+
+async fn redis_take(addr: &str, stream: &str) -> Vec<Consumed> {
+    let mut c = redis_conn(addr).await;
+    let entries: Vec<(String, HashMap<String, Vec<u8>>)> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut c)
+        .await
+        .unwrap_or_default();
+    entries
+        .into_iter()
+        .map(|(_, mut f)| {
+            let text = |v: Vec<u8>| String::from_utf8_lossy(&v).into_owned();
+            Consumed {
+                id: f.remove("id").map(text).unwrap_or_default(),
+                body: f.remove("body").unwrap_or_default(),
+                headers: f.into_iter().map(|(k, v)| (k, text(v))).collect(),
+            }
+        })
+        .collect()
+}
+
+/// The ids of `consumed`, sorted.
+fn ids(consumed: &[Consumed]) -> Vec<String> {
+    let mut v: Vec<String> = consumed.iter().map(|c| c.id.clone()).collect();
+    v.sort();
+    v
+}
+
+async fn attempts(app: &TestApp, a: &str, e: &str) -> Vec<Value> {
+    app.get(&format!("/app/{a}/attempt/endpoint/{e}?limit=250"))
+        .await
+        .body["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn each_broker_holds_every_message_once_with_its_id_signature_and_body() {
+    for app in apps().await {
+        let (_conn, ch) = rabbit().await;
+        let queue = unique("hookd-q");
+        declare_queue(&ch, &queue).await;
+        let js = jetstream(NATS).await;
+        let (stream, subject) = (unique("HOOKD"), unique("hookd.test"));
+        create_stream(&js, &stream, &subject).await;
+        let key = unique("hookd-stream");
+
+        let urls = [
+            format!("amqp://{RABBITMQ}/?routing_key={queue}"),
+            format!("nats://{NATS}?subject={subject}"),
+            format!("redis://{REDIS}?stream={key}&maxlen=1000"),
+        ];
+        for url in &urls {
+            let (a, e) = broker_endpoint(&app, url, json!({})).await;
+            let mut sent = Vec::new();
+            for n in 0..3 {
+                sent.push(send(&app, &a, json!({"n": n, "to": url})).await);
+            }
+            sent.sort();
+            let got = std::sync::Mutex::new(Vec::new());
+            eventually(
+                Duration::from_secs(20),
+                "every message at the broker",
+                || {
+                    let (ch, js, queue, stream, key, url, got) =
+                        (&ch, &js, &queue, &stream, &key, url, &got);
+                    async move {
+                        let more = match &url[..4] {
+                            "amqp" => rabbit_take(ch, queue).await,
+                            "nats" => nats_take(js, stream).await,
+                            _ => redis_take(REDIS, key).await,
+                        };
+                        let mut got = got.lock().unwrap();
+                        if url.starts_with("amqp") {
+                            got.extend(more);
+                        } else {
+                            *got = more;
+                        }
+                        got.len() >= 3
+                    }
+                },
+            )
+            .await;
+            let got = got.into_inner().unwrap();
+            assert_eq!(ids(&got), sent, "{url}: each message once, with its id");
+            for c in &got {
+                c.assert_signed();
+                let body: Value = serde_json::from_slice(&c.body).unwrap();
+                assert_eq!(body["to"], url.as_str(), "{url}: the body as sent");
+            }
+            // The attempts say the broker confirmed, and what it said.
+            let at = attempts(&app, &a, &e).await;
+            assert_eq!(at.len(), 3, "{url}: one attempt each: {at:?}");
+            for x in &at {
+                assert_eq!(x["status"], 0, "{x}");
+                let said = x["response"].as_str().unwrap_or_default();
+                assert!(
+                    said.contains("RabbitMQ")
+                        || said.contains("JetStream")
+                        || said.contains("Redis stream"),
+                    "{said}"
+                );
+            }
+        }
+        // Nothing more arrived later (no second copy).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(rabbit_take(&ch, &queue).await.is_empty());
+        assert_eq!(nats_take(&js, &stream).await.len(), 3);
+        assert_eq!(redis_take(REDIS, &key).await.len(), 3);
+        let _ = js.delete_stream(&stream).await;
+    }
+}
+
+/// A broker that takes no message yet (no queue behind the routing key, no stream on the
+/// subject) fails the attempt with the reason, and the retries deliver once it does.
+#[tokio::test]
+async fn a_destination_that_refuses_is_retried_until_it_takes_the_message() {
+    for app in apps().await {
+        let quick = json!({"retryPolicy": {"delays": ["200ms"], "maxAttempts": 100}});
+        let queue = unique("hookd-later");
+        let (a, e) = broker_endpoint(
+            &app,
+            &format!("amqp://{RABBITMQ}/?routing_key={queue}"),
+            quick.clone(),
+        )
+        .await;
+        let js = jetstream(NATS).await;
+        let (stream, subject) = (unique("LATER"), unique("hookd.later"));
+        let (na, ne) = broker_endpoint(
+            &app,
+            &format!("nats://{NATS}?subject={subject}"),
+            quick.clone(),
+        )
+        .await;
+        let id = send(&app, &a, json!({"queue": "not yet"})).await;
+        let nid = send(&app, &na, json!({"stream": "not yet"})).await;
+        for (a, e, says) in [(&a, &e, "could not route"), (&na, &ne, "JetStream")] {
+            eventually(Duration::from_secs(20), "a failed attempt", || async {
+                attempts(&app, a, e).await.len() >= 2
+            })
+            .await;
+            let at = attempts(&app, a, e).await;
+            assert_eq!(at[0]["errorKind"], "broker", "{at:?}");
+            let why = at[0]["errorDetail"].as_str().unwrap_or_default();
+            assert!(why.contains(says), "{why}");
+        }
+        let (_conn, ch) = rabbit().await;
+        declare_queue(&ch, &queue).await;
+        create_stream(&js, &stream, &subject).await;
+        let got = std::sync::Mutex::new(Vec::new());
+        eventually(
+            Duration::from_secs(20),
+            "the message, once routable",
+            || {
+                let (ch, queue, got) = (&ch, &queue, &got);
+                async move {
+                    let more = rabbit_take(ch, queue).await;
+                    let mut got = got.lock().unwrap();
+                    got.extend(more);
+                    !got.is_empty()
+                }
+            },
+        )
+        .await;
+        let got = got.into_inner().unwrap();
+        assert_eq!(ids(&got), vec![id]);
+        eventually(
+            Duration::from_secs(20),
+            "the message, once a stream holds it",
+            || async { ids(&nats_take(&js, &stream).await) == vec![nid.clone()] },
+        )
+        .await;
+        let _ = js.delete_stream(&stream).await;
+        let _ = ch
+            .queue_delete(queue.as_str().into(), Default::default())
+            .await;
+    }
+}
+
+/// A broker process of the test's own, on a free port, that can be stopped and started.
+struct OwnBroker {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    kind: &'static str,
+}
+
+impl OwnBroker {
+    fn new(kind: &'static str) -> OwnBroker {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut b = OwnBroker {
+            port,
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+            kind,
+        };
+        b.start();
+        b
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn start(&mut self) {
+        let port = self.port.to_string();
+        let dir = self.dir.path().to_str().unwrap().to_owned();
+        let mut cmd = match self.kind {
+            "redis" => {
+                let mut c = Command::new("redis-server");
+                // Kept on disk (append-only, every write) so a restart keeps the stream.
+                c.args([
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    &port,
+                    "--dir",
+                    &dir,
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--save",
+                    "",
+                ]);
+                c
+            }
+            _ => {
+                let mut c = Command::new("nats-server");
+                c.args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd", &dir]);
+                c
+            }
+        };
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} must be installed (scripts/brokers installs it): {e}",
+                    self.kind
+                )
+            });
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(self.addr()).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} did not start",
+                self.kind
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Redis and NATS stopped for 10 s while messages keep coming, then started again: every
+/// message reaches the broker (the attempts made while it was down failed and were retried).
+#[tokio::test]
+async fn a_broker_stopped_for_ten_seconds_loses_nothing() {
+    for app in apps().await {
+        let mut redis = OwnBroker::new("redis");
+        let mut nats = OwnBroker::new("nats");
+        let (stream, subject) = (unique("DOWN"), unique("hookd.down"));
+        create_stream(&jetstream(&nats.addr()).await, &stream, &subject).await;
+        let key = unique("hookd-down");
+        let quick = json!({"retryPolicy": {"delays": ["500ms", "1s", "2s"], "maxAttempts": 100}});
+        let (ra, re) = broker_endpoint(
+            &app,
+            &format!("redis://{}?stream={key}", redis.addr()),
+            quick.clone(),
+        )
+        .await;
+        let (na, ne) = broker_endpoint(
+            &app,
+            &format!("nats://{}?subject={subject}", nats.addr()),
+            quick.clone(),
+        )
+        .await;
+        let mut sent_r = Vec::new();
+        let mut sent_n = Vec::new();
+        for n in 0..5 {
+            sent_r.push(send(&app, &ra, json!({"n": n})).await);
+            sent_n.push(send(&app, &na, json!({"n": n})).await);
+        }
+        eventually(
+            Duration::from_secs(20),
+            "the first five at each",
+            || async {
+                redis_take(&redis.addr(), &key).await.len() == 5
+                    && nats_take(&jetstream(&nats.addr()).await, &stream)
+                        .await
+                        .len()
+                        == 5
+            },
+        )
+        .await;
+        redis.stop();
+        nats.stop();
+        let down = std::time::Instant::now();
+        for n in 5..15 {
+            sent_r.push(send(&app, &ra, json!({"n": n})).await);
+            sent_n.push(send(&app, &na, json!({"n": n})).await);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(10).saturating_sub(down.elapsed())).await;
+        // While they were down, attempts failed and were kept for a retry.
+        for (a, e) in [(&ra, &re), (&na, &ne)] {
+            let at = attempts(&app, a, e).await;
+            assert!(
+                at.iter().any(|x| x["status"] == 2),
+                "attempts failed while the broker was down: {at:?}"
+            );
+        }
+        redis.start();
+        nats.start();
+        sent_r.sort();
+        sent_n.sort();
+        eventually(Duration::from_secs(30), "all fifteen at each", || async {
+            let r = ids(&redis_take(&redis.addr(), &key).await);
+            let js = jetstream(&nats.addr()).await;
+            let n = nats_take(&js, &stream).await;
+            // JetStream drops a copy it already holds (same Nats-Msg-Id); Redis keeps what it
+            // was given, so a copy is allowed there but a loss never.
+            let mut r_unique = r.clone();
+            r_unique.dedup();
+            r_unique == sent_r && ids(&n) == sent_n
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn broker_urls_that_name_no_destination_are_refused_with_the_reason() {
+    let app = TestApp::all(&[]).await.remove(0);
+    let a = app
+        .ok(Method::POST, "/app", Some(json!({"name": "x"})), 201)
+        .await;
+    let a = a["id"].as_str().unwrap();
+    for (url, says) in [
+        (format!("amqp://{RABBITMQ}/"), "routing_key is required"),
+        (format!("nats://{NATS}/orders"), "no path"),
+        (format!("redis://{REDIS}?stream=s&maxlen=0"), "maxlen"),
+        (
+            format!("redis://u:p@{REDIS}?stream=s"),
+            "username or password",
+        ),
+        ("redis://10.1.2.3?stream=s".to_owned(), "10.1.2.3"),
+    ] {
+        let r = app
+            .call(
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(json!({"url": url})),
+            )
+            .await;
+        assert_eq!(r.status, 422, "{url}: {}", r.body);
+        assert!(r.body.to_string().contains(says), "{url}: {}", r.body);
+    }
+}
