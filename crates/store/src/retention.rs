@@ -6,7 +6,8 @@
 //! ids start with their creation time, so "created before the horizon" is an id range and no
 //! time column or extra index is needed. Work goes in batches of [`BATCH`] messages, each its
 //! own short write transaction, with a pause between batches so ingest and delivery keep the
-//! writer; one pass does at most [`MAX_BATCHES`] and leaves the rest to the next.
+//! writer; one pass does at most [`MAX_BATCHES`] in at most [`PASS_TIME`] and leaves the rest
+//! to the next.
 //!
 //! What retention never touches: a message with a delivery still to be made (pending,
 //! sending, or paused behind a disabled endpoint) or a failed delivery that holds its
@@ -36,10 +37,19 @@ pub const BATCH: u64 = 100;
 const MAX_BATCHES: u64 = 2000;
 /// Applications read per page while walking them.
 const APPS_PAGE: u64 = 500;
-/// Given to the hot path between two batches. Fixed, not a share of the batch's time: pauses of
-/// three times the batch's time (tried in session 16) made a pass on a loaded PostgreSQL prune
-/// ~310 messages a second against 500 arriving, and the tables grew without end.
-const PAUSE: Duration = Duration::from_millis(20);
+/// Given to the hot path between two batches: as long as the batch took (pruning takes at most
+/// half the time while a pass runs), at least [`MIN_PAUSE`], at most [`MAX_PAUSE`]. Measured on
+/// PostgreSQL at 500 msg/s under a 60 s retention (BENCHMARKS.md, session 18): a fixed 20 ms
+/// pause put ingest p99 23 % above the same load without pruning, pausing as long as the batch
+/// 4 %, with the tables as flat. Three times the batch's time (session 16) pruned ~310
+/// messages a second against 500 arriving and the tables grew; the cap keeps a slow database's
+/// pass from crawling.
+const MIN_PAUSE: Duration = Duration::from_millis(20);
+const MAX_PAUSE: Duration = Duration::from_millis(250);
+
+fn pause_after(batch: Duration) -> Duration {
+    batch.clamp(MIN_PAUSE, MAX_PAUSE)
+}
 
 /// What a pass removed (or, dry, would remove).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,15 +109,28 @@ enum Step {
     Expire { from: MessageId },
 }
 
-/// Batches left in a pass. Only batches that found messages count, so applications with
-/// nothing due cost one probe each and never end a pass early.
+/// The longest a pass runs before it leaves the rest to the next: a process stopping (SIGTERM)
+/// waits for the pass in progress, and a pass of [`MAX_BATCHES`] over a large backlog took
+/// 4.5 minutes on a loaded PostgreSQL (session 18).
+const PASS_TIME: Duration = Duration::from_secs(10);
+
+/// Batches and time left in a pass. Only batches that found messages count, so applications
+/// with nothing due cost one probe each and never end a pass early.
 struct Budget {
     batches: u64,
+    until: std::time::Instant,
 }
 
 impl Budget {
+    fn new(now: std::time::Instant) -> Budget {
+        Budget {
+            batches: MAX_BATCHES,
+            until: now + PASS_TIME,
+        }
+    }
+
     fn spent(&self) -> bool {
-        self.batches == 0
+        self.batches == 0 || std::time::Instant::now() >= self.until
     }
 
     fn take(&mut self) {
@@ -137,9 +160,7 @@ impl crate::System<'_> {
             .map(|t| (t.id, t.retention()))
             .collect();
         let mut out = Pruned::default();
-        let mut budget = Budget {
-            batches: MAX_BATCHES,
-        };
+        let mut budget = Budget::new(std::time::Instant::now());
         let mut after: Option<ApplicationId> = None;
         loop {
             let mut page = application::Entity::find().order_by_asc(application::Column::Id);
@@ -228,6 +249,7 @@ impl crate::System<'_> {
                 (None, Step::Expire { from }) => Bound::From(from),
                 (None, Step::Remove) => Bound::Start,
             };
+            let batch_started = std::time::Instant::now();
             let ids: Vec<MessageId> = walk_batch(app.tenant_id, app.id, below, after)
                 .into_tuple()
                 .all(&self.db)
@@ -269,7 +291,7 @@ impl crate::System<'_> {
                 return Ok(Some(below));
             }
             last = Some(end);
-            tokio::time::sleep(PAUSE).await;
+            tokio::time::sleep(pause_after(batch_started.elapsed())).await;
         }
     }
 
@@ -337,6 +359,35 @@ pub(crate) fn walk_batch(
         Bound::Start => q,
     };
     q.order_by_asc(message::Column::Id).limit(BATCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_between_batches_is_the_batch_time_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(pause_after(ms(1)), MIN_PAUSE);
+        assert_eq!(pause_after(ms(60)), ms(60), "half the time to pruning");
+        assert_eq!(pause_after(ms(5_000)), MAX_PAUSE);
+    }
+
+    #[test]
+    fn a_pass_ends_at_its_batch_limit_or_its_time_whichever_comes_first() {
+        let now = std::time::Instant::now();
+        let mut fresh = Budget::new(now);
+        assert!(!fresh.spent());
+        fresh.take();
+        assert!(!fresh.spent(), "one batch of {MAX_BATCHES}");
+        let late = Budget::new(now - PASS_TIME);
+        assert!(late.spent(), "a pass that has run {PASS_TIME:?} stops");
+        let mut used = Budget::new(now);
+        for _ in 0..MAX_BATCHES {
+            used.take();
+        }
+        assert!(used.spent());
+    }
 }
 
 /// What [`crate::System::reclaim_space`] did.
