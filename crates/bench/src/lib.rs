@@ -82,6 +82,10 @@ pub struct BenchOptions {
     /// with the API and scheduler roles and N more with only the dispatcher role (scale-out
     /// on PostgreSQL).
     pub dispatchers: u32,
+    /// Submit through an inbound source (`POST /in/{source}`, each request signed per
+    /// Standard Webhooks with its own event id) instead of the API: the receiving side's ack
+    /// latency and events/s, forwarded to the sink by the source's application.
+    pub inbound: bool,
 }
 
 /// What a soak run samples, and the retention it runs the server with.
@@ -137,6 +141,7 @@ impl BenchOptions {
             loopback: Duration::from_secs(3),
             soak: None,
             dispatchers: 0,
+            inbound: false,
         }
     }
 }
@@ -626,6 +631,10 @@ async fn run_against(
             (true, _) => "backlog written to the database, then drained".to_owned(),
             (false, None) => format!("closed loop, concurrency {}", opts.concurrency),
             (false, Some(r)) => format!("open loop, {r} msg/s"),
+        } + if opts.inbound {
+            ", through an inbound source (POST /in, signed)"
+        } else {
+            ""
         },
         fail_rate: opts.fail_rate,
         ingest_per_sec: if ingest_secs > 0.0 {
@@ -758,16 +767,39 @@ async fn drive(
             .await?;
             target.paths.push(path);
         }
-        let body = serde_json::to_vec(&json!({
-            "eventType": "bench.event",
-            "payload": payload(opts),
-        }))?;
-        let body = Arc::new(body);
-        let url = Arc::new(format!("{base}/app/{}/msg", target.app_id));
-        let key = Arc::new(target.key.clone());
+        let (ingest, body) = if opts.inbound {
+            let source = create(
+                client,
+                &target.key,
+                &format!("{base}/inbound/source"),
+                json!({"name": "bench", "appId": target.app_id, "eventType": "bench.event",
+                       "verification": {"scheme": "standard-webhooks", "secrets": [SECRET]}}),
+            )
+            .await?;
+            let server = base.trim_end_matches("/api/v1");
+            (
+                Ingest {
+                    url: format!("{server}/in/{source}"),
+                    auth: IngestAuth::Signed(SigningSecret::parse(SECRET)?),
+                },
+                serde_json::to_vec(&payload(opts))?,
+            )
+        } else {
+            (
+                Ingest {
+                    url: format!("{base}/app/{}/msg", target.app_id),
+                    auth: IngestAuth::Key(target.key.clone()),
+                },
+                serde_json::to_vec(&json!({
+                    "eventType": "bench.event",
+                    "payload": payload(opts),
+                }))?,
+            )
+        };
+        let (ingest, body) = (Arc::new(ingest), Arc::new(body));
         let sent = match opts.rate {
-            None => closed_loop(opts, client, &url, &key, &body).await,
-            Some(rate) => open_loop(opts, rate, client, &url, &key, &body).await,
+            None => closed_loop(opts, client, &ingest, &body).await,
+            Some(rate) => open_loop(opts, rate, client, &ingest, &body).await,
         };
         latencies.reserve(sent.len());
         for s in sent {
@@ -871,21 +903,48 @@ async fn create(
         .ok_or_else(|| format!("POST {url}: no id in {text}").into())
 }
 
+/// Where the load goes, and how each request proves itself.
+struct Ingest {
+    url: String,
+    auth: IngestAuth,
+}
+
+enum IngestAuth {
+    /// The API, with the tenant's key.
+    Key(String),
+    /// An inbound source: each request a new event, signed per Standard Webhooks.
+    Signed(SigningSecret),
+}
+
 async fn send_one(
     client: &reqwest::Client,
-    url: &str,
-    key: &str,
+    ingest: &Ingest,
     body: &[u8],
     latency_from: Instant,
 ) -> Sent {
+    static EVENTS: AtomicU64 = AtomicU64::new(0);
     let started = Instant::now();
-    let resp = client
-        .post(url)
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(body.to_vec())
-        .send()
-        .await;
+    let req = client
+        .post(&ingest.url)
+        .header("content-type", "application/json");
+    let req = match &ingest.auth {
+        IngestAuth::Key(key) => req.bearer_auth(key),
+        IngestAuth::Signed(secret) => {
+            let id = format!(
+                "evt_{}_{}",
+                std::process::id(),
+                EVENTS.fetch_add(1, Ordering::Relaxed)
+            );
+            let ts = domain::Timestamp::now().as_secs();
+            req.header("webhook-id", &id)
+                .header("webhook-timestamp", ts.to_string())
+                .header(
+                    "webhook-signature",
+                    domain::signing::sign(secret, &id, ts, body),
+                )
+        }
+    };
+    let resp = req.body(body.to_vec()).send().await;
     let (id, status) = match resp {
         Ok(r) => {
             let status = r.status().as_u16();
@@ -915,25 +974,19 @@ async fn send_one(
 async fn closed_loop(
     opts: &BenchOptions,
     client: &reqwest::Client,
-    url: &Arc<String>,
-    key: &Arc<String>,
+    ingest: &Arc<Ingest>,
     body: &Arc<Vec<u8>>,
 ) -> Vec<Sent> {
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..opts.concurrency {
-        let (client, url, key, body, next) = (
-            client.clone(),
-            url.clone(),
-            key.clone(),
-            body.clone(),
-            next.clone(),
-        );
+        let (client, ingest, body, next) =
+            (client.clone(), ingest.clone(), body.clone(), next.clone());
         let n = opts.messages;
         tasks.push(tokio::spawn(async move {
             let mut out = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < n {
-                out.push(send_one(&client, &url, &key, &body, Instant::now()).await);
+                out.push(send_one(&client, &ingest, &body, Instant::now()).await);
             }
             out
         }));
@@ -951,8 +1004,7 @@ async fn open_loop(
     opts: &BenchOptions,
     rate: f64,
     client: &reqwest::Client,
-    url: &Arc<String>,
-    key: &Arc<String>,
+    ingest: &Arc<Ingest>,
     body: &Arc<Vec<u8>>,
 ) -> Vec<Sent> {
     let start = tokio::time::Instant::now();
@@ -960,9 +1012,9 @@ async fn open_loop(
     for i in 0..opts.messages {
         let at = start + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(at).await;
-        let (client, url, key, body) = (client.clone(), url.clone(), key.clone(), body.clone());
+        let (client, ingest, body) = (client.clone(), ingest.clone(), body.clone());
         tasks.push(tokio::spawn(async move {
-            send_one(&client, &url, &key, &body, at.into_std()).await
+            send_one(&client, &ingest, &body, at.into_std()).await
         }));
     }
     let mut sent = Vec::with_capacity(tasks.len());

@@ -17,6 +17,7 @@ mod password;
 mod portal;
 mod session;
 mod settings;
+mod sources;
 mod views;
 
 use actix_web::middleware::ErrorHandlers;
@@ -64,6 +65,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(web::resource("/").route(web::get().to(endpoints::overview)))
         .service(web::resource("/settings").route(web::get().to(settings::show)))
+        .service(web::resource("/sources").route(web::get().to(sources::list)))
         .service(
             web::resource("/settings/keys")
                 .app_data(form())

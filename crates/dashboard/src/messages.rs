@@ -43,6 +43,9 @@ pub struct ListQuery {
     /// A message id or an `eventId`.
     #[serde(default)]
     q: String,
+    /// A tag (the sources page links with `source-{name}`: the events a source received).
+    #[serde(default)]
+    tag: String,
     #[serde(default)]
     iterator: Option<String>,
 }
@@ -58,7 +61,7 @@ pub const STATUS_CHOICES: [(&str, &str); 6] = [
 ];
 
 /// GET `/app/{app}/msg`: newest first, 50 a page, filtered by event type, delivery status,
-/// date range and id or eventId. A filter that cannot be read is named on the page, never
+/// date range, id or eventId, and tag. A filter that cannot be read is named on the page, never
 /// silently dropped.
 pub async fn list(
     req: HttpRequest,
@@ -73,6 +76,7 @@ pub async fn list(
     let since = query.since.trim().to_owned();
     let until = query.until.trim().to_owned();
     let q = query.q.trim().to_owned();
+    let tag = query.tag.trim().to_owned();
     let mut problems = Vec::new();
     let delivery_state = if status.is_empty() {
         None
@@ -112,6 +116,7 @@ pub async fn list(
         before,
         delivery_state,
         id_or_event_id: (!q.is_empty()).then(|| q.clone()),
+        tag: (!tag.is_empty()).then(|| tag.clone()),
         ..Default::default()
     };
     let params = ListParams {
@@ -132,6 +137,7 @@ pub async fn list(
         ("since", since.as_str()),
         ("until", until.as_str()),
         ("q", q.as_str()),
+        ("tag", tag.as_str()),
     ]
     .into_iter()
     .filter(|(_, v)| !v.is_empty())
@@ -175,6 +181,7 @@ pub async fn list(
         since,
         until,
         q,
+        tag,
         statuses: STATUS_CHOICES.to_vec(),
         problems,
         filtered,

@@ -180,6 +180,8 @@ pub struct MessagesPage {
     pub since: String,
     pub until: String,
     pub q: String,
+    /// A tag filter (from the sources page's links), kept through the form.
+    pub tag: String,
     pub statuses: Vec<(&'static str, &'static str)>,
     /// Filters that could not be read, each a sentence.
     pub problems: Vec<String>,
@@ -229,6 +231,28 @@ pub struct DeliveryView {
     pub class: &'static str,
     pub next_attempt: Option<String>,
     pub attempts: Vec<AttemptRow>,
+}
+
+#[derive(Template)]
+#[template(path = "sources.html")]
+pub struct SourcesPage {
+    pub csrf: Option<String>,
+    pub root: &'static str,
+    pub sources: Vec<SourceRow>,
+}
+
+/// An inbound source as the sources page lists it.
+pub struct SourceRow {
+    pub name: String,
+    /// Where the sender posts.
+    pub url: String,
+    pub scheme: &'static str,
+    pub event_type: String,
+    pub app_id: String,
+    pub app_name: String,
+    /// The application's messages with this source's tag: the events it received.
+    pub events_href: String,
+    pub created: String,
 }
 
 #[derive(Template)]

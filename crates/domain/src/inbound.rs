@@ -37,6 +37,30 @@ pub enum Scheme {
     None,
 }
 
+impl Scheme {
+    /// The scheme's name, as in its JSON (`{"scheme": "stripe", …}`).
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Scheme::StandardWebhooks { .. } => "standard-webhooks",
+            Scheme::Stripe { .. } => "stripe",
+            Scheme::Github { .. } => "github",
+            Scheme::Hmac(_) => "hmac",
+            Scheme::None => "none",
+        }
+    }
+}
+
+/// The tag each event a source received carries: how its events are found among its
+/// application's messages.
+pub fn source_tag(source_name: &str) -> String {
+    format!("source-{source_name}")
+}
+
+/// Where senders post to source `id`: `{public_url}/in/{id}`.
+pub fn source_url(public_url: &str, id: &impl std::fmt::Display) -> String {
+    format!("{}/in/{id}", public_url.trim_end_matches('/'))
+}
+
 /// A generic HMAC: `header` carries `prefix` + the encoded MAC of the body, or of
 /// `{timestamp}.{body}` when `timestamp_header` is set (then checked against the tolerance).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -156,6 +156,11 @@ pub struct BenchArgs {
     /// (scale-out; needs a PostgreSQL --database-url). 0: one process with every role.
     #[arg(long, default_value_t = 0, value_name = "N", conflicts_with_all = ["url", "in_process"])]
     pub dispatchers: u32,
+    /// Send the messages as webhooks to an inbound source (`POST /in/{source}`, each signed
+    /// per Standard Webhooks with its own id) instead of the API: the receiving side's ack
+    /// latency ("ingest") and events/s, forwarded to the sink.
+    #[arg(long, conflicts_with_all = ["backlog", "url"])]
+    pub inbound: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -278,6 +283,7 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
             retention: args.retention_secs.map(std::time::Duration::from_secs),
         }),
         dispatchers: args.dispatchers,
+        inbound: args.inbound,
     };
     let mut opts = opts;
     if let (Some(secs), Some(rate)) = (args.soak_secs, args.rate) {

@@ -77,7 +77,7 @@ pub async fn receive(
             .filter(|e| rules::ident("eventId", e).is_ok()),
         payload: body.to_vec(),
         channels: Vec::new(),
-        tags: Some(format!("source-{}", source.row.name))
+        tags: Some(domain::inbound::source_tag(&source.row.name))
             .filter(|t| rules::labels("tags", std::slice::from_ref(t), 1).is_ok())
             .into_iter()
             .collect(),

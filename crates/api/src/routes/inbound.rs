@@ -43,12 +43,9 @@ pub struct SourceOut {
 }
 
 fn out(cfg: &ApiConfig, s: Source) -> SourceOut {
-    let scheme = serde_json::to_value(&s.scheme)
-        .ok()
-        .and_then(|v| v.get("scheme").and_then(|n| n.as_str()).map(str::to_owned))
-        .unwrap_or_default();
+    let scheme = s.scheme.name().to_owned();
     SourceOut {
-        url: format!("{}/in/{}", cfg.public_url.trim_end_matches('/'), s.row.id),
+        url: domain::inbound::source_url(&cfg.public_url, &s.row.id),
         id: s.row.id.to_string(),
         name: s.row.name,
         app_id: s.row.app_id.to_string(),

@@ -369,3 +369,55 @@ async fn a_large_payload_renders_a_small_page_with_a_download() {
             .contains("attachment")
     );
 }
+
+/// The sources page (issue 21) lists each source with where senders post and how it verifies,
+/// and links to the events it received: its application's messages with the source's tag,
+/// not the application's other messages.
+#[tokio::test]
+async fn the_sources_page_lists_each_source_and_links_to_the_events_it_received() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let empty = b.get("/sources").await;
+    empty.assert(200, "No sources yet.");
+    let source = crate::helpers::api(
+        &app,
+        &key,
+        "/inbound/source",
+        json!({"name": "partner", "appId": app_id, "eventType": "partner.event",
+               "verification": {"scheme": "none"}}),
+    )
+    .await;
+    let url = source["url"].as_str().expect("source url").to_owned();
+    let id = source["id"].as_str().expect("source id");
+    let received = reqwest::Client::new()
+        .post(format!("{}/in/{id}", app.base))
+        .header("content-type", "application/json")
+        .body(r#"{"from":"the partner"}"#)
+        .send()
+        .await
+        .expect("post to the source");
+    assert_eq!(received.status(), 200);
+    let received: serde_json::Value = received.json().await.expect("json");
+    let inbound_id = received["id"].as_str().expect("stored").to_owned();
+    let direct = send_message(&app, &key, &app_id, "direct.event", json!({"n": 1})).await;
+
+    let page = b.get("/sources").await;
+    page.assert(200, "partner");
+    assert!(page.body.contains(&url), "the URL senders post to");
+    assert!(page.body.contains("none") && page.body.contains("Shop"));
+    assert!(
+        b.get("/").await.body.contains(r#"href="/sources""#),
+        "in the nav"
+    );
+    let events = format!("/app/{app_id}/msg?tag=source-partner");
+    assert!(page.body.contains(&events), "{}", page.body);
+    let list = b.get(&events).await;
+    list.assert(200, &inbound_id);
+    assert!(
+        !list.body.contains(&direct),
+        "only what the source received"
+    );
+    assert!(list.body.contains(r#"name="tag" value="source-partner""#));
+}

@@ -41,6 +41,30 @@ async fn a_small_bench_delivers_every_message_and_reports_positive_figures() {
     assert!(report.time_to_deliver.p50_ms <= report.time_to_deliver.p99_ms);
 }
 
+/// The inbound path (issue 21): every signed event sent to a source is acknowledged with its
+/// message id and forwarded once, re-signed by hookd, to the sink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbound_bench_accounts_for_every_event_sent_to_a_source() {
+    testkit::init_test_log();
+    let report = run(&BenchOptions {
+        messages: 200,
+        concurrency: 8,
+        drain_timeout: Duration::from_secs(30),
+        loopback: Duration::ZERO,
+        inbound: true,
+        ..BenchOptions::new(hookd::in_process::server())
+    })
+    .await
+    .expect("bench runs");
+    let l = &report.ledger;
+    assert_eq!((l.accepted, l.delivered), (200, 200), "{}", report.table());
+    assert_eq!((l.missing, l.duplicates, l.unexpected), (0, 0, 0));
+    assert_eq!(l.bad_signatures, 0);
+    assert!(l.rejected.is_empty(), "{:?}", l.rejected);
+    assert!(report.mode.contains("inbound"), "{}", report.mode);
+    assert!(report.ingest_latency.p99_ms > 0.0 && report.ingest_per_sec > 0.0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_drains_from_a_child_server_whose_own_resources_are_reported() {
     testkit::init_test_log();

@@ -577,3 +577,153 @@ async fn broker_urls_that_name_no_destination_are_refused_with_the_reason() {
         assert!(r.body.to_string().contains(says), "{url}: {}", r.body);
     }
 }
+
+/// The receiving side through SIGKILLs (issue 21): 5,000 signed events sent to a source whose
+/// application forwards to a Redis stream, the server killed four times mid-flow; each sender
+/// retries an event until it is acknowledged (a real sender retries what got no answer). Every
+/// event reaches the stream; a second copy only of what was being forwarded at a kill.
+#[tokio::test]
+async fn sigkill_while_5000_inbound_events_flow_loses_none_on_the_way_to_the_broker() {
+    use crate::crash::{create_app, free_port, start_child, wait_healthy};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use store::entities::delivery;
+
+    for db in store::testing::TestDb::all().await {
+        use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+        let store = db.store.clone();
+        let (_, key) = testkit::new_tenant(&store, "inbound-crash").await;
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let mut child = start_child(&db.url, port);
+        wait_healthy(&client, &base).await;
+        let a = create_app(&client, &base, &key, "inbound").await;
+        let stream = unique("hookd-crash");
+        let r = client
+            .post(format!("{base}/api/v1/app/{a}/endpoint"))
+            .bearer_auth(&key)
+            .json(&json!({"url": format!("redis://{REDIS}?stream={stream}"),
+                          "retryPolicy": {"delays": ["100ms"], "maxAttempts": 50}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let source: Value = client
+            .post(format!("{base}/api/v1/inbound/source"))
+            .bearer_auth(&key)
+            .json(
+                &json!({"name": "crash", "appId": a, "eventType": "crash.event",
+                          "verification": {"scheme": "standard-webhooks", "secrets": [SECRET]}}),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let url = format!("{base}/in/{}", source["id"].as_str().unwrap());
+
+        const TOTAL: usize = 5000;
+        let secret = Arc::new(SigningSecret::parse(SECRET).unwrap());
+        let next = Arc::new(AtomicUsize::new(0));
+        let mut senders = Vec::new();
+        for _ in 0..8 {
+            let (client, url, next, secret) =
+                (client.clone(), url.clone(), next.clone(), secret.clone());
+            senders.push(tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= TOTAL {
+                        return;
+                    }
+                    let (id, body) = (format!("evt-{i}"), format!(r#"{{"n":{i}}}"#));
+                    loop {
+                        let ts = Timestamp::now().as_secs();
+                        let sent = client
+                            .post(&url)
+                            .header("content-type", "application/json")
+                            .header("webhook-id", &id)
+                            .header("webhook-timestamp", ts.to_string())
+                            .header(
+                                "webhook-signature",
+                                domain::signing::sign(&secret, &id, ts, body.as_bytes()),
+                            )
+                            .body(body.clone())
+                            .send()
+                            .await;
+                        match sent.map(|r| r.status().as_u16()) {
+                            Ok(200) => break,
+                            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                        }
+                    }
+                }
+            }));
+        }
+        let mut in_flight_at_kills = 0u64;
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            child.0.kill().expect("SIGKILL");
+            child.0.wait().unwrap();
+            in_flight_at_kills += delivery::Entity::find()
+                .filter(delivery::Column::State.eq("sending"))
+                .count(store.connection())
+                .await
+                .unwrap();
+            child = start_child(&db.url, port);
+            wait_healthy(&client, &base).await;
+        }
+        for s in senders {
+            s.await.unwrap();
+        }
+        let stored = store::entities::message::Entity::find()
+            .count(store.connection())
+            .await
+            .unwrap();
+        assert_eq!(
+            stored, TOTAL as u64,
+            "every event stored once (insert-first)"
+        );
+        let ns = |entries: &[Consumed]| -> Vec<u64> {
+            entries
+                .iter()
+                .map(|c| {
+                    serde_json::from_slice::<Value>(&c.body).unwrap()["n"]
+                        .as_u64()
+                        .unwrap()
+                })
+                .collect()
+        };
+        eventually(
+            Duration::from_secs(90),
+            "every event in the stream",
+            || async {
+                let mut n = ns(&redis_take(REDIS, &stream).await);
+                n.sort();
+                n.dedup();
+                n.len() == TOTAL
+            },
+        )
+        .await;
+        let all = ns(&redis_take(REDIS, &stream).await);
+        let mut unique_n = all.clone();
+        unique_n.sort();
+        unique_n.dedup();
+        assert_eq!(unique_n, (0..TOTAL as u64).collect::<Vec<_>>());
+        let duplicates = (all.len() - unique_n.len()) as u64;
+        assert!(
+            duplicates <= in_flight_at_kills,
+            "{duplicates} duplicates at the broker but only {in_flight_at_kills} forwards were in \
+             flight at the kills"
+        );
+        eprintln!(
+            "{}: {TOTAL} inbound events through 4 kills to Redis; {duplicates} duplicates (bound \
+             {in_flight_at_kills})",
+            db.backend_name
+        );
+        drop(child);
+    }
+}

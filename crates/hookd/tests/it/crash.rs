@@ -34,7 +34,7 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
-fn start_child(db_url: &str, port: u16) -> Proc {
+pub(crate) fn start_child(db_url: &str, port: u16) -> Proc {
     let mut cmd = crate::helpers::hookd_bin();
     cmd.arg("serve")
         .env("HOOKD_DATABASE_URL", db_url)

@@ -1,0 +1,48 @@
+//! `/sources`: the tenant's inbound sources (issue 21): where senders post, how requests are
+//! verified, which application forwards the events, and a link to the events each received.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use crate::auth::SignupConfig;
+use crate::error::PageError;
+use crate::session::{self, Session};
+use crate::views::{self, SourceRow, SourcesPage};
+
+/// GET `/sources`.
+pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let public_url = req
+        .app_data::<web::Data<SignupConfig>>()
+        .map(|c| c.public_url.clone())
+        .unwrap_or_default();
+    let sources = store.list_sources(session.tenant).await?;
+    let mut rows = Vec::with_capacity(sources.len());
+    for s in sources {
+        let app = store
+            .get_application(session.tenant, &s.row.app_id.to_string())
+            .await?;
+        let tag = domain::inbound::source_tag(&s.row.name);
+        rows.push(SourceRow {
+            url: domain::inbound::source_url(&public_url, &s.row.id),
+            scheme: s.scheme.name(),
+            event_type: s.row.event_type.clone(),
+            events_href: format!(
+                "{}/app/{}/msg?tag={}",
+                session.root,
+                app.id,
+                views::query_value(&tag)
+            ),
+            app_id: app.id.to_string(),
+            app_name: app.name,
+            created: views::show_time(s.row.created_at),
+            name: s.row.name,
+        });
+    }
+    let view = SourcesPage {
+        csrf: Some(session.csrf),
+        root: session.root,
+        sources: rows,
+    };
+    Ok(views::render(StatusCode::OK, &view)?)
+}
