@@ -252,11 +252,29 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(event_type_scope)
             .default_service(web::to(error::no_route)),
     );
-    // Webhooks from outside: the signature is their only credential (see `routes::inbound`).
+    configure_inbound(cfg, api);
+}
+
+/// Webhooks from outside, `POST /in/{source_id}`: the signature is their only credential (see
+/// `routes::inbound`). Part of [`configure`]; alone in the `receive` role.
+fn configure_inbound(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
     cfg.service(
         web::scope("/in")
             .app_data(web::PayloadConfig::new(api.max_body_bytes()))
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .service(at!("/{source_id}", post => routes::inbound::receive)),
     );
+}
+
+/// The `receive` role's routes (issue 21): `POST /in/{source_id}` and the health probes, and
+/// nothing of the tenant API or the dashboard (every other path answers 404 as JSON), for a
+/// receiving edge exposed apart from the management API.
+pub fn configure_receiving(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
+    cfg.service(
+        web::scope("/api/v1")
+            .service(at!("/health", get => health::health, head => health::health_head))
+            .service(at!("/health/ping", get => health::ping, head => health::ping_head)),
+    );
+    configure_inbound(cfg, api);
+    cfg.default_service(web::to(error::no_route));
 }

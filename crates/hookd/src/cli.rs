@@ -45,9 +45,19 @@ pub enum Command {
         /// Overrides HOOKD_BIND, e.g. 0.0.0.0:8080.
         #[arg(long, value_name = "ADDR")]
         bind: Option<String>,
-        /// Overrides HOOKD_ROLES: any of api, dispatcher, scheduler (comma-separated).
+        /// Overrides HOOKD_ROLES: any of api, receive, dispatcher, scheduler (comma-separated).
         #[arg(long, value_name = "ROLES")]
         roles: Option<String>,
+    },
+    /// Run the receiving side alone: `POST /in/{source}` (sources are made with the API of a
+    /// `serve` process on the same database), the dispatcher that forwards what arrives and the
+    /// scheduler that prunes; no tenant API, no dashboard. `serve --roles receive,dispatcher,scheduler`.
+    Receive {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Overrides HOOKD_BIND, e.g. 0.0.0.0:8080.
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
     },
     /// Create or upgrade the database schema, then exit. Safe to run repeatedly.
     Migrate {
@@ -224,6 +234,11 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
             bind: bind.clone(),
             roles: roles.clone(),
         },
+        Command::Receive { db, bind } => Overrides {
+            database_url: db.database_url.clone(),
+            bind: bind.clone(),
+            roles: Some("receive,dispatcher,scheduler".to_owned()),
+        },
         Command::Migrate { db }
         | Command::Prune { db, .. }
         | Command::Rekey { db }
@@ -238,7 +253,9 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
     let settings = Settings::load(cli.config.as_deref(), &overrides)?;
     let _otlp = crate::telemetry::init(&settings);
     match cli.command {
-        Command::Serve { .. } => serve_runtime()?.block_on(serve(settings)),
+        Command::Serve { .. } | Command::Receive { .. } => {
+            serve_runtime()?.block_on(serve(settings))
+        }
         Command::Migrate { .. } => runtime()?.block_on(migrate(settings)),
         Command::Prune { dry_run, .. } => runtime()?.block_on(prune(settings, dry_run)),
         Command::Rekey { .. } => runtime()?.block_on(rekey(settings)),

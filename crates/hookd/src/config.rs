@@ -84,7 +84,7 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "roles",
         default: "api,dispatcher,scheduler",
-        help: "what `hookd serve` runs: any of api (REST API), dispatcher (delivery workers), scheduler (background jobs)",
+        help: "what `hookd serve` runs: any of api (REST API, dashboard and inbound sources), receive (only inbound sources, POST /in/{source}), dispatcher (delivery workers), scheduler (background jobs)",
     },
     SettingSpec {
         name: "delivery_lease",
@@ -789,6 +789,9 @@ pub struct Roles {
     pub api: bool,
     pub dispatcher: bool,
     pub scheduler: bool,
+    /// Only the inbound listener (`POST /in/{source}` and health), without the tenant API and
+    /// the dashboard; `api` includes it.
+    pub receive: bool,
 }
 
 impl Roles {
@@ -797,27 +800,30 @@ impl Roles {
             api: false,
             dispatcher: false,
             scheduler: false,
+            receive: false,
         };
         for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
                 "api" => roles.api = true,
                 "dispatcher" => roles.dispatcher = true,
                 "scheduler" => roles.scheduler = true,
+                "receive" => roles.receive = true,
                 "all" => {
                     roles = Roles {
                         api: true,
                         dispatcher: true,
                         scheduler: true,
+                        receive: roles.receive,
                     }
                 }
                 other => {
                     return Err(format!(
-                        "unknown role {other:?}: expected api, dispatcher, scheduler or all"
+                        "unknown role {other:?}: expected api, receive, dispatcher, scheduler or all"
                     ));
                 }
             }
         }
-        if !(roles.api || roles.dispatcher || roles.scheduler) {
+        if !(roles.api || roles.dispatcher || roles.scheduler || roles.receive) {
             return Err("name at least one role".to_owned());
         }
         Ok(roles)
@@ -828,6 +834,7 @@ impl std::fmt::Display for Roles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = [
             (self.api, "api"),
+            (self.receive && !self.api, "receive"),
             (self.dispatcher, "dispatcher"),
             (self.scheduler, "scheduler"),
         ]

@@ -215,7 +215,7 @@ impl Application {
             )?),
             None => None,
         };
-        let (port, server) = if settings.roles.api {
+        let (port, server) = if settings.roles.api || settings.roles.receive {
             let (port, server) = http_server(settings, store, new_work, limits, metrics)?;
             (Some(port), Some(server))
         } else {
@@ -309,7 +309,8 @@ async fn heartbeat(
         if let Ok(nodes) = store.system().live_nodes(since).await {
             let api_nodes = nodes
                 .iter()
-                .filter(|n| n.roles.split(',').any(|r| r == "api"))
+                // Both take messages in, under the tenant's one ingest limit.
+                .filter(|n| n.roles.split(',').any(|r| r == "api" || r == "receive"))
                 .count();
             limits.set_live_nodes(api_nodes.max(1) as u32);
         }
@@ -372,6 +373,7 @@ fn http_server(
         public_url: settings.public_url(),
     });
     let body_timeout = web::Data::new(crate::http_limits::BodyTimeout(settings.http_body_timeout));
+    let roles = settings.roles;
     let workers = http_workers();
     let server = HttpServer::new(move || {
         let app = App::new()
@@ -385,8 +387,19 @@ fn http_server(
             .app_data(api_data.clone())
             .app_data(service_data.clone())
             .app_data(auth_limits.clone())
-            .app_data(signup.clone())
-            .configure(|c| api::configure(c, &api_config));
+            .app_data(signup.clone());
+        if !roles.api {
+            // The receiving edge: inbound webhooks and health, nothing else.
+            let app = app.configure(|c| api::configure_receiving(c, &api_config));
+            return if metrics_here {
+                app.app_data(metrics.clone())
+                    .app_data(metrics_access.clone())
+                    .route("/metrics", web::get().to(serve_metrics))
+            } else {
+                app
+            };
+        }
+        let app = app.configure(|c| api::configure(c, &api_config));
         // Before the dashboard, whose default service answers every other path.
         let app = if metrics_here {
             app.app_data(metrics.clone())

@@ -36,23 +36,7 @@ fn unique(prefix: &str) -> String {
 
 /// A new application with one endpoint at `url`; `extra` adds endpoint fields.
 async fn broker_endpoint(app: &TestApp, url: &str, extra: Value) -> (String, String) {
-    let a = app
-        .ok(
-            Method::POST,
-            "/app",
-            Some(json!({"name": "to a broker"})),
-            201,
-        )
-        .await;
-    let a = a["id"].as_str().unwrap().to_owned();
-    let mut body = json!({"url": url, "secret": SECRET});
-    body.as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().cloned().unwrap_or_default());
-    let e = app
-        .ok(Method::POST, &format!("/app/{a}/endpoint"), Some(body), 201)
-        .await;
-    (a, e["id"].as_str().unwrap().to_owned())
+    crate::delivery::endpoint_with_url(app, url, extra).await
 }
 
 /// What a consumer read of one published message.
@@ -584,13 +568,12 @@ async fn broker_urls_that_name_no_destination_are_refused_with_the_reason() {
 /// event reaches the stream; a second copy only of what was being forwarded at a kill.
 #[tokio::test]
 async fn sigkill_while_5000_inbound_events_flow_loses_none_on_the_way_to_the_broker() {
-    use crate::crash::{create_app, free_port, start_child, wait_healthy};
+    use crate::crash::{create_app, free_port, kill_four_times, start_child, wait_healthy};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use store::entities::delivery;
 
     for db in store::testing::TestDb::all().await {
-        use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+        use sea_orm::{EntityTrait, PaginatorTrait};
         let store = db.store.clone();
         let (_, key) = testkit::new_tenant(&store, "inbound-crash").await;
         let port = free_port();
@@ -599,7 +582,7 @@ async fn sigkill_while_5000_inbound_events_flow_loses_none_on_the_way_to_the_bro
             .timeout(Duration::from_secs(5))
             .build()
             .unwrap();
-        let mut child = start_child(&db.url, port);
+        let child = start_child(&db.url, port);
         wait_healthy(&client, &base).await;
         let a = create_app(&client, &base, &key, "inbound").await;
         let stream = unique("hookd-crash");
@@ -663,19 +646,7 @@ async fn sigkill_while_5000_inbound_events_flow_loses_none_on_the_way_to_the_bro
                 }
             }));
         }
-        let mut in_flight_at_kills = 0u64;
-        for _ in 0..4 {
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            child.0.kill().expect("SIGKILL");
-            child.0.wait().unwrap();
-            in_flight_at_kills += delivery::Entity::find()
-                .filter(delivery::Column::State.eq("sending"))
-                .count(store.connection())
-                .await
-                .unwrap();
-            child = start_child(&db.url, port);
-            wait_healthy(&client, &base).await;
-        }
+        let (child, in_flight_at_kills) = kill_four_times(child, &db, &client, port).await;
         for s in senders {
             s.await.unwrap();
         }

@@ -84,6 +84,31 @@ pub(crate) async fn wait_healthy(client: &reqwest::Client, base: &str) {
     panic!("hookd did not come up at {base}");
 }
 
+/// SIGKILLs the server four times, 700 ms apart, starting it again each time on the same
+/// database and port. Returns the last one and how many deliveries the killed ones held
+/// (claimed, not recorded): the most they can have sent twice.
+pub(crate) async fn kill_four_times(
+    mut child: Proc,
+    db: &TestDb,
+    client: &reqwest::Client,
+    port: u16,
+) -> (Proc, u64) {
+    let mut in_flight_at_kills = 0u64;
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        child.0.kill().expect("SIGKILL");
+        child.0.wait().unwrap();
+        in_flight_at_kills += delivery::Entity::find()
+            .filter(delivery::Column::State.eq("sending"))
+            .count(db.store.connection())
+            .await
+            .unwrap();
+        child = start_child(&db.url, port);
+        wait_healthy(client, &format!("http://127.0.0.1:{port}")).await;
+    }
+    (child, in_flight_at_kills)
+}
+
 #[tokio::test]
 async fn sigkill_during_a_flow_of_5000_messages_loses_nothing() {
     for db in TestDb::all().await {
@@ -99,7 +124,7 @@ async fn sigkill_during_a_flow_of_5000_messages_loses_nothing() {
             .timeout(Duration::from_secs(5))
             .build()
             .unwrap();
-        let mut child = start_child(&db.url, port);
+        let child = start_child(&db.url, port);
         wait_healthy(&client, &base).await;
 
         let a = create_app(&client, &base, &key, "crash").await;
@@ -143,20 +168,7 @@ async fn sigkill_during_a_flow_of_5000_messages_loses_nothing() {
             }));
         }
 
-        let mut in_flight_at_kills = 0u64;
-        for _ in 0..4 {
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            child.0.kill().expect("SIGKILL");
-            child.0.wait().unwrap();
-            // What the dead process had claimed and not recorded: the most it can duplicate.
-            in_flight_at_kills += delivery::Entity::find()
-                .filter(delivery::Column::State.eq("sending"))
-                .count(store.connection())
-                .await
-                .unwrap();
-            child = start_child(&db.url, port);
-            wait_healthy(&client, &base).await;
-        }
+        let (child, in_flight_at_kills) = kill_four_times(child, &db, &client, port).await;
         for s in senders {
             s.await.unwrap();
         }

@@ -59,11 +59,17 @@ pub async fn apps_with(extra: &[(&str, &str)]) -> Vec<TestApp> {
 
 /// An application with one endpoint at the sink; `extra` adds endpoint fields.
 pub async fn endpoint_at(app: &TestApp, sink: &Sink, extra: Value) -> (String, String) {
+    endpoint_with_url(app, &sink.url("/hook"), extra).await
+}
+
+/// An application with one endpoint at `url` (signed with [`SECRET`]); `extra` adds endpoint
+/// fields.
+pub async fn endpoint_with_url(app: &TestApp, url: &str, extra: Value) -> (String, String) {
     let a = app
         .ok(Method::POST, "/app", Some(json!({"name": "receiver"})), 201)
         .await;
     let a = a["id"].as_str().unwrap().to_owned();
-    let mut body = json!({"url": sink.url("/hook"), "secret": SECRET});
+    let mut body = json!({"url": url, "secret": SECRET});
     body.as_object_mut()
         .unwrap()
         .extend(extra.as_object().cloned().unwrap_or_default());

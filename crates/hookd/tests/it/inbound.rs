@@ -295,3 +295,85 @@ async fn hookd_sends_to_its_own_inbound_url_and_each_event_arrives_once() {
         s.stop().await;
     }
 }
+
+/// The `receive` role (issue 21): a process that serves only `POST /in/{source}` and health,
+/// with the dispatcher forwarding what arrives; the tenant API and the dashboard are not there.
+#[tokio::test]
+async fn the_receive_role_takes_webhooks_in_and_serves_nothing_else() {
+    for app in TestApp::all(&[
+        ("HOOKD_ROLES", "receive,dispatcher"),
+        ("HOOKD_DELIVERY_POLL_INTERVAL", "50ms"),
+    ])
+    .await
+    {
+        let s = sink(Behaviour::default());
+        // Made through the store: this process has no API to make them with.
+        let a = app
+            .store
+            .create_application(
+                app.tenant,
+                store::NewApplication {
+                    name: "edge".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        app.store
+            .create_endpoint(
+                app.tenant,
+                &a,
+                store::NewEndpoint {
+                    url: s.url("/edge"),
+                    version: 1,
+                    ..Default::default()
+                },
+                SECRET,
+            )
+            .await
+            .unwrap();
+        let source = app
+            .store
+            .create_source(
+                app.tenant,
+                &a,
+                "edge",
+                "edge.event",
+                &domain::inbound::Scheme::None,
+            )
+            .await
+            .unwrap();
+        let (status, body) = post(
+            &app,
+            &source.row.id.to_string(),
+            &[],
+            r#"{"at":"the edge"}"#,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let id = body["id"].as_str().expect("stored").to_owned();
+        eventually(Duration::from_secs(10), "forwarded", || async {
+            s.state.acked_ids().contains(&id)
+        })
+        .await;
+        let health = app
+            .client
+            .get(format!("{}/api/v1/health", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(health.status(), 200);
+        for path in ["/api/v1/app", "/", "/settings", "/api/v1/inbound/source"] {
+            let r = app
+                .client
+                .get(format!("{}{path}", app.base))
+                .bearer_auth(&app.key)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 404, "{path} is not served by the receive role");
+            let v: Value = r.json().await.unwrap_or_default();
+            assert!(v["code"].is_string(), "{path}: a JSON error: {v}");
+        }
+    }
+}
