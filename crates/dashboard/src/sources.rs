@@ -18,10 +18,19 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
         .unwrap_or_default();
     let sources = store.list_sources(session.tenant).await?;
     let mut rows = Vec::with_capacity(sources.len());
+    // Sources often share an application: each is read once.
+    let mut apps = std::collections::HashMap::new();
     for s in sources {
-        let app = store
-            .get_application(session.tenant, &s.row.app_id.to_string())
-            .await?;
+        let app = match apps.get(&s.row.app_id) {
+            Some(a) => a,
+            None => {
+                let a = store
+                    .get_application(session.tenant, &s.row.app_id.to_string())
+                    .await?;
+                apps.entry(s.row.app_id).or_insert(a)
+            }
+        };
+        let app: store::entities::application::Model = app.clone();
         let tag = domain::inbound::source_tag(&s.row.name);
         rows.push(SourceRow {
             url: domain::inbound::source_url(&public_url, &s.row.id),

@@ -9,7 +9,7 @@
 //! and then resolve elsewhere). Credentials are the endpoint's sealed `auth`: basic for user and
 //! password, bearer for a NATS token or a Redis password.
 //!
-//! One connection per (broker, address, vhost, credentials), opened on first use and kept
+//! One connection per (broker, host and port, vhost, credentials), opened on first use and kept
 //! while it works; an attempt that fails drops it, and the next attempt connects anew. At most
 //! [`MAX_CONNECTIONS`] are kept (then the cache starts over).
 
@@ -48,7 +48,8 @@ enum Credentials {
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     kind: BrokerKind,
-    addr: SocketAddr,
+    host: String,
+    port: u16,
     vhost: String,
     credentials: Credentials,
 }
@@ -93,10 +94,10 @@ impl Brokers {
             return Err((ErrorKind::Http, "not a broker URL".into()));
         };
         let work = async {
-            let addr = resolve(url, &self.allow).await?;
             let key = Key {
                 kind: dest.kind(),
-                addr,
+                host: url.host().to_owned(),
+                port: url.port(),
                 vhost: match dest {
                     Destination::Amqp { vhost, .. } => vhost.clone(),
                     _ => String::new(),
@@ -108,7 +109,9 @@ impl Brokers {
             let conn = match held.as_ref() {
                 Some(c) => c.clone(),
                 None => {
-                    let c = connect(&key).await?;
+                    // Resolved (and guarded) when connecting, not for every message.
+                    let addr = resolve(url, &self.allow).await?;
+                    let c = connect(&key, addr).await?;
                     *held = Some(c.clone());
                     c
                 }
@@ -201,8 +204,8 @@ fn failed(kind: ErrorKind, what: &str, e: impl std::fmt::Display) -> (ErrorKind,
     (kind, format!("{what}: {e}"))
 }
 
-async fn connect(key: &Key) -> Result<Conn, (ErrorKind, String)> {
-    let (host, port) = (key.addr.ip().to_string(), key.addr.port());
+async fn connect(key: &Key, addr: SocketAddr) -> Result<Conn, (ErrorKind, String)> {
+    let (host, port) = (addr.ip().to_string(), addr.port());
     match key.kind {
         BrokerKind::Amqp => {
             let (username, password) = match &key.credentials {
@@ -248,7 +251,7 @@ async fn connect(key: &Key) -> Result<Conn, (ErrorKind, String)> {
             let client = options
                 .connection_timeout(Duration::from_secs(10))
                 .max_reconnects(3)
-                .connect(format!("nats://{}", key.addr))
+                .connect(format!("nats://{addr}"))
                 .await
                 .map_err(|e| failed(ErrorKind::Connect, "connecting to NATS", e))?;
             Ok(Conn::Nats(async_nats::jetstream::new(client)))
