@@ -18,6 +18,7 @@ mod m0009_portal_tokens;
 mod m0010_portal_settings;
 mod m0011_endpoint_auth;
 mod m0012_inbound_sources;
+mod m0013_inbound_ordering;
 
 pub struct Migrator;
 
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0010_portal_settings::Migration),
             Box::new(m0011_endpoint_auth::Migration),
             Box::new(m0012_inbound_sources::Migration),
+            Box::new(m0013_inbound_ordering::Migration),
         ]
     }
 }

@@ -36,6 +36,8 @@ pub struct ApiConfig {
 pub enum InboundResult {
     /// Verified and stored: forwarded from now on.
     Stored,
+    /// Verified and stored ahead of a gap in its key's sequence: forwarded when it fills.
+    Held,
     /// Verified, but its event id was seen before: acknowledged, nothing done.
     Duplicate,
     /// The signature did not verify (401): nothing stored.
@@ -47,8 +49,9 @@ pub enum InboundResult {
 }
 
 impl InboundResult {
-    pub const ALL: [InboundResult; 5] = [
+    pub const ALL: [InboundResult; 6] = [
         Self::Stored,
+        Self::Held,
         Self::Duplicate,
         Self::Refused,
         Self::UnknownSource,
@@ -58,6 +61,7 @@ impl InboundResult {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Stored => "stored",
+            Self::Held => "held",
             Self::Duplicate => "duplicate",
             Self::Refused => "refused",
             Self::UnknownSource => "unknown_source",
@@ -68,7 +72,7 @@ impl InboundResult {
 
 /// Counts of [`InboundResult`]s (no per-source label: sources are the tenants' to create).
 #[derive(Default, Debug)]
-pub struct InboundCounts([std::sync::atomic::AtomicU64; 5]);
+pub struct InboundCounts([std::sync::atomic::AtomicU64; 6]);
 
 impl InboundCounts {
     pub fn record(&self, r: InboundResult) {

@@ -17,6 +17,13 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
         .map(|c| c.public_url.clone())
         .unwrap_or_default();
     let sources = store.list_sources(session.tenant).await?;
+    let held: std::collections::HashMap<_, _> = store
+        .held_inbound_counts(session.tenant)
+        .await?
+        .into_iter()
+        .map(|(id, n, since)| (id, (n, since)))
+        .collect();
+    let now = domain::Timestamp::now().as_millis();
     let mut rows = Vec::with_capacity(sources.len());
     // Sources often share an application: each is read once.
     let mut apps = std::collections::HashMap::new();
@@ -32,7 +39,25 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
         };
         let app: store::entities::application::Model = app.clone();
         let tag = domain::inbound::source_tag(&s.row.name);
+        let o = &s.ordering;
+        let ordering = match (&o.key_pointer, &o.sequence_pointer, o.hold_gap_secs) {
+            (_, _, 0) => "arrival order".to_owned(),
+            (None, None, hold) => format!("by webhook-ordering-key; gaps held {hold} s"),
+            (k, q, hold) => format!(
+                "key {}, sequence {}; gaps held {hold} s",
+                k.as_deref().unwrap_or("webhook-ordering-key"),
+                q.as_deref().unwrap_or("webhook-sequence")
+            ),
+        };
+        let held = held
+            .get(&s.row.id)
+            .map(|(n, since)| format!("{n}, the oldest for {} s", (now - since).max(0) / 1000));
         rows.push(SourceRow {
+            ordering,
+            held,
+            duplicates: s.row.duplicates,
+            refused: s.row.refused,
+            last_refused: s.row.last_refused_at.map(views::show_time),
             url: domain::inbound::source_url(&public_url, &s.row.id),
             scheme: s.scheme.name(),
             event_type: s.row.event_type.clone(),

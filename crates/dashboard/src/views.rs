@@ -253,6 +253,15 @@ pub struct SourceRow {
     /// The application's messages with this source's tag: the events it received.
     pub events_href: String,
     pub created: String,
+    /// How events of one key are ordered.
+    pub ordering: String,
+    /// Events waiting ahead of a gap: how many, and for how long the oldest.
+    pub held: Option<String>,
+    /// Repeats acknowledged without effect; requests refused for a bad signature (the last
+    /// when).
+    pub duplicates: i64,
+    pub refused: i64,
+    pub last_refused: Option<String>,
 }
 
 #[derive(Template)]

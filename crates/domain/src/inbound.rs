@@ -61,6 +61,105 @@ pub fn source_url(public_url: &str, id: &impl std::fmt::Display) -> String {
     format!("{}/in/{id}", public_url.trim_end_matches('/'))
 }
 
+/// How long a source holds events that arrived ahead of a gap in their key's sequence, unless
+/// configured; and the longest it may be configured to (held events wait in the database).
+pub const DEFAULT_HOLD_GAP_SECS: u64 = 60;
+pub const MAX_HOLD_GAP_SECS: u64 = 3600;
+
+/// The headers hookd sends an ordered message's key and sequence in.
+pub const ORDERING_KEY_HEADER: &str = "webhook-ordering-key";
+pub const SEQUENCE_HEADER: &str = "webhook-sequence";
+
+/// How a source orders what it receives: events that carry a key and a sequence number (by
+/// default hookd's `webhook-ordering-key` and `webhook-sequence` headers; or members of the
+/// body named by JSON pointers) are forwarded in sequence per key. An event that arrives ahead
+/// of a gap is held until the gap fills, or for `hold_gap_secs`, then forwarded anyway (the
+/// gap is reported). Sequences start at 1 per key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ordering {
+    /// A JSON pointer (`/data/customer`) to the key in the body, instead of the header.
+    #[serde(default)]
+    pub key_pointer: Option<String>,
+    /// A JSON pointer to the sequence number (an integer from 1) in the body.
+    #[serde(default)]
+    pub sequence_pointer: Option<String>,
+    /// Seconds an event ahead of a gap is held; 0 forwards in arrival order without holding.
+    #[serde(default = "default_hold_gap")]
+    pub hold_gap_secs: u64,
+}
+
+fn default_hold_gap() -> u64 {
+    DEFAULT_HOLD_GAP_SECS
+}
+
+impl Default for Ordering {
+    fn default() -> Self {
+        Ordering {
+            key_pointer: None,
+            sequence_pointer: None,
+            hold_gap_secs: DEFAULT_HOLD_GAP_SECS,
+        }
+    }
+}
+
+/// An event's place in its key's order, where it names one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Place {
+    pub key: Option<String>,
+    /// Only with a key: a sequence without a key orders nothing.
+    pub seq: Option<i64>,
+}
+
+impl Ordering {
+    /// What is wrong with these settings, if anything.
+    pub fn problem(&self) -> Option<String> {
+        for p in [&self.key_pointer, &self.sequence_pointer]
+            .into_iter()
+            .flatten()
+        {
+            if !p.starts_with('/') || p.len() > 256 {
+                return Some(format!(
+                    "{p:?} is not a JSON pointer (`/member/…`, at most 256 characters)"
+                ));
+            }
+        }
+        (self.hold_gap_secs > MAX_HOLD_GAP_SECS)
+            .then(|| format!("holdGapSecs may be at most {MAX_HOLD_GAP_SECS}"))
+    }
+
+    /// The key and sequence of a verified event. A sequence that is not an integer from 1 is
+    /// ignored (the event keeps its key's arrival order).
+    pub fn place(&self, header: &dyn Fn(&str) -> Option<String>, body: &[u8]) -> Place {
+        let json = (self.key_pointer.is_some() || self.sequence_pointer.is_some())
+            .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
+            .flatten();
+        let at = |pointer: &Option<String>, name: &str| match pointer {
+            Some(p) => json.as_ref().and_then(|j| match j.pointer(p)? {
+                serde_json::Value::String(s) => Some(s.clone()),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            }),
+            None => header(name),
+        };
+        let key = at(&self.key_pointer, ORDERING_KEY_HEADER).filter(|k| !k.is_empty());
+        let seq = key
+            .as_ref()
+            .and_then(|_| at(&self.sequence_pointer, SEQUENCE_HEADER))
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .filter(|n| *n >= 1);
+        Place { key, seq }
+    }
+}
+
+/// The event id of an ordered event that has none of its own: known by its key and sequence,
+/// a repeat of it is a duplicate like any other.
+pub fn sequence_id(key: &str, seq: i64) -> String {
+    use sha2::Digest;
+    let digest = Sha256::digest(key.as_bytes());
+    format!("seq-{}-{seq}", hex(&digest[..8]))
+}
+
 /// A generic HMAC: `header` carries `prefix` + the encoded MAC of the body, or of
 /// `{timestamp}.{body}` when `timestamp_header` is set (then checked against the tolerance).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,6 +422,64 @@ mod tests {
             "t={t},v1={},v0=deadbeef",
             hex(&hmac256(secret.as_bytes(), &signed))
         )
+    }
+
+    #[test]
+    fn an_events_place_comes_from_hookds_headers_or_from_json_pointers() {
+        let ordering = Ordering::default();
+        let pairs = [
+            ("webhook-ordering-key", "cust-1".to_owned()),
+            ("webhook-sequence", "7".to_owned()),
+        ];
+        let h = headers(&pairs);
+        assert_eq!(
+            ordering.place(&h, b"{}"),
+            Place {
+                key: Some("cust-1".into()),
+                seq: Some(7)
+            }
+        );
+        // A sequence that is not an integer from 1 keeps the key (arrival order) only.
+        for bad in ["0", "-3", "x", ""] {
+            let pairs = [
+                ("webhook-ordering-key", "k".to_owned()),
+                ("webhook-sequence", bad.to_owned()),
+            ];
+            let h = headers(&pairs);
+            assert_eq!(ordering.place(&h, b"{}").seq, None, "{bad:?}");
+        }
+        // A sequence without a key orders nothing.
+        let pairs = [("webhook-sequence", "3".to_owned())];
+        let h = headers(&pairs);
+        assert_eq!(ordering.place(&h, b"{}"), Place::default());
+        let by_body = Ordering {
+            key_pointer: Some("/data/customer".into()),
+            sequence_pointer: Some("/data/version".into()),
+            ..Ordering::default()
+        };
+        let body = br#"{"data": {"customer": 42, "version": 3}}"#;
+        assert_eq!(
+            by_body.place(&|_: &str| None, body),
+            Place {
+                key: Some("42".into()),
+                seq: Some(3)
+            }
+        );
+        assert_eq!(
+            by_body.place(&|_: &str| None, b"not json"),
+            Place::default()
+        );
+        assert!(by_body.problem().is_none());
+        let wrong = Ordering {
+            key_pointer: Some("data.customer".into()),
+            ..Ordering::default()
+        };
+        assert!(wrong.problem().unwrap().contains("JSON pointer"));
+        let long = Ordering {
+            hold_gap_secs: MAX_HOLD_GAP_SECS + 1,
+            ..Ordering::default()
+        };
+        assert!(long.problem().unwrap().contains("holdGapSecs"));
     }
 
     #[test]

@@ -529,6 +529,7 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
         total.swept.events += r.swept.events;
         total.swept.emails += r.swept.emails;
         total.swept.jobs += r.swept.jobs;
+        total.swept.inbound_keys += r.swept.inbound_keys;
         // A dry pass changes nothing, so another would count the same rows again.
         if !p.more || dry_run {
             break;
@@ -557,14 +558,15 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
     } else {
         println!(
             "removed: {} idempotency records, {} sessions, {} sign-ups, {} statistics rows, \
-             {} operational events, {} emails, {} background jobs",
+             {} operational events, {} emails, {} background jobs, {} idle inbound ordering keys",
             total.swept.idempotency_keys,
             total.swept.sessions,
             total.swept.pending_signups,
             total.stats,
             total.swept.events,
             total.swept.emails,
-            total.swept.jobs
+            total.swept.jobs,
+            total.swept.inbound_keys
         );
         if store.system().reclaim_space().await? == store::Reclaim::Vacuumed {
             println!(

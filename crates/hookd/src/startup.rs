@@ -147,6 +147,7 @@ impl Application {
             delivery: Arc::new(Metrics::new(settings.metrics_tenant_label)),
             ingest: Arc::new(api::IngestCounts::new(settings.metrics_tenant_label)),
             inbound: Default::default(),
+            receiving: Default::default(),
         };
         if settings.roles.scheduler {
             let mailer = match &settings.smtp_url {
@@ -215,6 +216,18 @@ impl Application {
             )?),
             None => None,
         };
+        if settings.roles.api || settings.roles.receive {
+            workers.push(tokio::spawn(held_forwarder(
+                store.clone(),
+                service_config(
+                    settings,
+                    new_work.clone(),
+                    limits.clone(),
+                    metrics.receiving.clone(),
+                ),
+                stop_rx.clone(),
+            )));
+        }
         let (port, server) = if settings.roles.api || settings.roles.receive {
             let (port, server) = http_server(settings, store, new_work, limits, metrics)?;
             (Some(port), Some(server))
@@ -327,16 +340,13 @@ fn http_workers() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-fn http_server(
+fn service_config(
     settings: &Settings,
-    store: Store,
     new_work: Arc<Notify>,
     ingest_limits: Arc<service::limits::IngestLimits>,
-    metrics: ProcessMetrics,
-) -> Result<(u16, Server), StartError> {
-    let (listener, port, bind_err) = listen(settings.bind)?;
-    let data = web::Data::new(store);
-    let service_config = service::Config {
+    inbound_counts: Arc<service::inbound::Counts>,
+) -> service::Config {
+    service::Config {
         max_payload_bytes: settings.max_payload_bytes,
         max_deliver_ahead: settings.max_deliver_ahead,
         allow_networks: settings.endpoint_allow_networks.clone(),
@@ -346,7 +356,43 @@ fn http_server(
         max_retention: settings.max_retention,
         new_work,
         ingest_limits,
-    };
+        inbound_counts,
+    }
+}
+
+/// Forwards held inbound events whose turn came while no request was there to forward them
+/// (a gap's hold time passed; a process died holding a key), and writes the sources' counts,
+/// every second. Runs beside every process that receives; each key is forwarded under its
+/// lease, so they never interleave.
+async fn held_forwarder(store: Store, cfg: service::Config, mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow() {
+        if let Err(e) = service::inbound::forward_held(&store, &cfg).await {
+            tracing::warn!(error = %e, "forwarding held inbound events");
+        }
+        if let Err(e) = service::inbound::write_counts(&store, &cfg).await {
+            tracing::warn!(error = %e, "writing inbound sources' counts");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.changed() => {}
+        }
+    }
+    if let Err(e) = service::inbound::write_counts(&store, &cfg).await {
+        tracing::warn!(error = %e, "writing inbound sources' counts");
+    }
+}
+
+fn http_server(
+    settings: &Settings,
+    store: Store,
+    new_work: Arc<Notify>,
+    ingest_limits: Arc<service::limits::IngestLimits>,
+    metrics: ProcessMetrics,
+) -> Result<(u16, Server), StartError> {
+    let (listener, port, bind_err) = listen(settings.bind)?;
+    let data = web::Data::new(store);
+    let service_config =
+        service_config(settings, new_work, ingest_limits, metrics.receiving.clone());
     let service_data = web::Data::new(service_config.clone());
     let api_config = api::ApiConfig {
         service: service_config,
@@ -491,6 +537,7 @@ struct ProcessMetrics {
     delivery: Arc<Metrics>,
     ingest: Arc<api::IngestCounts>,
     inbound: Arc<api::InboundCounts>,
+    receiving: Arc<service::inbound::Counts>,
 }
 
 /// `GET /metrics`: Prometheus text format 0.0.4. Counters and histograms are this process's;
@@ -536,6 +583,16 @@ async fn serve_metrics(
     );
     for (r, n) in metrics.inbound.each() {
         write_sample(&mut out, name, &[("result", r.as_str())], n);
+    }
+    let name = "hookd_inbound_ordering_total";
+    write_header(
+        &mut out,
+        name,
+        "counter",
+        "Ordered inbound events forwarded behind their key's place (late), and sequences given up on after their gap's hold time (skipped).",
+    );
+    for (kind, n) in metrics.receiving.each() {
+        write_sample(&mut out, name, &[("kind", kind)], n);
     }
     let name = "hookd_pruned_rows_total";
     write_header(

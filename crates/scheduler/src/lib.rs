@@ -82,9 +82,9 @@ pub async fn prune(
 }
 
 /// Rows this process's prunes removed, by kind, since it started (for `/metrics`).
-static PRUNED: [std::sync::atomic::AtomicU64; 9] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 9];
-const PRUNED_KINDS: [&str; 9] = [
+static PRUNED: [std::sync::atomic::AtomicU64; 10] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 10];
+const PRUNED_KINDS: [&str; 10] = [
     "messages",
     "deliveries",
     "attempts",
@@ -94,10 +94,11 @@ const PRUNED_KINDS: [&str; 9] = [
     "events",
     "emails",
     "jobs",
+    "inbound_keys",
 ];
 
 impl PruneReport {
-    fn by_kind(&self) -> [u64; 9] {
+    fn by_kind(&self) -> [u64; 10] {
         let (p, s) = (self.retention, self.swept);
         [
             p.messages,
@@ -109,6 +110,7 @@ impl PruneReport {
             s.events,
             s.emails,
             s.jobs,
+            s.inbound_keys,
         ]
     }
 }
@@ -164,6 +166,7 @@ async fn prune_and_log(store: &Store, retention: Retention) -> bool {
                     events = r.swept.events,
                     emails = r.swept.emails,
                     jobs = r.swept.jobs,
+                    inbound_keys = r.swept.inbound_keys,
                     "pruned expired rows"
                 );
             }

@@ -5,10 +5,17 @@
 //! The application's endpoints then get it through the delivery engine: retries, backoff,
 //! dead letters, replay.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
 use domain::Timestamp;
-use domain::ids::MessageId;
-use domain::inbound::{DEFAULT_TOLERANCE, Scheme, verify};
-use store::{NewMessage, Store, StoreError};
+use domain::ids::{MessageId, SourceId};
+use domain::inbound::{DEFAULT_TOLERANCE, Ordering, Scheme, verify};
+use store::entities::application;
+use store::{HeldEvent, Hold, NewMessage, Source, Store, StoreError, Tally};
 
 use crate::{Config, Result, ServiceError, messages, rules};
 
@@ -17,7 +24,10 @@ use crate::{Config, Result, ServiceError, messages, rules};
 pub enum Received {
     /// Stored; forwarded to the application's endpoints from now on.
     Stored(MessageId),
-    /// Its event id was seen before: nothing more was done.
+    /// Stored, ahead of a gap in its key's sequence: forwarded when the gap fills or its hold
+    /// time passes.
+    Held,
+    /// Its event id (or its key's sequence, held) was seen before: nothing more was done.
     Duplicate,
 }
 
@@ -43,6 +53,62 @@ impl From<StoreError> for Refusal {
     }
 }
 
+/// How long one process holds a key while it forwards the key's held events; one that dies
+/// holding it delays that key this long.
+const KEY_LEASE: Duration = Duration::from_secs(30);
+/// Keys the periodic pass ([`forward_held`]) looks at per round.
+const KEYS_PER_PASS: u64 = 200;
+
+/// What this process counted of inbound traffic: ordered events forwarded behind their key's
+/// place (`late`) and sequences given up on after their gap's hold time (`skipped`), for
+/// `/metrics`; and each source's duplicates and bad signatures since they were last written to
+/// the source ([`write_counts`]: a flood of bad requests costs memory per source, not a write
+/// per request).
+#[derive(Debug, Default)]
+pub struct Counts {
+    late: AtomicU64,
+    skipped: AtomicU64,
+    sources: Mutex<HashMap<SourceId, Tally>>,
+}
+
+impl Counts {
+    pub fn each(&self) -> [(&'static str, u64); 2] {
+        [
+            ("late", self.late.load(Relaxed)),
+            ("skipped", self.skipped.load(Relaxed)),
+        ]
+    }
+
+    fn tally(&self, source: SourceId, f: impl FnOnce(&mut Tally)) {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        f(sources.entry(source).or_default());
+    }
+}
+
+/// Adds what this process counted per source to the sources (every second, and at shutdown).
+pub async fn write_counts(store: &Store, cfg: &Config) -> Result<()> {
+    let taken: Vec<(SourceId, Tally)> = {
+        let mut sources = cfg
+            .inbound_counts
+            .sources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        sources.drain().collect()
+    };
+    if let Err(e) = store.system().add_source_tallies(&taken).await {
+        // Kept for the next try.
+        for (id, t) in taken {
+            cfg.inbound_counts.tally(id, |mine| {
+                mine.duplicates += t.duplicates;
+                mine.refused += t.refused;
+                mine.last_refused_at = mine.last_refused_at.max(t.last_refused_at);
+            });
+        }
+        return Err(e.into());
+    }
+    Ok(())
+}
+
 /// Verifies and stores a request to source `id`; `header` looks a request header up.
 pub async fn receive(
     store: &Store,
@@ -52,14 +118,31 @@ pub async fn receive(
     body: &[u8],
 ) -> std::result::Result<Received, Refusal> {
     let source = store.system().source(id).await?;
-    let verified = verify(
-        &source.scheme,
-        header,
-        body,
-        Timestamp::now(),
-        DEFAULT_TOLERANCE,
-    )
-    .map_err(Refusal::Unverified)?;
+    let now = Timestamp::now();
+    let verified = verify(&source.scheme, header, body, now, DEFAULT_TOLERANCE).map_err(|why| {
+        cfg.inbound_counts.tally(source.row.id, |t| {
+            t.refused += 1;
+            t.last_refused_at = Some(now.as_millis());
+        });
+        Refusal::Unverified(why)
+    })?;
+    let answer = take(store, cfg, &source, verified, header, body).await;
+    if matches!(answer, Ok(Received::Duplicate)) {
+        cfg.inbound_counts
+            .tally(source.row.id, |t| t.duplicates += 1);
+    }
+    answer
+}
+
+/// Stores (or holds) a verified event.
+async fn take(
+    store: &Store,
+    cfg: &Config,
+    source: &Source,
+    verified: domain::inbound::Verified,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+) -> std::result::Result<Received, Refusal> {
     let tenant = source.row.tenant_id;
     let app = store
         .get_application(tenant, &source.row.app_id.to_string())
@@ -70,37 +153,176 @@ pub async fn receive(
         .filter(|t| rules::ident("eventType", t).is_ok())
         .unwrap_or_else(|| source.row.event_type.clone());
     messages::admit(store, cfg, tenant).await?;
-    let new = NewMessage {
-        event_type,
-        event_id: verified
-            .event_id
-            .filter(|e| rules::ident("eventId", e).is_ok()),
-        payload: body.to_vec(),
-        channels: Vec::new(),
-        tags: Some(domain::inbound::source_tag(&source.row.name))
-            .filter(|t| rules::labels("tags", std::slice::from_ref(t), 1).is_ok())
-            .into_iter()
-            .collect(),
-        ordering_key: None,
-        to_endpoint: None,
-        deliver_at: None,
+    let place = source.ordering.place(header, body);
+    let key = place.key.filter(|k| rules::ordering_key(k).is_ok());
+    let seq = place
+        .seq
+        .filter(|_| key.is_some() && source.ordering.hold_gap_secs > 0);
+    let event_id = verified
+        .event_id
+        .filter(|e| rules::ident("eventId", e).is_ok())
+        // An ordered event without an id is known by its key and sequence: a repeat of it,
+        // or its second forwarding after a crash, is then a duplicate like any other.
+        .or_else(|| Some(domain::inbound::sequence_id(key.as_deref()?, seq?)));
+    let new = forwarded(source, event_type, event_id, body.to_vec(), key.clone());
+    messages::check(cfg, &new)?;
+    let (Some(key), Some(seq)) = (key, seq) else {
+        return stored(messages::create(store, cfg, tenant, &app, new).await);
     };
-    match messages::create(store, cfg, tenant, &app, new).await {
+    let event = HeldEvent {
+        seq,
+        event_id: new.event_id.clone(),
+        event_type: new.event_type.clone(),
+        payload: new.payload.clone(),
+    };
+    match store.hold_inbound(source, &key, &event).await? {
+        Hold::Duplicate => Ok(Received::Duplicate),
+        Hold::Late => {
+            let answer = stored(messages::create(store, cfg, tenant, &app, new).await);
+            if matches!(answer, Ok(Received::Stored(_))) {
+                cfg.inbound_counts.late.fetch_add(1, Relaxed);
+            }
+            answer
+        }
+        Hold::Held => {
+            // The event is committed: what goes wrong while forwarding is the periodic
+            // pass's to retry, not the sender's.
+            match forward_turns(store, cfg, source, &app, &key).await {
+                Ok(sent) => Ok(sent
+                    .iter()
+                    .find(|(s, _)| *s == seq)
+                    .map_or(Received::Held, |(_, id)| Received::Stored(*id))),
+                Err(e) => {
+                    tracing::warn!(source = %source.row.id, error = %e, "forwarding held events");
+                    Ok(Received::Held)
+                }
+            }
+        }
+    }
+}
+
+fn stored(created: Result<store::CreatedMessage>) -> std::result::Result<Received, Refusal> {
+    match created {
         Ok(created) => Ok(Received::Stored(created.message.id)),
         Err(ServiceError::Store(StoreError::Conflict { .. })) => Ok(Received::Duplicate),
         Err(e) => Err(e.into()),
     }
 }
 
+/// The message an inbound event is forwarded as.
+fn forwarded(
+    source: &Source,
+    event_type: String,
+    event_id: Option<String>,
+    payload: Vec<u8>,
+    ordering_key: Option<String>,
+) -> NewMessage {
+    NewMessage {
+        event_type,
+        event_id,
+        payload,
+        channels: Vec::new(),
+        tags: Some(domain::inbound::source_tag(&source.row.name))
+            .filter(|t| rules::labels("tags", std::slice::from_ref(t), 1).is_ok())
+            .into_iter()
+            .collect(),
+        ordering_key,
+        to_endpoint: None,
+        deliver_at: None,
+    }
+}
+
+/// Forwards the held events of `key` whose turn has come, under the key's lease (another
+/// process holding it forwards them instead). Returns the sequences forwarded, with their
+/// messages (a repeat forwarded before has none).
+async fn forward_turns(
+    store: &Store,
+    cfg: &Config,
+    source: &Source,
+    app: &application::Model,
+    key: &str,
+) -> Result<Vec<(i64, MessageId)>> {
+    let id = source.row.id;
+    let hold = Duration::from_secs(source.ordering.hold_gap_secs);
+    let mut sent = Vec::new();
+    loop {
+        if !store.lease_inbound_key(id, key, KEY_LEASE).await? {
+            return Ok(sent);
+        }
+        let forwarding = async {
+            loop {
+                let turn = store.inbound_turn(id, key, hold).await?;
+                if turn.events.is_empty() {
+                    return Ok::<_, ServiceError>(());
+                }
+                if let Some((first, last)) = turn.gap {
+                    cfg.inbound_counts
+                        .skipped
+                        .fetch_add((last - first + 1).unsigned_abs(), Relaxed);
+                    tracing::warn!(source = %id, key, first, last, "gave up waiting for a gap in an ordering key's sequence");
+                }
+                for e in turn.events {
+                    let new = forwarded(
+                        source,
+                        e.event_type,
+                        e.event_id,
+                        e.payload,
+                        Some(key.to_owned()),
+                    );
+                    match messages::create(store, cfg, source.row.tenant_id, app, new).await {
+                        Ok(c) => sent.push((e.seq, c.message.id)),
+                        // Forwarded before: a repeat, or a process that died before marking it.
+                        Err(ServiceError::Store(StoreError::Conflict { .. })) => {}
+                        Err(err) => return Err(err),
+                    }
+                    store.forwarded_inbound(id, key, e.seq).await?;
+                }
+            }
+        };
+        let done = forwarding.await;
+        let again = store.unlease_inbound_key(id, key).await;
+        done?;
+        if !again? {
+            return Ok(sent);
+        }
+    }
+}
+
+/// One round of the periodic forwarding pass: keys whose gap's hold time passed, and keys a
+/// process left held events for (it died, or failed to forward). Returns the events forwarded.
+pub async fn forward_held(store: &Store, cfg: &Config) -> Result<usize> {
+    let mut n = 0;
+    for (source_id, key) in store.system().keys_with_held_inbound(KEYS_PER_PASS).await? {
+        let source = match store.system().source(&source_id.to_string()).await {
+            Ok(s) => s,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let app = store
+            .get_application(source.row.tenant_id, &source.row.app_id.to_string())
+            .await?;
+        n += forward_turns(store, cfg, &source, &app, &key).await?.len();
+    }
+    Ok(n)
+}
+
 /// The most secrets a Standard Webhooks source tries on each request (a sender rotating has
 /// two): every unauthenticated request costs one HMAC per secret.
 pub const MAX_SOURCE_SECRETS: usize = 10;
 
-/// Checks a source's settings before it is stored: its name and event type, and that a
-/// verifying scheme has a secret.
-pub fn check_source(name: &str, event_type: &str, scheme: &Scheme) -> Result<()> {
+/// Checks a source's settings before it is stored: its name and event type, that a
+/// verifying scheme has a secret, and its ordering.
+pub fn check_source(
+    name: &str,
+    event_type: &str,
+    scheme: &Scheme,
+    ordering: &Ordering,
+) -> Result<()> {
     rules::ident("name", name)?;
     rules::ident("eventType", event_type)?;
+    if let Some(problem) = ordering.problem() {
+        return Err(ServiceError::field("ordering", problem));
+    }
     if let Scheme::StandardWebhooks { secrets } = scheme
         && secrets.len() > MAX_SOURCE_SECRETS
     {

@@ -43,4 +43,6 @@ pub struct Config {
     pub new_work: Arc<tokio::sync::Notify>,
     /// Per-tenant ingest token buckets.
     pub ingest_limits: Arc<limits::IngestLimits>,
+    /// What this process counted of inbound traffic (`/metrics`, each source's counts).
+    pub inbound_counts: Arc<inbound::Counts>,
 }

@@ -65,7 +65,20 @@ pub async fn create(
     app: &application::Model,
     new: NewMessage,
 ) -> Result<CreatedMessage> {
-    let errors = problems(&new);
+    check(cfg, &new)?;
+    let created = store
+        .create_message(tenant, app, new, |ep, now| {
+            retry_policy_of(ep).give_up_at(now)
+        })
+        .await?;
+    wake_for(cfg, &created);
+    Ok(created)
+}
+
+/// Every rule a message must meet before it is stored: its fields, its payload's size and
+/// form, how far ahead it is scheduled.
+pub fn check(cfg: &Config, new: &NewMessage) -> Result<()> {
+    let errors = problems(new);
     if !errors.is_empty() {
         return Err(ServiceError::Invalid(errors));
     }
@@ -87,13 +100,7 @@ pub async fn create(
         )
         .into());
     }
-    let created = store
-        .create_message(tenant, app, new, |ep, now| {
-            retry_policy_of(ep).give_up_at(now)
-        })
-        .await?;
-    wake_for(cfg, &created);
-    Ok(created)
+    Ok(())
 }
 
 /// Wakes this process's dispatcher when a new message left deliveries in the table; those

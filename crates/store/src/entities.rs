@@ -485,6 +485,55 @@ pub mod inbound_source {
         /// `domain::inbound::Scheme` as JSON, sealed (see `sealed`).
         pub verification: String,
         pub created_at: i64,
+        /// `domain::inbound::Ordering` as JSON; none: the defaults.
+        pub ordering: Option<String>,
+        /// Requests acknowledged as repeats of an event already taken.
+        pub duplicates: i64,
+        /// Requests refused for a bad signature, and when the last was.
+        pub refused: i64,
+        pub last_refused_at: Option<i64>,
+    }
+    entity_boilerplate!();
+}
+
+/// Each ordering key a source has seen: the sequence forwarded next, and until when one
+/// process holds the key to forward its events (so two never interleave them).
+pub mod inbound_key {
+    use domain::ids::{SourceId, TenantId};
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "inbound_keys")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub source_id: SourceId,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub ordering_key: String,
+        pub tenant_id: TenantId,
+        pub next_seq: i64,
+        pub lease_until: i64,
+        pub touched_at: i64,
+    }
+    entity_boilerplate!();
+}
+
+/// An inbound event waiting for its turn in its key's sequence.
+pub mod inbound_held {
+    use domain::ids::{SourceId, TenantId};
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "inbound_held")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub source_id: SourceId,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub ordering_key: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub seq: i64,
+        pub tenant_id: TenantId,
+        pub held_at: i64,
+        pub event_id: Option<String>,
+        pub event_type: String,
+        pub payload: Vec<u8>,
     }
     entity_boilerplate!();
 }
@@ -517,4 +566,6 @@ owned!(
     operational_event,
     portal_token,
     inbound_source,
+    inbound_key,
+    inbound_held,
 );

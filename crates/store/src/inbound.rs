@@ -1,12 +1,18 @@
 //! Inbound sources (issue 21): where webhooks from outside arrive, how they are verified
 //! (sealed, as endpoint secrets are), and which application's endpoints receive them.
 
+use std::time::Duration;
+
 use domain::Timestamp;
 use domain::ids::{SourceId, TenantId};
-use domain::inbound::Scheme;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use domain::inbound::{Ordering, Scheme};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, Statement,
+};
 
-use crate::entities::{Owned, application, inbound_source};
+use crate::entities::{Owned, application, inbound_held, inbound_key, inbound_source};
 use crate::error::conflict_as;
 use crate::resources::check_owner;
 use crate::sealed::{open_json, seal_json};
@@ -17,6 +23,7 @@ use crate::{Result, Store, StoreError, System};
 pub struct Source {
     pub row: inbound_source::Model,
     pub scheme: Scheme,
+    pub ordering: Ordering,
 }
 
 pub(crate) fn context(id: &SourceId) -> String {
@@ -27,7 +34,17 @@ impl Store {
     fn open_source(&self, row: inbound_source::Model) -> Result<Source> {
         let what = format!("inbound source {}: column verification", row.id);
         let scheme = open_json(&self.seal, &context(&row.id), &row.verification, &what)?;
-        Ok(Source { row, scheme })
+        let ordering = match &row.ordering {
+            Some(json) => serde_json::from_str(json).map_err(|e| {
+                StoreError::Corrupt(format!("inbound source {}: column ordering: {e}", row.id))
+            })?,
+            None => Ordering::default(),
+        };
+        Ok(Source {
+            row,
+            scheme,
+            ordering,
+        })
     }
 
     /// Creates a source forwarding to `app`; its name is unique within the tenant.
@@ -38,6 +55,7 @@ impl Store {
         name: &str,
         event_type: &str,
         scheme: &Scheme,
+        ordering: &Ordering,
     ) -> Result<Source> {
         check_owner(tenant, &app.tenant_id, "application")?;
         let id = SourceId::new();
@@ -49,6 +67,11 @@ impl Store {
             event_type: Set(event_type.to_owned()),
             verification: Set(seal_json(&self.seal, &context(&id), scheme)),
             created_at: Set(Timestamp::now().as_millis()),
+            ordering: Set((ordering != &Ordering::default())
+                .then(|| serde_json::to_string(ordering).expect("plain data"))),
+            duplicates: Set(0),
+            refused: Set(0),
+            last_refused_at: Set(None),
         };
         let txn = self.write_txn().await?;
         let row = row.insert(&*txn).await.map_err(conflict_as("name"))?;
@@ -80,9 +103,7 @@ impl Store {
     pub async fn delete_source(&self, tenant: TenantId, id: &str) -> Result<()> {
         let source = self.get_source(tenant, id).await?;
         let txn = self.write_txn().await?;
-        inbound_source::Entity::delete_by_id(source.row.id)
-            .exec(&*txn)
-            .await?;
+        delete_sources(&*txn, vec![source.row.id]).await?;
         txn.commit().await?;
         self.sources.clear();
         Ok(())
@@ -103,5 +124,397 @@ impl System<'_> {
             .get_or_load(id, load)
             .await?
             .ok_or(StoreError::not_found("source"))
+    }
+}
+
+/// Deletes sources with their held events and ordering keys.
+async fn delete_sources(db: &impl ConnectionTrait, ids: Vec<SourceId>) -> Result<()> {
+    inbound_held::Entity::delete_many()
+        .filter(inbound_held::Column::SourceId.is_in(ids.clone()))
+        .exec(db)
+        .await?;
+    inbound_key::Entity::delete_many()
+        .filter(inbound_key::Column::SourceId.is_in(ids.clone()))
+        .exec(db)
+        .await?;
+    inbound_source::Entity::delete_many()
+        .filter(inbound_source::Column::Id.is_in(ids))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Deletes the sources that forward to application `app` (it is being deleted).
+pub(crate) async fn delete_sources_of(
+    db: &impl ConnectionTrait,
+    app: domain::ids::ApplicationId,
+) -> Result<()> {
+    let ids: Vec<SourceId> = inbound_source::Entity::find()
+        .select_only()
+        .column(inbound_source::Column::Id)
+        .filter(inbound_source::Column::AppId.eq(app))
+        .into_tuple()
+        .all(db)
+        .await?;
+    if ids.is_empty() {
+        return Ok(());
+    }
+    delete_sources(db, ids).await
+}
+
+/// What became of an ordered event offered to its key ([`Store::hold_inbound`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Waiting for its turn (which may be now: see [`Store::inbound_turn`]).
+    Held,
+    /// Its key is already past its sequence: forward it now (unless it is a repeat).
+    Late,
+    /// The same sequence of the same key is already held.
+    Duplicate,
+}
+
+/// An event held for its turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldEvent {
+    pub seq: i64,
+    pub event_id: Option<String>,
+    pub event_type: String,
+    pub payload: Vec<u8>,
+}
+
+/// The held events of one key whose turn has come, in the order they go.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Turn {
+    pub events: Vec<HeldEvent>,
+    /// Sequences given up on: `(first, last)` of a gap held for its full time.
+    pub gap: Option<(i64, i64)>,
+}
+
+/// Held events read per key at a time.
+const TURN_LIMIT: u64 = 100;
+
+fn key_filter(source: SourceId, key: &str) -> sea_orm::Condition {
+    sea_orm::Condition::all()
+        .add(inbound_key::Column::SourceId.eq(source))
+        .add(inbound_key::Column::OrderingKey.eq(key))
+}
+
+fn held_filter(source: SourceId, key: &str) -> sea_orm::Condition {
+    sea_orm::Condition::all()
+        .add(inbound_held::Column::SourceId.eq(source))
+        .add(inbound_held::Column::OrderingKey.eq(key))
+}
+
+/// Where a key's turn starts, and which held events (sorted by sequence) go from there: those
+/// behind it (late or repeated: they go at once), then an unbroken run from it. A first held
+/// event ahead of a gap goes, gap given up, once it was held `hold` before `now`.
+fn take_turn(next: i64, held: Vec<inbound_held::Model>, hold: Duration, now: Timestamp) -> Turn {
+    let mut turn = Turn::default();
+    let mut expect = next;
+    let hold_ms = i64::try_from(hold.as_millis()).unwrap_or(i64::MAX);
+    for row in held {
+        if row.seq > expect {
+            let waited = now.as_millis().saturating_sub(row.held_at) >= hold_ms;
+            // Only the first event past the key's place can give a gap up: one later in the
+            // run waits for the gap before it to be given up on its own time.
+            if !waited || turn.events.iter().any(|e| e.seq >= next) {
+                break;
+            }
+            turn.gap = Some((expect, row.seq - 1));
+            expect = row.seq;
+        }
+        if row.seq == expect {
+            expect += 1;
+        }
+        turn.events.push(HeldEvent {
+            seq: row.seq,
+            event_id: row.event_id,
+            event_type: row.event_type,
+            payload: row.payload,
+        });
+    }
+    turn
+}
+
+impl Store {
+    /// Offers an ordered event to its key: held until its turn unless the key is already past
+    /// its sequence. The key's first event expects sequence 1.
+    pub async fn hold_inbound(
+        &self,
+        source: &Source,
+        key: &str,
+        event: &HeldEvent,
+    ) -> Result<Hold> {
+        let now = Timestamp::now().as_millis();
+        let id = source.row.id;
+        let txn = self.write_txn().await?;
+        let next = inbound_key::Entity::find()
+            .filter(key_filter(id, key))
+            .one(&*txn)
+            .await?
+            .map(|k| k.next_seq);
+        if next.is_some_and(|n| event.seq < n) {
+            return Ok(Hold::Late);
+        }
+        if next.is_none() {
+            inbound_key::Entity::insert(inbound_key::ActiveModel {
+                source_id: Set(id),
+                ordering_key: Set(key.to_owned()),
+                tenant_id: Set(source.row.tenant_id),
+                next_seq: Set(1),
+                lease_until: Set(0),
+                touched_at: Set(now),
+            })
+            .on_conflict(
+                OnConflict::columns([
+                    inbound_key::Column::SourceId,
+                    inbound_key::Column::OrderingKey,
+                ])
+                .do_nothing()
+                .to_owned(),
+            )
+            .exec_without_returning(&*txn)
+            .await?;
+        }
+        let inserted = inbound_held::Entity::insert(inbound_held::ActiveModel {
+            source_id: Set(id),
+            ordering_key: Set(key.to_owned()),
+            seq: Set(event.seq),
+            tenant_id: Set(source.row.tenant_id),
+            held_at: Set(now),
+            event_id: Set(event.event_id.clone()),
+            event_type: Set(event.event_type.clone()),
+            payload: Set(event.payload.clone()),
+        })
+        .on_conflict(
+            OnConflict::columns([
+                inbound_held::Column::SourceId,
+                inbound_held::Column::OrderingKey,
+                inbound_held::Column::Seq,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(&*txn)
+        .await?;
+        txn.commit().await?;
+        Ok(if inserted == 0 {
+            Hold::Duplicate
+        } else {
+            Hold::Held
+        })
+    }
+
+    /// Takes key `key` of `source` to forward its events, unless another process holds it
+    /// (for up to `ttl`: a process that dies holding it delays the key that long).
+    pub async fn lease_inbound_key(
+        &self,
+        source: SourceId,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<bool> {
+        let now = Timestamp::now().as_millis();
+        let until = now + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+        let txn = self.write_txn().await?;
+        let taken = inbound_key::Entity::update_many()
+            .col_expr(inbound_key::Column::LeaseUntil, Expr::value(until))
+            .filter(key_filter(source, key))
+            .filter(inbound_key::Column::LeaseUntil.lt(now))
+            .exec(&*txn)
+            .await?
+            .rows_affected;
+        txn.commit().await?;
+        Ok(taken == 1)
+    }
+
+    /// The held events of a key whose turn has come (see [`Turn`]), at most a hundred.
+    pub async fn inbound_turn(&self, source: SourceId, key: &str, hold: Duration) -> Result<Turn> {
+        let Some(k) = inbound_key::Entity::find()
+            .filter(key_filter(source, key))
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(Turn::default());
+        };
+        let held = inbound_held::Entity::find()
+            .filter(held_filter(source, key))
+            .order_by_asc(inbound_held::Column::Seq)
+            .limit(TURN_LIMIT)
+            .all(&self.db)
+            .await?;
+        Ok(take_turn(k.next_seq, held, hold, Timestamp::now()))
+    }
+
+    /// Marks a held event forwarded: it goes, and its key moves past it.
+    pub async fn forwarded_inbound(&self, source: SourceId, key: &str, seq: i64) -> Result<()> {
+        let now = Timestamp::now().as_millis();
+        let txn = self.write_txn().await?;
+        inbound_held::Entity::delete_many()
+            .filter(held_filter(source, key))
+            .filter(inbound_held::Column::Seq.eq(seq))
+            .exec(&*txn)
+            .await?;
+        inbound_key::Entity::update_many()
+            .col_expr(inbound_key::Column::NextSeq, Expr::value(seq + 1))
+            .col_expr(inbound_key::Column::TouchedAt, Expr::value(now))
+            .filter(key_filter(source, key))
+            .filter(inbound_key::Column::NextSeq.lte(seq))
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// Lets a key go. `true` when an event at or behind its place was held meanwhile (by a
+    /// request that found the key taken): the caller takes the key again for it.
+    pub async fn unlease_inbound_key(&self, source: SourceId, key: &str) -> Result<bool> {
+        let txn = self.write_txn().await?;
+        inbound_key::Entity::update_many()
+            .col_expr(inbound_key::Column::LeaseUntil, Expr::value(0i64))
+            .filter(key_filter(source, key))
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        let Some(k) = inbound_key::Entity::find()
+            .filter(key_filter(source, key))
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let first = inbound_held::Entity::find()
+            .filter(held_filter(source, key))
+            .order_by_asc(inbound_held::Column::Seq)
+            .one(&self.db)
+            .await?;
+        Ok(first.is_some_and(|h| h.seq <= k.next_seq))
+    }
+
+    /// Held events, by source: how many, and since when the oldest waits.
+    pub async fn held_inbound_counts(&self, tenant: TenantId) -> Result<Vec<(SourceId, i64, i64)>> {
+        Ok(inbound_held::Entity::find_in(tenant)
+            .select_only()
+            .column(inbound_held::Column::SourceId)
+            .column_as(inbound_held::Column::Seq.count(), "n")
+            .column_as(inbound_held::Column::HeldAt.min(), "since")
+            .group_by(inbound_held::Column::SourceId)
+            .into_tuple()
+            .all(&self.db)
+            .await?)
+    }
+}
+
+/// What one process counted of a source since it last wrote its counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub duplicates: u64,
+    pub refused: u64,
+    pub last_refused_at: Option<i64>,
+}
+
+impl System<'_> {
+    /// Adds counts to their sources (a source deleted meanwhile is skipped).
+    pub async fn add_source_tallies(&self, tallies: &[(SourceId, Tally)]) -> Result<()> {
+        if tallies.is_empty() {
+            return Ok(());
+        }
+        let txn = self.write_txn().await?;
+        for (id, t) in tallies {
+            let mut update = inbound_source::Entity::update_many()
+                .col_expr(
+                    inbound_source::Column::Duplicates,
+                    Expr::col(inbound_source::Column::Duplicates).add(t.duplicates as i64),
+                )
+                .col_expr(
+                    inbound_source::Column::Refused,
+                    Expr::col(inbound_source::Column::Refused).add(t.refused as i64),
+                );
+            if let Some(at) = t.last_refused_at {
+                update = update.col_expr(inbound_source::Column::LastRefusedAt, Expr::value(at));
+            }
+            update
+                .filter(inbound_source::Column::Id.eq(*id))
+                .exec(&*txn)
+                .await?;
+        }
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// Keys with held events, the longest waiting first, at most `limit`: what the periodic
+    /// forwarding pass looks at (a gap whose hold time passed, a key a dead process held).
+    pub async fn keys_with_held_inbound(&self, limit: u64) -> Result<Vec<(SourceId, String)>> {
+        let sql = format!(
+            "SELECT source_id, ordering_key FROM inbound_held \
+             GROUP BY source_id, ordering_key ORDER BY MIN(held_at) LIMIT {limit}"
+        );
+        let rows = self
+            .db
+            .query_all(Statement::from_string(self.db.get_database_backend(), sql))
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let source: String = r.try_get("", "source_id")?;
+                let key: String = r.try_get("", "ordering_key")?;
+                Ok((
+                    source
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt(format!("source id {source:?}")))?,
+                    key,
+                ))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(seq: i64, held_at: i64) -> inbound_held::Model {
+        inbound_held::Model {
+            source_id: SourceId::new(),
+            ordering_key: "k".into(),
+            seq,
+            tenant_id: TenantId::new(),
+            held_at,
+            event_id: None,
+            event_type: "t".into(),
+            payload: Vec::new(),
+        }
+    }
+
+    fn seqs(t: &Turn) -> Vec<i64> {
+        t.events.iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn a_turn_is_the_unbroken_run_from_the_keys_place_and_a_gap_waits_its_hold_time() {
+        let hold = Duration::from_secs(60);
+        let now = Timestamp::from_millis(1_000_000);
+        let fresh = now.as_millis() - 1_000;
+        let old = now.as_millis() - 61_000;
+        // In sequence: everything up to the first gap.
+        let t = take_turn(
+            3,
+            vec![held(3, fresh), held(4, fresh), held(6, old)],
+            hold,
+            now,
+        );
+        assert_eq!((seqs(&t), t.gap), (vec![3, 4], None));
+        // Behind the key's place (late or repeated) goes first, then the run.
+        let t = take_turn(3, vec![held(2, fresh), held(3, fresh)], hold, now);
+        assert_eq!(seqs(&t), vec![2, 3]);
+        // Ahead of a gap, not yet held long enough: nothing.
+        let t = take_turn(3, vec![held(5, fresh), held(6, fresh)], hold, now);
+        assert_eq!((seqs(&t), t.gap), (vec![], None));
+        // Held long enough: the gap (3..4) is given up and the run from 5 goes.
+        let t = take_turn(
+            3,
+            vec![held(5, old), held(6, fresh), held(8, old)],
+            hold,
+            now,
+        );
+        assert_eq!((seqs(&t), t.gap), (vec![5, 6], Some((3, 4))));
     }
 }

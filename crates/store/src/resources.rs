@@ -223,6 +223,8 @@ impl Store {
                 .filter(ordering_sequence::Column::EndpointId.is_in(endpoint_ids.clone()))
                 .exec(&*txn)
                 .await?;
+            // The inbound sources forwarding to it go with it, with their ordering state.
+            crate::inbound::delete_sources_of(&*txn, app.id).await?;
             // Endpoints and their secrets follow by ON DELETE CASCADE.
             application::Entity::delete_by_id(app.id)
                 .exec(&*txn)
@@ -231,6 +233,7 @@ impl Store {
         })
         .await?;
         self.apps.clear();
+        self.sources.clear();
         Ok(())
     }
 

@@ -27,6 +27,8 @@ pub struct Swept {
     pub events: u64,
     pub emails: u64,
     pub jobs: u64,
+    /// Inbound ordering keys idle past the metadata horizon, none of their events held.
+    pub inbound_keys: u64,
 }
 
 /// Creation times before which the history tables' rows go (see [`crate::System::sweep_expired`]).
@@ -34,7 +36,8 @@ pub struct Swept {
 pub struct Horizons {
     /// Idempotency records created before this.
     pub idempotency: Timestamp,
-    /// Operational events.
+    /// Operational events, and inbound ordering keys last used before this (a key's next
+    /// sequence is kept as long as the events that set it).
     pub events: Timestamp,
     /// Emails sent or failed for good, and finished or failed background jobs.
     pub done: Timestamp,
@@ -100,6 +103,13 @@ impl crate::System<'_> {
             )
         };
         let events = by_id("operational_events", None);
+        let keys = format!(
+            "DELETE FROM inbound_keys WHERE (source_id, ordering_key) IN ( \
+               SELECT k.source_id, k.ordering_key FROM inbound_keys k WHERE k.touched_at < {p} \
+               AND NOT EXISTS (SELECT 1 FROM inbound_held h \
+                 WHERE h.source_id = k.source_id AND h.ordering_key = k.ordering_key) \
+               LIMIT {SWEEP_BATCH})"
+        );
         let emails = by_id("email_outbox", Some(EmailState::Pending.as_str()));
         let jobs = by_id("jobs", Some(JobState::Running.as_str()));
         Ok(Swept {
@@ -119,6 +129,9 @@ impl crate::System<'_> {
                 .await?,
             jobs: self
                 .delete_in_batches(&jobs, JobId::lower_bound(horizons.done).to_string())
+                .await?,
+            inbound_keys: self
+                .delete_in_batches(&keys, horizons.events.as_millis())
                 .await?,
         })
     }

@@ -27,6 +27,13 @@ pub struct SourceIn {
     /// "timestamp_header", "id_header"}` or `{"scheme": "none"}`.
     #[schema(value_type = Object)]
     pub verification: serde_json::Value,
+    /// Per-key ordering: `{"keyPointer": "/data/customer", "sequencePointer": "/data/seq",
+    /// "holdGapSecs": 60}`, every member optional. Without pointers the key and sequence are
+    /// hookd's `webhook-ordering-key` and `webhook-sequence` headers; an event ahead of a gap
+    /// is held up to `holdGapSecs` (default 60, at most 3600; 0: arrival order, no holding).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub ordering: Option<serde_json::Value>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -40,6 +47,8 @@ pub struct SourceOut {
     pub scheme: String,
     /// Where the sender posts: `{public_url}/in/{id}`.
     pub url: String,
+    #[schema(value_type = Object)]
+    pub ordering: domain::inbound::Ordering,
 }
 
 fn out(cfg: &ApiConfig, s: Source) -> SourceOut {
@@ -51,6 +60,7 @@ fn out(cfg: &ApiConfig, s: Source) -> SourceOut {
         app_id: s.row.app_id.to_string(),
         event_type: s.row.event_type,
         scheme,
+        ordering: s.ordering,
     }
 }
 
@@ -66,10 +76,16 @@ pub async fn create_source(
 ) -> Result<HttpResponse, ApiError> {
     let scheme: domain::inbound::Scheme = serde_json::from_value(body.verification)
         .map_err(|e| ApiError::field("verification", e.to_string()))?;
-    service::inbound::check_source(&body.name, &body.event_type, &scheme)?;
+    let ordering: domain::inbound::Ordering = match body.ordering {
+        Some(o) => {
+            serde_json::from_value(o).map_err(|e| ApiError::field("ordering", e.to_string()))?
+        }
+        None => domain::inbound::Ordering::default(),
+    };
+    service::inbound::check_source(&body.name, &body.event_type, &scheme, &ordering)?;
     let app = store.get_application(t, &body.app_id).await?;
     let s = store
-        .create_source(t, &app, &body.name, &body.event_type, &scheme)
+        .create_source(t, &app, &body.name, &body.event_type, &scheme, &ordering)
         .await?;
     Ok(HttpResponse::Created().json(out(&cfg, s)))
 }
@@ -143,6 +159,7 @@ pub async fn receive(
     let answer = service::inbound::receive(&store, &cfg.service, &path, &header, &body).await;
     cfg.inbound_counts.record(match &answer {
         Ok(Received::Stored(_)) => crate::InboundResult::Stored,
+        Ok(Received::Held) => crate::InboundResult::Held,
         Ok(Received::Duplicate) => crate::InboundResult::Duplicate,
         Err(Refusal::Unverified(_)) => crate::InboundResult::Refused,
         Err(Refusal::NotFound) => crate::InboundResult::UnknownSource,
@@ -155,6 +172,7 @@ pub async fn receive(
         Ok(Received::Duplicate) => {
             Ok(HttpResponse::Ok().json(serde_json::json!({"duplicate": true})))
         }
+        Ok(Received::Held) => Ok(HttpResponse::Ok().json(serde_json::json!({"held": true}))),
         Err(Refusal::NotFound) => Err(ApiError::not_found("source")),
         Err(Refusal::Unverified(why)) => {
             tracing::info!(source = %path, reason = %why, "inbound request refused");

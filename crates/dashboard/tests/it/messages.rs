@@ -420,4 +420,56 @@ async fn the_sources_page_lists_each_source_and_links_to_the_events_it_received(
         "only what the source received"
     );
     assert!(list.body.contains(r#"name="tag" value="source-partner""#));
+
+    // Each source's bad signatures and held events, once written (every second).
+    let stripe = crate::helpers::api(
+        &app,
+        &key,
+        "/inbound/source",
+        json!({"name": "stripe", "appId": app_id, "eventType": "stripe.event",
+               "verification": {"scheme": "stripe", "secret": "whsec_x"}}),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    for _ in 0..2 {
+        let refused = client
+            .post(format!(
+                "{}/in/{}",
+                app.base,
+                stripe["id"].as_str().unwrap()
+            ))
+            .header("Stripe-Signature", "t=1,v1=00")
+            .body(r#"{"id":"evt_1"}"#)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(refused.status(), 401);
+    }
+    let held = client
+        .post(format!("{}/in/{id}", app.base))
+        .header("webhook-ordering-key", "k")
+        .header("webhook-sequence", "2")
+        .body(r#"{"n":2}"#)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(held.status(), 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let page = b.get("/sources").await;
+        let shown = page.body.contains(r#"2 <span class="muted">(last"#)
+            && page.body.contains("1, the oldest for")
+            && page
+                .body
+                .contains("by webhook-ordering-key; gaps held 60 s");
+        if shown {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "counts not shown:\n{}",
+            page.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

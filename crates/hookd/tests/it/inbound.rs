@@ -34,13 +34,16 @@ fn stripe_signature(secret: &str, t: i64, body: &str) -> String {
 }
 
 async fn source(app: &TestApp, name: &str, app_id: &str, verification: Value) -> (String, String) {
+    source_with(
+        app,
+        json!({"name": name, "appId": app_id, "eventType": "inbound.event", "verification": verification}),
+    )
+    .await
+}
+
+async fn source_with(app: &TestApp, body: Value) -> (String, String) {
     let s = app
-        .ok(
-            Method::POST,
-            "/inbound/source",
-            Some(json!({"name": name, "appId": app_id, "eventType": "inbound.event", "verification": verification})),
-            201,
-        )
+        .ok(Method::POST, "/inbound/source", Some(body), 201)
         .await;
     (
         s["id"].as_str().unwrap().to_owned(),
@@ -265,28 +268,52 @@ async fn hookd_sends_to_its_own_inbound_url_and_each_event_arrives_once() {
             201,
         )
         .await;
-        for n in 0..20 {
-            app.ok(
-                Method::POST,
-                &format!("/app/{outer}/msg"),
-                Some(json!({"eventType": "order.updated", "payload": {"n": n}, "orderingKey": "order-1"})),
-                202,
-            )
-            .await;
-        }
+        // Three ordering keys sent at once, each key's messages one after another.
+        let sends = (0..3).map(|k| {
+            let key = format!("order-{k}");
+            let outer = outer.clone();
+            let app = &app;
+            async move {
+                for n in 0..20 {
+                    app.ok(
+                        Method::POST,
+                        &format!("/app/{outer}/msg"),
+                        Some(json!({"eventType": "order.updated", "payload": {"n": n, "key": key}, "orderingKey": key})),
+                        202,
+                    )
+                    .await;
+                }
+            }
+        });
+        futures_util::future::join_all(sends).await;
         eventually(
-            Duration::from_secs(20),
-            "20 events through the inbound URL",
-            || async { s.state.report().unique >= 20 },
+            Duration::from_secs(30),
+            "60 events through the inbound URL",
+            || async { s.state.report().unique >= 60 },
         )
         .await;
         let report = s.state.report();
         assert_eq!(report.bad_signatures, 0);
         assert_eq!(report.duplicates, 0);
+        assert_eq!(report.order_violations, 0);
+        // Each key's events reach the final receiver in the order they were sent.
+        let mut last_per_key = std::collections::HashMap::new();
+        for r in s.state.received() {
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            let n = v["n"].as_i64().unwrap();
+            let key = v["key"].as_str().unwrap().to_owned();
+            assert_eq!(
+                r.ordering_key.as_deref(),
+                Some(key.as_str()),
+                "the key goes on"
+            );
+            let before = last_per_key.insert(key.clone(), n);
+            assert!(before.is_none_or(|b| b < n), "{key}: {n} after {before:?}");
+        }
         // Each outer message id became the inner message's eventId: resent ones would be
         // acknowledged as duplicates.
         let stored = messages(&app, &inner).await;
-        assert_eq!(stored.len(), 20);
+        assert_eq!(stored.len(), 60);
         assert!(
             stored
                 .iter()
@@ -340,6 +367,7 @@ async fn the_receive_role_takes_webhooks_in_and_serves_nothing_else() {
                 "edge",
                 "edge.event",
                 &domain::inbound::Scheme::None,
+                &domain::inbound::Ordering::default(),
             )
             .await
             .unwrap();
@@ -375,5 +403,147 @@ async fn the_receive_role_takes_webhooks_in_and_serves_nothing_else() {
             let v: Value = r.json().await.unwrap_or_default();
             assert!(v["code"].is_string(), "{path}: a JSON error: {v}");
         }
+    }
+}
+
+/// Posts event `seq` of `key` to an unsigned source, with hookd's ordering headers.
+async fn post_seq(app: &TestApp, src: &str, key: &str, seq: i64) -> Value {
+    let (status, answer) = post(
+        app,
+        src,
+        &[
+            ("webhook-ordering-key", key.to_owned()),
+            ("webhook-sequence", seq.to_string()),
+        ],
+        &format!(r#"{{"key":"{key}","seq":{seq}}}"#),
+    )
+    .await;
+    assert_eq!(status, 200, "{key} {seq}: {answer}");
+    answer
+}
+
+/// The sequences of `key` the sink received, in the order it received them.
+fn arrived(s: &bench::sink::Sink, key: &str) -> Vec<i64> {
+    s.state
+        .received()
+        .iter()
+        .filter_map(|r| {
+            let v: Value = serde_json::from_slice(&r.body).ok()?;
+            (v["key"] == key).then(|| v["seq"].as_i64().unwrap())
+        })
+        .collect()
+}
+
+fn metric(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn events_arriving_out_of_sequence_are_forwarded_in_sequence_and_a_gap_is_held_then_given_up()
+{
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        let (src, _) = source_with(
+            &app,
+            json!({"name": "ordered", "appId": a, "eventType": "inbound.event",
+                   "verification": {"scheme": "none"}, "ordering": {"holdGapSecs": 2}}),
+        )
+        .await;
+        // 3 and 2 wait for 1; 1 lets all three go, in sequence.
+        assert_eq!(post_seq(&app, &src, "k", 3).await["held"], true);
+        assert_eq!(post_seq(&app, &src, "k", 2).await["held"], true);
+        assert_eq!(post_seq(&app, &src, "k", 2).await["duplicate"], true);
+        assert!(post_seq(&app, &src, "k", 1).await["id"].is_string());
+        eventually(Duration::from_secs(10), "1, 2, 3 forwarded", || async {
+            arrived(&s, "k").len() >= 3
+        })
+        .await;
+        assert_eq!(arrived(&s, "k"), vec![1, 2, 3]);
+        // 5 waits for 4 for the hold time (2 s), then goes without it.
+        let held_at = std::time::Instant::now();
+        assert_eq!(post_seq(&app, &src, "k", 5).await["held"], true);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(
+            arrived(&s, "k"),
+            vec![1, 2, 3],
+            "5 is held while 4 may come"
+        );
+        eventually(Duration::from_secs(10), "5 forwarded", || async {
+            arrived(&s, "k").len() >= 4
+        })
+        .await;
+        assert!(held_at.elapsed() >= Duration::from_secs(2));
+        // 4 arrives late: forwarded at once, and counted; repeats of forwarded ones are not.
+        assert!(post_seq(&app, &src, "k", 4).await["id"].is_string());
+        assert_eq!(post_seq(&app, &src, "k", 5).await["duplicate"], true);
+        assert_eq!(post_seq(&app, &src, "k", 1).await["duplicate"], true);
+        // Another key has a sequence of its own.
+        assert!(post_seq(&app, &src, "other", 1).await["id"].is_string());
+        eventually(
+            Duration::from_secs(10),
+            "4 and other/1 forwarded",
+            || async { s.state.report().unique >= 6 },
+        )
+        .await;
+        assert_eq!(arrived(&s, "k"), vec![1, 2, 3, 5, 4]);
+        assert_eq!(arrived(&s, "other"), vec![1]);
+        assert_eq!(s.state.report().duplicates, 0);
+        let text = reqwest::get(format!("{}/metrics", app.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(
+            metric(&text, r#"hookd_inbound_ordering_total{kind="skipped"}"#),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            metric(&text, r#"hookd_inbound_ordering_total{kind="late"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            metric(&text, r#"hookd_inbound_requests_total{result="held"}"#),
+            Some(3.0)
+        );
+        // An event held when its application is deleted goes with it, source and all.
+        assert_eq!(post_seq(&app, &src, "k", 9).await["held"], true);
+        app.ok(Method::DELETE, &format!("/app/{a}"), None, 204)
+            .await;
+        let listed = app.get("/inbound/source").await.body;
+        assert_eq!(listed, json!([]), "the source went with its application");
+        let (status, _) = post(&app, &src, &[], "{}").await;
+        assert_eq!(status, 404);
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_hundred_events_of_one_key_posted_at_once_in_any_order_arrive_in_sequence() {
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        let (src, _) = source_with(
+            &app,
+            json!({"name": "burst", "appId": a, "eventType": "inbound.event",
+                   "verification": {"scheme": "none"}}),
+        )
+        .await;
+        // Reversed, then posted all at once: most arrive ahead of a gap; whichever request
+        // fills one forwards the run behind it, whoever holds the key.
+        let posts = (1..=100)
+            .rev()
+            .map(|seq| post_seq(&app, &src, "burst", seq));
+        futures_util::future::join_all(posts).await;
+        eventually(Duration::from_secs(20), "100 forwarded", || async {
+            arrived(&s, "burst").len() >= 100
+        })
+        .await;
+        assert_eq!(arrived(&s, "burst"), (1..=100).collect::<Vec<_>>());
+        assert_eq!(s.state.report().duplicates, 0);
+        s.stop().await;
     }
 }

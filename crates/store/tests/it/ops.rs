@@ -281,3 +281,130 @@ async fn events_done_emails_and_finished_jobs_go_past_their_horizons_the_rest_st
     })
     .await;
 }
+
+/// Inbound ordering (issue 21): an event ahead of its key's place is held, one behind it is
+/// late, a repeat of a held one is a duplicate; a key idle past the horizon goes (and then
+/// expects 1 again) unless events are still held for it.
+#[tokio::test]
+async fn ordering_keys_hold_what_is_ahead_and_idle_ones_are_swept_unless_events_wait() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let app = store
+            .create_application(
+                t,
+                store::NewApplication {
+                    name: "in".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let source = store
+            .create_source(
+                t,
+                &app,
+                "src",
+                "in.event",
+                &domain::inbound::Scheme::None,
+                &domain::inbound::Ordering::default(),
+            )
+            .await
+            .unwrap();
+        let id = source.row.id;
+        let event = |seq| store::HeldEvent {
+            seq,
+            event_id: Some(format!("e{seq}")),
+            event_type: "in.event".into(),
+            payload: b"{}".to_vec(),
+        };
+        let hold = Duration::from_secs(60);
+        assert_eq!(
+            store
+                .hold_inbound(&source, "idle", &event(1))
+                .await
+                .unwrap(),
+            store::Hold::Held
+        );
+        assert!(store.lease_inbound_key(id, "idle", hold).await.unwrap());
+        assert!(
+            !store.lease_inbound_key(id, "idle", hold).await.unwrap(),
+            "one holder at a time"
+        );
+        let turn = store.inbound_turn(id, "idle", hold).await.unwrap();
+        assert_eq!(turn.events, vec![event(1)]);
+        store.forwarded_inbound(id, "idle", 1).await.unwrap();
+        assert!(!store.unlease_inbound_key(id, "idle").await.unwrap());
+        assert_eq!(
+            store
+                .hold_inbound(&source, "idle", &event(1))
+                .await
+                .unwrap(),
+            store::Hold::Late,
+            "the key is past 1"
+        );
+        // Ahead of a gap: held, and a repeat of it is a duplicate.
+        assert_eq!(
+            store
+                .hold_inbound(&source, "waiting", &event(3))
+                .await
+                .unwrap(),
+            store::Hold::Held
+        );
+        assert_eq!(
+            store
+                .hold_inbound(&source, "waiting", &event(3))
+                .await
+                .unwrap(),
+            store::Hold::Duplicate
+        );
+        assert!(
+            store
+                .inbound_turn(id, "waiting", hold)
+                .await
+                .unwrap()
+                .events
+                .is_empty()
+        );
+        assert_eq!(
+            store.system().keys_with_held_inbound(10).await.unwrap(),
+            vec![(id, "waiting".to_owned())]
+        );
+        let counts = store.held_inbound_counts(t).await.unwrap();
+        assert_eq!(counts.len(), 1);
+        assert_eq!((counts[0].0, counts[0].1), (id, 1));
+
+        let now = Timestamp::now();
+        let after = now.plus(Duration::from_secs(1));
+        let swept = store
+            .system()
+            .sweep_expired(
+                store::Horizons {
+                    idempotency: now,
+                    events: after,
+                    done: now,
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(swept.inbound_keys, 1, "the idle key, not the waiting one");
+        assert_eq!(
+            store
+                .hold_inbound(&source, "idle", &event(1))
+                .await
+                .unwrap(),
+            store::Hold::Held,
+            "a swept key starts again at 1"
+        );
+        assert_eq!(
+            store
+                .system()
+                .keys_with_held_inbound(10)
+                .await
+                .unwrap()
+                .len(),
+            2
+        );
+    })
+    .await;
+}
