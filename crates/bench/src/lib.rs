@@ -86,6 +86,10 @@ pub struct BenchOptions {
     /// Standard Webhooks with its own event id) instead of the API: the receiving side's ack
     /// latency and events/s, forwarded to the sink by the source's application.
     pub inbound: bool,
+    /// With `inbound`: events carry hookd's ordering headers, spread over this many keys
+    /// (event n: key n mod N, sequence n div N + 1), so the source forwards them in sequence
+    /// per key, holding any that arrive ahead of a gap.
+    pub inbound_keys: Option<u64>,
 }
 
 /// What a soak run samples, and the retention it runs the server with.
@@ -142,6 +146,7 @@ impl BenchOptions {
             soak: None,
             dispatchers: 0,
             inbound: false,
+            inbound_keys: None,
         }
     }
 }
@@ -192,6 +197,9 @@ pub struct Ledger {
     /// Acknowledged pairs the bench did not send (should be 0).
     pub unexpected: u64,
     pub bad_signatures: u64,
+    /// Inbound events answered `held` (ahead of a gap in their key's sequence): accepted, with
+    /// no message id yet, so their deliveries are counted but not timed.
+    pub held: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -236,6 +244,8 @@ pub struct BenchReport {
 
 struct Sent {
     id: Option<String>,
+    /// An inbound event answered `held` (no message id yet).
+    held: bool,
     status: String,
     started: Instant,
     answered: Instant,
@@ -631,10 +641,12 @@ async fn run_against(
             (true, _) => "backlog written to the database, then drained".to_owned(),
             (false, None) => format!("closed loop, concurrency {}", opts.concurrency),
             (false, Some(r)) => format!("open loop, {r} msg/s"),
-        } + if opts.inbound {
-            ", through an inbound source (POST /in, signed)"
-        } else {
-            ""
+        } + &match (opts.inbound, opts.inbound_keys) {
+            (true, Some(k)) if k > 0 => {
+                format!(", through an inbound source (POST /in, signed), ordered over {k} key(s)")
+            }
+            (true, _) => ", through an inbound source (POST /in, signed)".to_owned(),
+            (false, _) => String::new(),
         },
         fail_rate: opts.fail_rate,
         ingest_per_sec: if ingest_secs > 0.0 {
@@ -781,6 +793,8 @@ async fn drive(
                 Ingest {
                     url: format!("{server}/in/{source}"),
                     auth: IngestAuth::Signed(SigningSecret::parse(SECRET)?),
+                    keys: opts.inbound_keys.filter(|k| *k > 0),
+                    sent: AtomicU64::new(0),
                 },
                 serde_json::to_vec(&payload(opts))?,
             )
@@ -789,6 +803,8 @@ async fn drive(
                 Ingest {
                     url: format!("{base}/app/{}/msg", target.app_id),
                     auth: IngestAuth::Key(target.key.clone()),
+                    keys: None,
+                    sent: AtomicU64::new(0),
                 },
                 serde_json::to_vec(&json!({
                     "eventType": "bench.event",
@@ -804,6 +820,15 @@ async fn drive(
         latencies.reserve(sent.len());
         for s in sent {
             last_answer = last_answer.max(s.answered);
+            if s.held {
+                ledger.accepted += 1;
+                ledger.held += 1;
+                latencies.push(s.latency);
+                if opts.soak.is_some() {
+                    ingest_points.push((s.started.duration_since(load_start), s.latency));
+                }
+                continue;
+            }
             match s.id {
                 Some(id) => {
                     ledger.accepted += 1;
@@ -842,6 +867,12 @@ async fn drive(
             _ => ledger.unexpected += 1,
         }
     }
+    // Deliveries of held events carry message ids their answers did not name.
+    let of_held = ledger
+        .unexpected
+        .min(ledger.held * u64::from(opts.endpoints));
+    ledger.delivered += of_held;
+    ledger.unexpected -= of_held;
     ledger.missing = ledger.expected - ledger.delivered.min(ledger.expected);
     ledger.bad_signatures = sink.state.report().bad_signatures;
     let ingest_secs = last_answer.duration_since(load_start).as_secs_f64();
@@ -907,6 +938,10 @@ async fn create(
 struct Ingest {
     url: String,
     auth: IngestAuth,
+    /// Ordering keys the events are spread over (inbound only).
+    keys: Option<u64>,
+    /// Events sent so far in this run: each key's sequence starts at 1.
+    sent: AtomicU64,
 }
 
 enum IngestAuth {
@@ -930,12 +965,17 @@ async fn send_one(
     let req = match &ingest.auth {
         IngestAuth::Key(key) => req.bearer_auth(key),
         IngestAuth::Signed(secret) => {
-            let id = format!(
-                "evt_{}_{}",
-                std::process::id(),
-                EVENTS.fetch_add(1, Ordering::Relaxed)
-            );
+            let n = EVENTS.fetch_add(1, Ordering::Relaxed);
+            let id = format!("evt_{}_{n}", std::process::id());
             let ts = domain::Timestamp::now().as_secs();
+            let req = match ingest.keys {
+                Some(keys) => {
+                    let n = ingest.sent.fetch_add(1, Ordering::Relaxed);
+                    req.header("webhook-ordering-key", format!("k{}", n % keys))
+                        .header("webhook-sequence", (n / keys + 1).to_string())
+                }
+                None => req,
+            };
             req.header("webhook-id", &id)
                 .header("webhook-timestamp", ts.to_string())
                 .header(
@@ -945,25 +985,26 @@ async fn send_one(
         }
     };
     let resp = req.body(body.to_vec()).send().await;
-    let (id, status) = match resp {
+    let (id, held, status) = match resp {
         Ok(r) => {
             let status = r.status().as_u16();
             let text = r.text().await.unwrap_or_default();
-            let id = (200..300)
+            let answer = (200..300)
                 .contains(&status)
-                .then(|| {
-                    serde_json::from_str::<serde_json::Value>(&text)
-                        .ok()
-                        .and_then(|v| v["id"].as_str().map(str::to_owned))
-                })
+                .then(|| serde_json::from_str::<serde_json::Value>(&text).ok())
                 .flatten();
-            (id, status.to_string())
+            let id = answer
+                .as_ref()
+                .and_then(|v| v["id"].as_str().map(str::to_owned));
+            let held = answer.is_some_and(|v| v["held"] == true);
+            (id, held, status.to_string())
         }
-        Err(_) => (None, "error".to_owned()),
+        Err(_) => (None, false, "error".to_owned()),
     };
     let answered = Instant::now();
     Sent {
         id,
+        held,
         status,
         started,
         answered,
@@ -1147,14 +1188,22 @@ impl BenchReport {
             (
                 "ledger",
                 format!(
-                    "accepted {}, expected {}, delivered {}, duplicates {}, missing {}, unexpected {}, bad signatures {}",
+                    "accepted {}, expected {}, delivered {}, duplicates {}, missing {}, unexpected {}, bad signatures {}{}",
                     l.accepted,
                     l.expected,
                     l.delivered,
                     l.duplicates,
                     l.missing,
                     l.unexpected,
-                    l.bad_signatures
+                    l.bad_signatures,
+                    if l.held > 0 {
+                        format!(
+                            " (held ahead of a gap: {}; their deliveries not timed)",
+                            l.held
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
             ),
             ("ingest rejected", rejected),

@@ -171,6 +171,10 @@ pub struct BenchArgs {
     /// latency ("ingest") and events/s, forwarded to the sink.
     #[arg(long, conflicts_with_all = ["backlog", "url"])]
     pub inbound: bool,
+    /// With --inbound: the events carry hookd's ordering headers over N keys (event n: key
+    /// n mod N, sequence n div N + 1), forwarded in sequence per key.
+    #[arg(long, value_name = "N", requires = "inbound")]
+    pub inbound_keys: Option<u64>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -301,6 +305,7 @@ async fn run_bench(args: BenchArgs) -> Result<(), BoxError> {
         }),
         dispatchers: args.dispatchers,
         inbound: args.inbound,
+        inbound_keys: args.inbound_keys,
     };
     let mut opts = opts;
     if let (Some(secs), Some(rate)) = (args.soak_secs, args.rate) {

@@ -15,7 +15,7 @@ use domain::Timestamp;
 use domain::ids::{MessageId, SourceId};
 use domain::inbound::{DEFAULT_TOLERANCE, Ordering, Scheme, verify};
 use store::entities::application;
-use store::{HeldEvent, Hold, NewMessage, Source, Store, StoreError, Tally};
+use store::{HeldEvent, NewMessage, Offer, Source, Store, StoreError, Tally};
 
 use crate::{Config, Result, ServiceError, messages, rules};
 
@@ -175,28 +175,37 @@ async fn take(
         event_type: new.event_type.clone(),
         payload: new.payload.clone(),
     };
-    match store.hold_inbound(source, &key, &event).await? {
-        Hold::Duplicate => Ok(Received::Duplicate),
-        Hold::Late => {
+    match store.offer_inbound(source, &key, &event, KEY_LEASE).await? {
+        Offer::Duplicate => Ok(Received::Duplicate),
+        Offer::Held => Ok(Received::Held),
+        Offer::Late => {
             let answer = stored(messages::create(store, cfg, tenant, &app, new).await);
             if matches!(answer, Ok(Received::Stored(_))) {
                 cfg.inbound_counts.late.fetch_add(1, Relaxed);
             }
             answer
         }
-        Hold::Held => {
-            // The event is committed: what goes wrong while forwarding is the periodic
-            // pass's to retry, not the sender's.
-            match forward_turns(store, cfg, source, &app, &key).await {
-                Ok(sent) => Ok(sent
-                    .iter()
-                    .find(|(s, _)| *s == seq)
-                    .map_or(Received::Held, |(_, id)| Received::Stored(*id))),
-                Err(e) => {
+        Offer::Turn => {
+            // The key is ours until advanced: forwarded now, in one write either side.
+            let answer = stored(messages::create(store, cfg, tenant, &app, new).await);
+            if answer.is_err() {
+                // Not forwarded: it is held for the periodic pass, and the key let go.
+                if store
+                    .offer_inbound(source, &key, &event, Duration::ZERO)
+                    .await
+                    .is_ok()
+                {
+                    store.unlease_inbound_key(source.row.id, &key).await?;
+                }
+                return answer;
+            }
+            if store.advance_inbound(source.row.id, &key, seq).await? {
+                // Events held behind it meanwhile: forwarded now, in sequence.
+                if let Err(e) = forward_turns(store, cfg, source, &app, &key).await {
                     tracing::warn!(source = %source.row.id, error = %e, "forwarding held events");
-                    Ok(Received::Held)
                 }
             }
+            answer
         }
     }
 }
@@ -261,22 +270,32 @@ async fn forward_turns(
                         .fetch_add((last - first + 1).unsigned_abs(), Relaxed);
                     tracing::warn!(source = %id, key, first, last, "gave up waiting for a gap in an ordering key's sequence");
                 }
-                for e in turn.events {
-                    let new = forwarded(
-                        source,
-                        e.event_type,
-                        e.event_id,
-                        e.payload,
-                        Some(key.to_owned()),
-                    );
-                    match messages::create(store, cfg, source.row.tenant_id, app, new).await {
-                        Ok(c) => sent.push((e.seq, c.message.id)),
+                // The run is created in one transaction, in order, and marked in one write.
+                let seqs: Vec<i64> = turn.events.iter().map(|e| e.seq).collect();
+                let news = turn
+                    .events
+                    .into_iter()
+                    .map(|e| {
+                        forwarded(
+                            source,
+                            e.event_type,
+                            e.event_id,
+                            e.payload,
+                            Some(key.to_owned()),
+                        )
+                    })
+                    .collect();
+                let created =
+                    messages::create_in_order(store, cfg, source.row.tenant_id, app, news).await?;
+                for (seq, c) in seqs.iter().zip(created) {
+                    match c {
+                        Ok(c) => sent.push((*seq, c.message.id)),
                         // Forwarded before: a repeat, or a process that died before marking it.
-                        Err(ServiceError::Store(StoreError::Conflict { .. })) => {}
-                        Err(err) => return Err(err),
+                        Err(StoreError::Conflict { .. }) => {}
+                        Err(err) => return Err(err.into()),
                     }
-                    store.forwarded_inbound(id, key, e.seq).await?;
                 }
+                store.forwarded_inbound(id, key, &seqs).await?;
             }
         };
         let done = forwarding.await;

@@ -75,6 +75,30 @@ pub async fn create(
     Ok(created)
 }
 
+/// Stores messages of one application in the order given, in one transaction, and wakes this
+/// process's dispatcher: a run of ordered inbound events whose turn came together. Each has
+/// its own result (a repeated `eventId` is a conflict); the caller has taken ingest tokens.
+pub async fn create_in_order(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    app: &application::Model,
+    news: Vec<NewMessage>,
+) -> Result<Vec<std::result::Result<CreatedMessage, store::StoreError>>> {
+    for new in &news {
+        check(cfg, new)?;
+    }
+    let created = store
+        .create_messages_in_bulk(tenant, app, news, |ep, now| {
+            retry_policy_of(ep).give_up_at(now)
+        })
+        .await?;
+    if created.iter().any(|c| c.is_ok()) {
+        cfg.new_work.notify_one();
+    }
+    Ok(created)
+}
+
 /// Every rule a message must meet before it is stored: its fields, its payload's size and
 /// form, how far ahead it is scheduled.
 pub fn check(cfg: &Config, new: &NewMessage) -> Result<()> {

@@ -162,10 +162,12 @@ pub(crate) async fn delete_sources_of(
     delete_sources(db, ids).await
 }
 
-/// What became of an ordered event offered to its key ([`Store::hold_inbound`]).
+/// What became of an ordered event offered to its key ([`Store::offer_inbound`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
-    /// Waiting for its turn (which may be now: see [`Store::inbound_turn`]).
+pub enum Offer {
+    /// Its turn now, and the key is the caller's: forward it, then [`Store::advance_inbound`].
+    Turn,
+    /// Held: ahead of a gap, or its key is being forwarded by someone else (who will find it).
     Held,
     /// Its key is already past its sequence: forward it now (unless it is a repeat).
     Late,
@@ -188,6 +190,10 @@ pub struct Turn {
     pub events: Vec<HeldEvent>,
     /// Sequences given up on: `(first, last)` of a gap held for its full time.
     pub gap: Option<(i64, i64)>,
+}
+
+fn until(now: i64, lease: Duration) -> i64 {
+    now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2))
 }
 
 /// Held events read per key at a time.
@@ -237,44 +243,68 @@ fn take_turn(next: i64, held: Vec<inbound_held::Model>, hold: Duration, now: Tim
 }
 
 impl Store {
-    /// Offers an ordered event to its key: held until its turn unless the key is already past
-    /// its sequence. The key's first event expects sequence 1.
-    pub async fn hold_inbound(
+    /// Offers an ordered event to its key, in one write: its turn (the key's next sequence,
+    /// and nobody forwarding the key) takes the key for the caller; otherwise it is held until
+    /// its turn, unless the key is already past it. The key's first event expects sequence 1.
+    pub async fn offer_inbound(
         &self,
         source: &Source,
         key: &str,
         event: &HeldEvent,
-    ) -> Result<Hold> {
+        lease: Duration,
+    ) -> Result<Offer> {
         let now = Timestamp::now().as_millis();
         let id = source.row.id;
         let txn = self.write_txn().await?;
-        let next = inbound_key::Entity::find()
-            .filter(key_filter(id, key))
-            .one(&*txn)
-            .await?
-            .map(|k| k.next_seq);
-        if next.is_some_and(|n| event.seq < n) {
-            return Ok(Hold::Late);
+        // Locked (PostgreSQL) so that an offer and the key's advance never miss each other.
+        let find = || {
+            inbound_key::Entity::find()
+                .filter(key_filter(id, key))
+                .lock_exclusive()
+        };
+        let k = match find().one(&*txn).await? {
+            Some(k) => k,
+            None => {
+                inbound_key::Entity::insert(inbound_key::ActiveModel {
+                    source_id: Set(id),
+                    ordering_key: Set(key.to_owned()),
+                    tenant_id: Set(source.row.tenant_id),
+                    next_seq: Set(1),
+                    lease_until: Set(0),
+                    touched_at: Set(now),
+                })
+                .on_conflict(
+                    OnConflict::columns([
+                        inbound_key::Column::SourceId,
+                        inbound_key::Column::OrderingKey,
+                    ])
+                    .do_nothing()
+                    .to_owned(),
+                )
+                .exec_without_returning(&*txn)
+                .await?;
+                find()
+                    .one(&*txn)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("an inbound key vanished".into()))?
+            }
+        };
+        if event.seq < k.next_seq {
+            // Nothing written: dropping it rolls it back.
+            drop(txn);
+            return Ok(Offer::Late);
         }
-        if next.is_none() {
-            inbound_key::Entity::insert(inbound_key::ActiveModel {
-                source_id: Set(id),
-                ordering_key: Set(key.to_owned()),
-                tenant_id: Set(source.row.tenant_id),
-                next_seq: Set(1),
-                lease_until: Set(0),
-                touched_at: Set(now),
-            })
-            .on_conflict(
-                OnConflict::columns([
-                    inbound_key::Column::SourceId,
-                    inbound_key::Column::OrderingKey,
-                ])
-                .do_nothing()
-                .to_owned(),
-            )
-            .exec_without_returning(&*txn)
-            .await?;
+        if event.seq == k.next_seq && k.lease_until < now {
+            inbound_key::Entity::update_many()
+                .col_expr(
+                    inbound_key::Column::LeaseUntil,
+                    Expr::value(until(now, lease)),
+                )
+                .filter(key_filter(id, key))
+                .exec(&*txn)
+                .await?;
+            txn.commit().await?;
+            return Ok(Offer::Turn);
         }
         let inserted = inbound_held::Entity::insert(inbound_held::ActiveModel {
             source_id: Set(id),
@@ -299,10 +329,38 @@ impl Store {
         .await?;
         txn.commit().await?;
         Ok(if inserted == 0 {
-            Hold::Duplicate
+            Offer::Duplicate
         } else {
-            Hold::Held
+            Offer::Held
         })
+    }
+
+    /// After the caller forwarded sequence `seq` of a key it holds ([`Offer::Turn`]): moves
+    /// the key past it and lets the key go, in one write. `true` when events at or behind the
+    /// key's new place were held meanwhile: the caller forwards them ([`Store::lease_inbound_key`]).
+    pub async fn advance_inbound(&self, source: SourceId, key: &str, seq: i64) -> Result<bool> {
+        let now = Timestamp::now().as_millis();
+        let txn = self.write_txn().await?;
+        inbound_key::Entity::update_many()
+            .col_expr(inbound_key::Column::NextSeq, Expr::value(seq + 1))
+            .filter(key_filter(source, key))
+            .filter(inbound_key::Column::NextSeq.lte(seq))
+            .exec(&*txn)
+            .await?;
+        inbound_key::Entity::update_many()
+            .col_expr(inbound_key::Column::LeaseUntil, Expr::value(0i64))
+            .col_expr(inbound_key::Column::TouchedAt, Expr::value(now))
+            .filter(key_filter(source, key))
+            .exec(&*txn)
+            .await?;
+        let waiting = inbound_held::Entity::find()
+            .filter(held_filter(source, key))
+            .filter(inbound_held::Column::Seq.lte(seq + 1))
+            .one(&*txn)
+            .await?
+            .is_some();
+        txn.commit().await?;
+        Ok(waiting)
     }
 
     /// Takes key `key` of `source` to forward its events, unless another process holds it
@@ -314,10 +372,12 @@ impl Store {
         ttl: Duration,
     ) -> Result<bool> {
         let now = Timestamp::now().as_millis();
-        let until = now + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
         let txn = self.write_txn().await?;
         let taken = inbound_key::Entity::update_many()
-            .col_expr(inbound_key::Column::LeaseUntil, Expr::value(until))
+            .col_expr(
+                inbound_key::Column::LeaseUntil,
+                Expr::value(until(now, ttl)),
+            )
             .filter(key_filter(source, key))
             .filter(inbound_key::Column::LeaseUntil.lt(now))
             .exec(&*txn)
@@ -345,20 +405,24 @@ impl Store {
         Ok(take_turn(k.next_seq, held, hold, Timestamp::now()))
     }
 
-    /// Marks a held event forwarded: it goes, and its key moves past it.
-    pub async fn forwarded_inbound(&self, source: SourceId, key: &str, seq: i64) -> Result<()> {
+    /// Marks held events of one key forwarded (`seqs`, in order): they go, and the key moves
+    /// past the last, in one write.
+    pub async fn forwarded_inbound(&self, source: SourceId, key: &str, seqs: &[i64]) -> Result<()> {
+        let Some(&last) = seqs.iter().max() else {
+            return Ok(());
+        };
         let now = Timestamp::now().as_millis();
         let txn = self.write_txn().await?;
         inbound_held::Entity::delete_many()
             .filter(held_filter(source, key))
-            .filter(inbound_held::Column::Seq.eq(seq))
+            .filter(inbound_held::Column::Seq.is_in(seqs.iter().copied()))
             .exec(&*txn)
             .await?;
         inbound_key::Entity::update_many()
-            .col_expr(inbound_key::Column::NextSeq, Expr::value(seq + 1))
+            .col_expr(inbound_key::Column::NextSeq, Expr::value(last + 1))
             .col_expr(inbound_key::Column::TouchedAt, Expr::value(now))
             .filter(key_filter(source, key))
-            .filter(inbound_key::Column::NextSeq.lte(seq))
+            .filter(inbound_key::Column::NextSeq.lte(last))
             .exec(&*txn)
             .await?;
         txn.commit().await?;

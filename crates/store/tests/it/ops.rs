@@ -318,45 +318,44 @@ async fn ordering_keys_hold_what_is_ahead_and_idle_ones_are_swept_unless_events_
             payload: b"{}".to_vec(),
         };
         let hold = Duration::from_secs(60);
-        assert_eq!(
-            store
-                .hold_inbound(&source, "idle", &event(1))
-                .await
-                .unwrap(),
-            store::Hold::Held
-        );
-        assert!(store.lease_inbound_key(id, "idle", hold).await.unwrap());
+        let offer = |key: &'static str, seq| {
+            let store = store.clone();
+            let source = source.clone();
+            async move {
+                store
+                    .offer_inbound(&source, key, &event(seq), hold)
+                    .await
+                    .unwrap()
+            }
+        };
+        // In turn: the key is the caller's until it advances.
+        assert_eq!(offer("idle", 1).await, store::Offer::Turn);
         assert!(
             !store.lease_inbound_key(id, "idle", hold).await.unwrap(),
             "one holder at a time"
         );
+        assert_eq!(
+            offer("idle", 2).await,
+            store::Offer::Held,
+            "its next waits while the key is held"
+        );
+        assert!(
+            store.advance_inbound(id, "idle", 1).await.unwrap(),
+            "2 waits behind it"
+        );
+        assert!(store.lease_inbound_key(id, "idle", hold).await.unwrap());
         let turn = store.inbound_turn(id, "idle", hold).await.unwrap();
-        assert_eq!(turn.events, vec![event(1)]);
-        store.forwarded_inbound(id, "idle", 1).await.unwrap();
+        assert_eq!(turn.events, vec![event(2)]);
+        store.forwarded_inbound(id, "idle", &[2]).await.unwrap();
         assert!(!store.unlease_inbound_key(id, "idle").await.unwrap());
         assert_eq!(
-            store
-                .hold_inbound(&source, "idle", &event(1))
-                .await
-                .unwrap(),
-            store::Hold::Late,
+            offer("idle", 1).await,
+            store::Offer::Late,
             "the key is past 1"
         );
         // Ahead of a gap: held, and a repeat of it is a duplicate.
-        assert_eq!(
-            store
-                .hold_inbound(&source, "waiting", &event(3))
-                .await
-                .unwrap(),
-            store::Hold::Held
-        );
-        assert_eq!(
-            store
-                .hold_inbound(&source, "waiting", &event(3))
-                .await
-                .unwrap(),
-            store::Hold::Duplicate
-        );
+        assert_eq!(offer("waiting", 3).await, store::Offer::Held);
+        assert_eq!(offer("waiting", 3).await, store::Offer::Duplicate);
         assert!(
             store
                 .inbound_turn(id, "waiting", hold)
@@ -389,21 +388,9 @@ async fn ordering_keys_hold_what_is_ahead_and_idle_ones_are_swept_unless_events_
             .unwrap();
         assert_eq!(swept.inbound_keys, 1, "the idle key, not the waiting one");
         assert_eq!(
-            store
-                .hold_inbound(&source, "idle", &event(1))
-                .await
-                .unwrap(),
-            store::Hold::Held,
+            offer("idle", 1).await,
+            store::Offer::Turn,
             "a swept key starts again at 1"
-        );
-        assert_eq!(
-            store
-                .system()
-                .keys_with_held_inbound(10)
-                .await
-                .unwrap()
-                .len(),
-            2
         );
     })
     .await;
