@@ -584,6 +584,14 @@ async fn serve_metrics(
     for (r, n) in metrics.inbound.each() {
         write_sample(&mut out, name, &[("result", r.as_str())], n);
     }
+    let name = "hookd_inbound_forwarded_total";
+    write_header(
+        &mut out,
+        name,
+        "counter",
+        "Inbound events this process handed to their application's endpoints (stored as messages), at once or after being held.",
+    );
+    write_sample(&mut out, name, &[], metrics.receiving.forwarded());
     let name = "hookd_inbound_ordering_total";
     write_header(
         &mut out,
@@ -614,7 +622,7 @@ async fn serve_metrics(
     write_sample(&mut out, "hookd_database_up", &[], up);
     match gauges {
         Ok(g) => {
-            let rows: [(&str, &str, String); 9] = [
+            let rows: [(&str, &str, String); 11] = [
                 (
                     "hookd_deliveries_pending",
                     "Deliveries waiting for an attempt.",
@@ -649,6 +657,16 @@ async fn serve_metrics(
                     "hookd_email_outbox_pending",
                     "Emails waiting to be sent.",
                     g.email_outbox_pending.to_string(),
+                ),
+                (
+                    "hookd_inbound_held_events",
+                    "Inbound events held ahead of a gap in their ordering key's sequence.",
+                    g.inbound_held.to_string(),
+                ),
+                (
+                    "hookd_inbound_oldest_held_seconds",
+                    "How long the longest-held inbound event has waited for its turn (the receiving side's lag).",
+                    g.oldest_held_age.as_secs_f64().to_string(),
                 ),
                 (
                     "hookd_database_bytes",

@@ -44,14 +44,19 @@ pub enum Received {
     Duplicate(Event),
 }
 
+/// The longest event id the inbox keeps (its column is `VARCHAR(255)`): a longer one is
+/// refused as the sender's error, not failed as the inbox's.
+pub const MAX_EVENT_ID: usize = 255;
+
 /// Why a request was not taken.
 #[derive(Debug, thiserror::Error)]
 pub enum Rejected {
     /// Answer 401: the signature, its headers or its timestamp are wrong. Nothing was recorded.
     #[error("{0}")]
     Signature(Refused),
-    /// Answer 400: verified, but the scheme names no event id to deduplicate on.
-    #[error("the request carries no event id")]
+    /// Answer 400: verified, but the scheme names no event id to deduplicate on, or one
+    /// longer than the inbox keeps ([`MAX_EVENT_ID`] bytes).
+    #[error("the request carries no event id of 1 to {MAX_EVENT_ID} bytes")]
     NoEventId,
     /// Answer 5xx (the sender retries): the inbox could not be written.
     #[error("inbox: {0}")]
@@ -112,7 +117,10 @@ impl Receiver {
         let verified = domain::inbound::verify(&self.scheme, header, body, now, self.tolerance)
             .map_err(Rejected::Signature)?;
         let event = Event {
-            id: verified.event_id.ok_or(Rejected::NoEventId)?,
+            id: verified
+                .event_id
+                .filter(|id| !id.is_empty() && id.len() <= MAX_EVENT_ID)
+                .ok_or(Rejected::NoEventId)?,
             event_type: verified.event_type,
         };
         let backend = self.db.get_database_backend();
@@ -266,6 +274,54 @@ mod tests {
                 r.receive(&header(sig), body.as_bytes()).await.unwrap(),
                 Received::New(_)
             ));
+        }
+    }
+
+    /// An event id longer than the inbox's column is the sender's error (400), not a failed
+    /// write the sender would retry forever; nothing is recorded.
+    #[tokio::test]
+    async fn an_event_id_too_long_for_the_inbox_is_refused_as_the_senders_error() {
+        for db in TestDb::all().await {
+            let conn = db.store.connection().clone();
+            let secret = "gh-secret";
+            let r = Receiver::new(
+                conn.clone(),
+                "github",
+                Scheme::Github {
+                    secret: secret.into(),
+                },
+            );
+            r.create_inbox().await.unwrap();
+            let body = br#"{"action":"opened"}"#;
+            let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+            m.update(body);
+            let sig: String = m
+                .finalize()
+                .into_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            for (id, ok) in [
+                ("d".repeat(MAX_EVENT_ID), true),
+                ("d".repeat(MAX_EVENT_ID + 1), false),
+            ] {
+                let header = |n: &str| match n {
+                    "x-hub-signature-256" => Some(format!("sha256={sig}")),
+                    "x-github-delivery" => Some(id.clone()),
+                    _ => None,
+                };
+                let got = r.receive(&header, body).await;
+                if ok {
+                    assert!(matches!(got, Ok(Received::New(_))), "{got:?}");
+                } else {
+                    assert!(
+                        matches!(got, Err(Rejected::NoEventId)),
+                        "{}: {got:?}",
+                        db.backend_name
+                    );
+                }
+            }
+            assert_eq!(inbox_rows(&conn).await, 1, "only the one that fits");
         }
     }
 }

@@ -3,7 +3,9 @@
 //! with the event's natural id as its `eventId`: the insert-first dedup hookd's messages
 //! already have (a second copy of one event conflicts and is acknowledged without effect).
 //! The application's endpoints then get it through the delivery engine: retries, backoff,
-//! dead letters, replay.
+//! dead letters, replay. Events with an ordering key and sequence become messages in sequence
+//! per key: one ahead of a gap is held until the gap fills or the source's hold time passes
+//! (decision 59).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -66,12 +68,18 @@ const KEYS_PER_PASS: u64 = 200;
 /// per request).
 #[derive(Debug, Default)]
 pub struct Counts {
+    forwarded: AtomicU64,
     late: AtomicU64,
     skipped: AtomicU64,
     sources: Mutex<HashMap<SourceId, Tally>>,
 }
 
 impl Counts {
+    /// Inbound events handed to their application's endpoints (stored as messages).
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.load(Relaxed)
+    }
+
     pub fn each(&self) -> [(&'static str, u64); 2] {
         [
             ("late", self.late.load(Relaxed)),
@@ -127,9 +135,14 @@ pub async fn receive(
         Refusal::Unverified(why)
     })?;
     let answer = take(store, cfg, &source, verified, header, body).await;
-    if matches!(answer, Ok(Received::Duplicate)) {
-        cfg.inbound_counts
-            .tally(source.row.id, |t| t.duplicates += 1);
+    match answer {
+        Ok(Received::Duplicate) => cfg
+            .inbound_counts
+            .tally(source.row.id, |t| t.duplicates += 1),
+        Ok(Received::Stored(_)) => {
+            cfg.inbound_counts.forwarded.fetch_add(1, Relaxed);
+        }
+        _ => {}
     }
     answer
 }
@@ -289,7 +302,10 @@ async fn forward_turns(
                     messages::create_in_order(store, cfg, source.row.tenant_id, app, news).await?;
                 for (seq, c) in seqs.iter().zip(created) {
                     match c {
-                        Ok(c) => sent.push((*seq, c.message.id)),
+                        Ok(c) => {
+                            cfg.inbound_counts.forwarded.fetch_add(1, Relaxed);
+                            sent.push((*seq, c.message.id));
+                        }
                         // Forwarded before: a repeat, or a process that died before marking it.
                         Err(StoreError::Conflict { .. }) => {}
                         Err(err) => return Err(err.into()),
@@ -317,10 +333,19 @@ pub async fn forward_held(store: &Store, cfg: &Config) -> Result<usize> {
             Err(StoreError::NotFound { .. }) => continue,
             Err(e) => return Err(e.into()),
         };
-        let app = store
-            .get_application(source.row.tenant_id, &source.row.app_id.to_string())
-            .await?;
-        n += forward_turns(store, cfg, &source, &app, &key).await?.len();
+        // One key that cannot go (its database rows, its application) holds up no other.
+        let forwarded = async {
+            let app = store
+                .get_application(source.row.tenant_id, &source.row.app_id.to_string())
+                .await?;
+            forward_turns(store, cfg, &source, &app, &key).await
+        };
+        match forwarded.await {
+            Ok(sent) => n += sent.len(),
+            Err(e) => {
+                tracing::warn!(source = %source_id, key, error = %e, "forwarding held events")
+            }
+        }
     }
     Ok(n)
 }

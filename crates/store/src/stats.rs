@@ -29,6 +29,10 @@ pub struct QueueGauges {
     pub database_bytes: u64,
     /// SQLite: bytes in free pages, reused by new rows before the file grows (PostgreSQL: 0).
     pub database_free_bytes: u64,
+    /// Inbound events held ahead of a gap in their key's sequence, and how long the oldest
+    /// has waited (zero when none is).
+    pub inbound_held: u64,
+    pub oldest_held_age: Duration,
 }
 
 /// Upper bounds (ms) of the attempt-latency buckets; the last bucket holds everything above.
@@ -288,7 +292,9 @@ pub(crate) fn gauges_sql(now_ms: i64) -> String {
                   WHERE state = 'pending' AND next_attempt_at <= {now_ms}) AS oldest_due, \
                (SELECT COUNT(*) FROM endpoints WHERE breaker_state = 'open') AS open_breakers, \
                (SELECT COUNT(*) FROM endpoints WHERE disabled) AS disabled, \
-               (SELECT COUNT(*) FROM email_outbox WHERE state = 'pending') AS outbox"
+               (SELECT COUNT(*) FROM email_outbox WHERE state = 'pending') AS outbox, \
+               (SELECT COUNT(*) FROM inbound_held) AS held, \
+               (SELECT MIN(held_at) FROM inbound_held) AS oldest_held"
     )
 }
 
@@ -310,6 +316,7 @@ impl crate::System<'_> {
             Ok(u64::try_from(row.try_get::<i64>("", col)?).unwrap_or(0))
         };
         let oldest_due = row.try_get::<Option<i64>>("", "oldest_due")?;
+        let oldest_held = row.try_get::<Option<i64>>("", "oldest_held")?;
         let size_sql = match self.backend {
             crate::Backend::Sqlite => {
                 "SELECT p.page_count * s.page_size AS total, f.freelist_count * s.page_size AS free \
@@ -341,6 +348,10 @@ impl crate::System<'_> {
             open_breakers: count("open_breakers")?,
             disabled_endpoints: count("disabled")?,
             email_outbox_pending: count("outbox")?,
+            inbound_held: count("held")?,
+            oldest_held_age: oldest_held
+                .map(|at| now.since(Timestamp::from_millis(at)))
+                .unwrap_or_default(),
         })
     }
 

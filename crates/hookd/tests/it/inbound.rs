@@ -470,6 +470,18 @@ async fn events_arriving_out_of_sequence_are_forwarded_in_sequence_and_a_gap_is_
             vec![1, 2, 3],
             "5 is held while 4 may come"
         );
+        let text = reqwest::get(format!("{}/metrics", app.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(
+            metric(&text, "hookd_inbound_held_events "),
+            Some(1.0),
+            "{text}"
+        );
+        assert!(metric(&text, "hookd_inbound_oldest_held_seconds ").unwrap() >= 0.5);
         eventually(Duration::from_secs(10), "5 forwarded", || async {
             arrived(&s, "k").len() >= 4
         })
@@ -509,6 +521,9 @@ async fn events_arriving_out_of_sequence_are_forwarded_in_sequence_and_a_gap_is_
             metric(&text, r#"hookd_inbound_requests_total{result="held"}"#),
             Some(3.0)
         );
+        // 1, 2, 3, 5, 4 and other/1; repeats are not forwarded again.
+        assert_eq!(metric(&text, "hookd_inbound_forwarded_total "), Some(6.0));
+        assert_eq!(metric(&text, "hookd_inbound_held_events "), Some(0.0));
         // An event held when its application is deleted goes with it, source and all.
         assert_eq!(post_seq(&app, &src, "k", 9).await["held"], true);
         app.ok(Method::DELETE, &format!("/app/{a}"), None, 204)
