@@ -330,6 +330,9 @@ impl crate::System<'_> {
             started_at: Set(started_at.as_millis()),
             last_seen_at: Set(now.as_millis()),
         };
+        // In turn with this process's other writes: in SQLite's busy handler it could wait
+        // out its 10 s under a saturating write load and fail ("database is locked").
+        let _turn = self.write_turn().await;
         node_heartbeat::Entity::insert(row)
             .on_conflict(
                 OnConflict::column(C::NodeId)

@@ -179,12 +179,7 @@ async fn stripe_and_github_requests_verify_bad_ones_get_401_and_leave_nothing() 
         types.sort();
         assert_eq!(types, vec!["charge.succeeded", "pull_request"]);
         // Counted on /metrics: 4 Stripe and 1 GitHub refused, 2 stored.
-        let metrics = reqwest::get(format!("{}/metrics", app.base))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = metrics_text(&app).await;
         for line in [
             r#"hookd_inbound_requests_total{result="refused"} 5"#,
             r#"hookd_inbound_requests_total{result="stored"} 2"#,
@@ -434,6 +429,16 @@ fn arrived(s: &bench::sink::Sink, key: &str) -> Vec<i64> {
         .collect()
 }
 
+/// The server's `/metrics` page.
+async fn metrics_text(app: &TestApp) -> String {
+    reqwest::get(format!("{}/metrics", app.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 fn metric(text: &str, line_start: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
@@ -470,12 +475,7 @@ async fn events_arriving_out_of_sequence_are_forwarded_in_sequence_and_a_gap_is_
             vec![1, 2, 3],
             "5 is held while 4 may come"
         );
-        let text = reqwest::get(format!("{}/metrics", app.base))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_text(&app).await;
         assert_eq!(
             metric(&text, "hookd_inbound_held_events "),
             Some(1.0),
@@ -502,12 +502,7 @@ async fn events_arriving_out_of_sequence_are_forwarded_in_sequence_and_a_gap_is_
         assert_eq!(arrived(&s, "k"), vec![1, 2, 3, 5, 4]);
         assert_eq!(arrived(&s, "other"), vec![1]);
         assert_eq!(s.state.report().duplicates, 0);
-        let text = reqwest::get(format!("{}/metrics", app.base))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_text(&app).await;
         assert_eq!(
             metric(&text, r#"hookd_inbound_ordering_total{kind="skipped"}"#),
             Some(1.0),
