@@ -216,20 +216,23 @@ impl Application {
             )?),
             None => None,
         };
+        // The one service configuration of this process: the API's, the receiving edge's and
+        // the held-event forwarder's.
+        let service_cfg = service_config(
+            settings,
+            new_work.clone(),
+            limits.clone(),
+            metrics.receiving.clone(),
+        );
         if settings.roles.api || settings.roles.receive {
             workers.push(tokio::spawn(held_forwarder(
                 store.clone(),
-                service_config(
-                    settings,
-                    new_work.clone(),
-                    limits.clone(),
-                    metrics.receiving.clone(),
-                ),
+                service_cfg.clone(),
                 stop_rx.clone(),
             )));
         }
         let (port, server) = if settings.roles.api || settings.roles.receive {
-            let (port, server) = http_server(settings, store, new_work, limits, metrics)?;
+            let (port, server) = http_server(settings, store, service_cfg, metrics)?;
             (Some(port), Some(server))
         } else {
             (None, None)
@@ -385,14 +388,11 @@ async fn held_forwarder(store: Store, cfg: service::Config, mut stop: watch::Rec
 fn http_server(
     settings: &Settings,
     store: Store,
-    new_work: Arc<Notify>,
-    ingest_limits: Arc<service::limits::IngestLimits>,
+    service_config: service::Config,
     metrics: ProcessMetrics,
 ) -> Result<(u16, Server), StartError> {
     let (listener, port, bind_err) = listen(settings.bind)?;
     let data = web::Data::new(store);
-    let service_config =
-        service_config(settings, new_work, ingest_limits, metrics.receiving.clone());
     let service_data = web::Data::new(service_config.clone());
     let api_config = api::ApiConfig {
         service: service_config,

@@ -17,7 +17,7 @@ use domain::Timestamp;
 use domain::ids::{MessageId, SourceId};
 use domain::inbound::{DEFAULT_TOLERANCE, Ordering, Scheme, verify};
 use store::entities::application;
-use store::{HeldEvent, NewMessage, Offer, Source, Store, StoreError, Tally};
+use store::{NewMessage, Offer, Source, Store, StoreError, Tally};
 
 use crate::{Config, Result, ServiceError, messages, rules};
 
@@ -58,8 +58,10 @@ impl From<StoreError> for Refusal {
 /// How long one process holds a key while it forwards the key's held events; one that dies
 /// holding it delays that key this long.
 const KEY_LEASE: Duration = Duration::from_secs(30);
-/// Keys the periodic pass ([`forward_held`]) looks at per round.
-const KEYS_PER_PASS: u64 = 200;
+/// Keys the periodic pass ([`forward_held`]) reads per round, and the time it may take (it
+/// runs every second): a key whose events must still wait costs it one read.
+const KEYS_PER_PASS: u64 = 1000;
+const PASS_TIME: Duration = Duration::from_millis(800);
 
 /// What this process counted of inbound traffic: ordered events forwarded behind their key's
 /// place (`late`) and sequences given up on after their gap's hold time (`skipped`), for
@@ -178,17 +180,15 @@ async fn take(
         // or its second forwarding after a crash, is then a duplicate like any other.
         .or_else(|| Some(domain::inbound::sequence_id(key.as_deref()?, seq?)));
     let new = forwarded(source, event_type, event_id, body.to_vec(), key.clone());
-    messages::check(cfg, &new)?;
     let (Some(key), Some(seq)) = (key, seq) else {
         return stored(messages::create(store, cfg, tenant, &app, new).await);
     };
-    let event = HeldEvent {
-        seq,
-        event_id: new.event_id.clone(),
-        event_type: new.event_type.clone(),
-        payload: new.payload.clone(),
-    };
-    match store.offer_inbound(source, &key, &event, KEY_LEASE).await? {
+    // Checked before it may be held: a held event must be one that can be created later.
+    messages::check(cfg, &new)?;
+    match store
+        .offer_inbound(source, &key, seq, &new, KEY_LEASE)
+        .await?
+    {
         Offer::Duplicate => Ok(Received::Duplicate),
         Offer::Held => Ok(Received::Held),
         Offer::Late => {
@@ -202,14 +202,9 @@ async fn take(
             // The key is ours until advanced: forwarded now, in one write either side.
             let answer = stored(messages::create(store, cfg, tenant, &app, new).await);
             if answer.is_err() {
-                // Not forwarded: it is held for the periodic pass, and the key let go.
-                if store
-                    .offer_inbound(source, &key, &event, Duration::ZERO)
-                    .await
-                    .is_ok()
-                {
-                    store.unlease_inbound_key(source.row.id, &key).await?;
-                }
+                // Not taken: the sender was not answered 2xx and sends it again; the key is
+                // let go for the events behind it.
+                store.unlease_inbound_key(source.row.id, &key).await?;
                 return answer;
             }
             if store.advance_inbound(source.row.id, &key, seq).await? {
@@ -268,7 +263,10 @@ async fn forward_turns(
     let hold = Duration::from_secs(source.ordering.hold_gap_secs);
     let mut sent = Vec::new();
     loop {
-        if !store.lease_inbound_key(id, key, KEY_LEASE).await? {
+        // Read first: a key whose held events must still wait costs no write.
+        if store.inbound_turn(id, key, hold).await?.events.is_empty()
+            || !store.lease_inbound_key(id, key, KEY_LEASE).await?
+        {
             return Ok(sent);
         }
         let forwarding = async {
@@ -327,7 +325,11 @@ async fn forward_turns(
 /// process left held events for (it died, or failed to forward). Returns the events forwarded.
 pub async fn forward_held(store: &Store, cfg: &Config) -> Result<usize> {
     let mut n = 0;
+    let started = std::time::Instant::now();
     for (source_id, key) in store.system().keys_with_held_inbound(KEYS_PER_PASS).await? {
+        if started.elapsed() >= PASS_TIME {
+            break;
+        }
         let source = match store.system().source(&source_id.to_string()).await {
             Ok(s) => s,
             Err(StoreError::NotFound { .. }) => continue,

@@ -205,6 +205,25 @@ fn key_filter(source: SourceId, key: &str) -> sea_orm::Condition {
         .add(inbound_key::Column::OrderingKey.eq(key))
 }
 
+/// Moves a key past sequence `seq` (never back), and marks it used now.
+async fn move_past(db: &impl ConnectionTrait, source: SourceId, key: &str, seq: i64) -> Result<()> {
+    inbound_key::Entity::update_many()
+        .col_expr(inbound_key::Column::NextSeq, Expr::value(seq + 1))
+        .filter(key_filter(source, key))
+        .filter(inbound_key::Column::NextSeq.lte(seq))
+        .exec(db)
+        .await?;
+    inbound_key::Entity::update_many()
+        .col_expr(
+            inbound_key::Column::TouchedAt,
+            Expr::value(Timestamp::now().as_millis()),
+        )
+        .filter(key_filter(source, key))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
 fn held_filter(source: SourceId, key: &str) -> sea_orm::Condition {
     sea_orm::Condition::all()
         .add(inbound_held::Column::SourceId.eq(source))
@@ -250,7 +269,8 @@ impl Store {
         &self,
         source: &Source,
         key: &str,
-        event: &HeldEvent,
+        seq: i64,
+        event: &crate::NewMessage,
         lease: Duration,
     ) -> Result<Offer> {
         let now = Timestamp::now().as_millis();
@@ -289,12 +309,12 @@ impl Store {
                     .ok_or_else(|| StoreError::Corrupt("an inbound key vanished".into()))?
             }
         };
-        if event.seq < k.next_seq {
+        if seq < k.next_seq {
             // Nothing written: dropping it rolls it back.
             drop(txn);
             return Ok(Offer::Late);
         }
-        if event.seq == k.next_seq && k.lease_until < now {
+        if seq == k.next_seq && k.lease_until < now {
             inbound_key::Entity::update_many()
                 .col_expr(
                     inbound_key::Column::LeaseUntil,
@@ -309,7 +329,7 @@ impl Store {
         let inserted = inbound_held::Entity::insert(inbound_held::ActiveModel {
             source_id: Set(id),
             ordering_key: Set(key.to_owned()),
-            seq: Set(event.seq),
+            seq: Set(seq),
             tenant_id: Set(source.row.tenant_id),
             held_at: Set(now),
             event_id: Set(event.event_id.clone()),
@@ -339,28 +359,7 @@ impl Store {
     /// the key past it and lets the key go, in one write. `true` when events at or behind the
     /// key's new place were held meanwhile: the caller forwards them ([`Store::lease_inbound_key`]).
     pub async fn advance_inbound(&self, source: SourceId, key: &str, seq: i64) -> Result<bool> {
-        let now = Timestamp::now().as_millis();
-        let txn = self.write_txn().await?;
-        inbound_key::Entity::update_many()
-            .col_expr(inbound_key::Column::NextSeq, Expr::value(seq + 1))
-            .filter(key_filter(source, key))
-            .filter(inbound_key::Column::NextSeq.lte(seq))
-            .exec(&*txn)
-            .await?;
-        inbound_key::Entity::update_many()
-            .col_expr(inbound_key::Column::LeaseUntil, Expr::value(0i64))
-            .col_expr(inbound_key::Column::TouchedAt, Expr::value(now))
-            .filter(key_filter(source, key))
-            .exec(&*txn)
-            .await?;
-        let waiting = inbound_held::Entity::find()
-            .filter(held_filter(source, key))
-            .filter(inbound_held::Column::Seq.lte(seq + 1))
-            .one(&*txn)
-            .await?
-            .is_some();
-        txn.commit().await?;
-        Ok(waiting)
+        self.release_key(source, key, Some(seq)).await
     }
 
     /// Takes key `key` of `source` to forward its events, unless another process holds it
@@ -411,20 +410,13 @@ impl Store {
         let Some(&last) = seqs.iter().max() else {
             return Ok(());
         };
-        let now = Timestamp::now().as_millis();
         let txn = self.write_txn().await?;
         inbound_held::Entity::delete_many()
             .filter(held_filter(source, key))
             .filter(inbound_held::Column::Seq.is_in(seqs.iter().copied()))
             .exec(&*txn)
             .await?;
-        inbound_key::Entity::update_many()
-            .col_expr(inbound_key::Column::NextSeq, Expr::value(last + 1))
-            .col_expr(inbound_key::Column::TouchedAt, Expr::value(now))
-            .filter(key_filter(source, key))
-            .filter(inbound_key::Column::NextSeq.lte(last))
-            .exec(&*txn)
-            .await?;
+        move_past(&*txn, source, key, last).await?;
         txn.commit().await?;
         Ok(())
     }
@@ -432,26 +424,44 @@ impl Store {
     /// Lets a key go. `true` when an event at or behind its place was held meanwhile (by a
     /// request that found the key taken): the caller takes the key again for it.
     pub async fn unlease_inbound_key(&self, source: SourceId, key: &str) -> Result<bool> {
+        self.release_key(source, key, None).await
+    }
+
+    /// Lets a key go, first moving it past `forwarded` if given, in one write; `true` when a
+    /// held event is at or behind the key's place then.
+    async fn release_key(
+        &self,
+        source: SourceId,
+        key: &str,
+        forwarded: Option<i64>,
+    ) -> Result<bool> {
         let txn = self.write_txn().await?;
+        if let Some(seq) = forwarded {
+            move_past(&*txn, source, key, seq).await?;
+        }
         inbound_key::Entity::update_many()
             .col_expr(inbound_key::Column::LeaseUntil, Expr::value(0i64))
             .filter(key_filter(source, key))
             .exec(&*txn)
             .await?;
-        txn.commit().await?;
-        let Some(k) = inbound_key::Entity::find()
+        let next = inbound_key::Entity::find()
+            .select_only()
+            .column(inbound_key::Column::NextSeq)
             .filter(key_filter(source, key))
-            .one(&self.db)
-            .await?
-        else {
-            return Ok(false);
-        };
-        let first = inbound_held::Entity::find()
-            .filter(held_filter(source, key))
-            .order_by_asc(inbound_held::Column::Seq)
-            .one(&self.db)
+            .into_tuple::<i64>()
+            .one(&*txn)
             .await?;
-        Ok(first.is_some_and(|h| h.seq <= k.next_seq))
+        let waiting = match next {
+            Some(next) => inbound_held::Entity::find()
+                .filter(held_filter(source, key))
+                .filter(inbound_held::Column::Seq.lte(next))
+                .one(&*txn)
+                .await?
+                .is_some(),
+            None => false,
+        };
+        txn.commit().await?;
+        Ok(waiting)
     }
 
     /// Held events, by source: how many, and since when the oldest waits.

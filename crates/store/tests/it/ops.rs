@@ -317,13 +317,19 @@ async fn ordering_keys_hold_what_is_ahead_and_idle_ones_are_swept_unless_events_
             event_type: "in.event".into(),
             payload: b"{}".to_vec(),
         };
+        let message = |seq: i64| store::NewMessage {
+            event_type: "in.event".into(),
+            event_id: Some(format!("e{seq}")),
+            payload: b"{}".to_vec(),
+            ..Default::default()
+        };
         let hold = Duration::from_secs(60);
         let offer = |key: &'static str, seq| {
             let store = store.clone();
             let source = source.clone();
             async move {
                 store
-                    .offer_inbound(&source, key, &event(seq), hold)
+                    .offer_inbound(&source, key, seq, &message(seq), hold)
                     .await
                     .unwrap()
             }
