@@ -274,7 +274,15 @@ async fn each_broker_holds_every_message_once_with_its_id_signature_and_body() {
                 let body: Value = serde_json::from_slice(&c.body).unwrap();
                 assert_eq!(body["to"], url.as_str(), "{url}: the body as sent");
             }
-            // The attempts say the broker confirmed, and what it said.
+            // The attempts say the broker confirmed, and what it said. An attempt is recorded
+            // after the broker's confirmation, so the broker can hold all three a moment before
+            // the last attempt is committed.
+            eventually(
+                Duration::from_secs(10),
+                "three attempts recorded",
+                || async { attempts(&app, &a, &e).await.len() >= 3 },
+            )
+            .await;
             let at = attempts(&app, &a, &e).await;
             assert_eq!(at.len(), 3, "{url}: one attempt each: {at:?}");
             for x in &at {
