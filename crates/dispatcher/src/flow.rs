@@ -22,6 +22,10 @@ const MIN_DEFER: Duration = Duration::from_millis(100);
 /// A delivery waits in memory for a slot only if, at the endpoint's pace, its turn comes
 /// within about this long; the rest are deferred in the database.
 const MAX_WAIT: Duration = Duration::from_secs(1);
+/// How far ahead the overflow of a saturated endpoint is spread one behind another at its pace
+/// (see [`EndpointFlow::spread`]); beyond it the rest come due at random within its second half,
+/// so an endpoint that speeds up is not held to a pace measured while it was slow.
+const MAX_SPREAD: Duration = Duration::from_secs(30);
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
 
@@ -38,6 +42,8 @@ struct EndpointFlow<T> {
     waiting: VecDeque<T>,
     /// When a delivery was last admitted or finished, for evicting idle entries.
     last_used: Timestamp,
+    /// When the last delivery deferred for saturation comes due: the next goes behind it.
+    spread_until: Timestamp,
 }
 
 impl<T> EndpointFlow<T> {
@@ -48,6 +54,27 @@ impl<T> EndpointFlow<T> {
         ((self.cap as f64 * per_turn) as usize)
             .max(self.cap)
             .min(max_waiting)
+    }
+
+    /// When a delivery that finds the line full is put back for: behind the line and behind
+    /// the overflow deferred before it, by any claim, one slot's share of the endpoint's pace
+    /// apart. A backlog thus comes due at about the pace the endpoint takes it, rather than a
+    /// claim's worth at once with every claim (each of which would take it again ahead of
+    /// other endpoints' new messages, and defer it again).
+    fn spread(&mut self, now: Timestamp) -> Timestamp {
+        let line = Duration::from_millis(
+            (self.waiting.len().div_ceil(self.cap) as f64 * self.avg_ms) as u64,
+        );
+        let step = Duration::from_millis((self.avg_ms / self.cap as f64).ceil() as u64);
+        let behind = now.plus(line).max(self.spread_until).plus(step);
+        let horizon = now.plus(MAX_SPREAD);
+        if behind <= horizon {
+            self.spread_until = behind.max(now.plus(MIN_DEFER));
+            return self.spread_until;
+        }
+        self.spread_until = horizon;
+        let half = MAX_SPREAD.as_millis() as u64 / 2;
+        now.plus(Duration::from_millis(half + rand::random_range(0..=half)))
     }
 
     /// The throttle's verdict for one more request now.
@@ -123,14 +150,12 @@ impl<T> Flow<T> {
         self.endpoints.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Decides for one delivery of `ep`. `deferred` counts the deliveries of this endpoint
-    /// already deferred for saturation in this batch: each is put back a turn behind them.
+    /// Decides for one delivery of `ep`.
     pub fn admit(
         &self,
         ep: &endpoint::Model,
         now: Timestamp,
         job: T,
-        deferred: &mut usize,
     ) -> (Gate<T>, Option<BreakerChange>) {
         let mut all = self.lock();
         let f = all.entry(ep.id).or_insert_with(|| EndpointFlow {
@@ -146,6 +171,7 @@ impl<T> Flow<T> {
             avg_ms: 100.0,
             waiting: VecDeque::new(),
             last_used: now,
+            spread_until: now,
         });
         f.last_used = now;
         f.cap = cap_of(ep);
@@ -182,12 +208,8 @@ impl<T> Flow<T> {
                 f.waiting.push_back(job);
                 return (Gate::Wait, change);
             }
-            *deferred += 1;
-            // Spread the overflow at the pace the endpoint absorbs it: cap requests per
-            // average attempt duration, behind those waiting.
-            let turns = (f.waiting.len() + *deferred).div_ceil(f.cap) as f64;
-            let wait = Duration::from_millis((turns * f.avg_ms) as u64).max(MIN_DEFER);
-            return (Gate::Defer(job, now.plus(wait)), change);
+            let until = f.spread(now);
+            return (Gate::Defer(job, until), change);
         }
         if let Some(until) = f.throttled(&self.clock, now) {
             return (Gate::Defer(job, until), change);
@@ -254,6 +276,22 @@ impl<T> Flow<T> {
         }
     }
 
+    /// Up to `most` endpoints whose slots and line are full (their closed or half-open
+    /// breaker aside), those with the longest line first: new work of theirs would only be
+    /// deferred, so a claim of new work skips them (see `store::Fresh`).
+    pub fn saturated(&self, most: usize) -> Vec<EndpointId> {
+        let all = self.lock();
+        let mut full: Vec<(usize, EndpointId)> = all
+            .iter()
+            .filter(|(_, f)| {
+                f.in_flight >= f.cap && f.waiting.len() >= f.wait_room(self.max_waiting)
+            })
+            .map(|(id, f)| (f.waiting.len(), *id))
+            .collect();
+        full.sort_unstable_by(|a, b| b.cmp(a));
+        full.into_iter().take(most).map(|(_, id)| id).collect()
+    }
+
     /// Endpoints with a request in flight or a delivery waiting: those whose disable this
     /// process must learn of (see `Store::refresh_stopped`).
     pub fn busy_endpoints(&self) -> Vec<EndpointId> {
@@ -308,6 +346,7 @@ impl<T> Flow<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
     use store::testing::named;
 
     fn ep(id: &str, cap: Option<i32>, rate: Option<i32>) -> endpoint::Model {
@@ -322,14 +361,13 @@ mod tests {
         let flow = Flow::new(BreakerConfig::default(), 3);
         let e = ep("ep_a", Some(2), None);
         let now = Timestamp::from_secs(1000);
-        let mut deferred = 0;
-        assert_eq!(flow.admit(&e, now, 1, &mut deferred).0, Gate::Send(1));
-        assert_eq!(flow.admit(&e, now, 2, &mut deferred).0, Gate::Send(2));
+        assert_eq!(flow.admit(&e, now, 1).0, Gate::Send(1));
+        assert_eq!(flow.admit(&e, now, 2).0, Gate::Send(2));
         for job in 3..=5 {
-            assert_eq!(flow.admit(&e, now, job, &mut deferred).0, Gate::Wait);
+            assert_eq!(flow.admit(&e, now, job).0, Gate::Wait);
         }
-        let (sixth, _) = flow.admit(&e, now, 6, &mut deferred);
-        let (seventh, _) = flow.admit(&e, now, 7, &mut deferred);
+        let (sixth, _) = flow.admit(&e, now, 6);
+        let (seventh, _) = flow.admit(&e, now, 7);
         match (sixth, seventh) {
             (Gate::Defer(6, a), Gate::Defer(7, b)) => {
                 assert!(a >= now.plus(MIN_DEFER) && b >= a, "{a:?} {b:?}")
@@ -338,7 +376,7 @@ mod tests {
         }
         // Another endpoint is not affected.
         assert_eq!(
-            flow.admit(&ep("ep_b", Some(2), None), now, 8, &mut 0).0,
+            flow.admit(&ep("ep_b", Some(2), None), now, 8).0,
             Gate::Send(8)
         );
         // A finished attempt hands its slot to the first in line, in order.
@@ -347,12 +385,75 @@ mod tests {
         assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Send(4));
         // A newcomer queues behind those still waiting even though nothing is in flight
         // beyond the cap.
-        assert_eq!(flow.admit(&e, now, 9, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 9).0, Gate::Wait);
         assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Send(5));
         assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Send(9));
         assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Idle);
         assert_eq!(flow.finished(named("ep_a"), true, d, now).1, Then::Idle);
-        assert_eq!(flow.admit(&e, now, 10, &mut 0).0, Gate::Send(10));
+        assert_eq!(flow.admit(&e, now, 10).0, Gate::Send(10));
+    }
+
+    #[test]
+    fn a_backlog_deferred_by_several_claims_comes_due_at_the_endpoints_pace() {
+        let flow = Flow::new(BreakerConfig::default(), 10);
+        // Cap 2 at the default pace (100 ms an attempt): one every 50 ms.
+        let e = ep("ep_a", Some(2), None);
+        let now = Timestamp::from_secs(1000);
+        let mut dues = Vec::new();
+        // Eight claims of 100 each, a millisecond apart: the first fills the slots and the line.
+        for claim in 0..8u32 {
+            let at = now.plus(Duration::from_millis(claim.into()));
+            for job in 0..100 {
+                if let Gate::Defer(_, until) = flow.admit(&e, at, claim * 100 + job).0 {
+                    dues.push(until);
+                }
+            }
+        }
+        assert_eq!(dues.len(), 800 - 2 - 10);
+        // Behind the line (10 waiting: 5 turns of 100 ms), then each 50 ms behind the one
+        // before, whichever claim deferred it: no two claims' overflow comes due together.
+        assert_eq!(dues[0], now.plus(Duration::from_millis(550)));
+        let spread = 1 + dues
+            .windows(2)
+            .take_while(|p| p[1].since(p[0]) == Duration::from_millis(50))
+            .count();
+        assert!(
+            dues[spread - 1] > now.plus(MAX_SPREAD - Duration::from_millis(50)),
+            "spread to the horizon, {spread} of them"
+        );
+        // The rest come due at random within the horizon's second half.
+        let rest = &dues[spread..];
+        assert!(!rest.is_empty());
+        let latest = now.plus(Duration::from_millis(7) + MAX_SPREAD);
+        assert!(
+            rest.iter()
+                .all(|d| *d >= now.plus(MAX_SPREAD / 2) && *d <= latest)
+        );
+        let distinct: HashSet<_> = rest.iter().collect();
+        assert!(
+            distinct.len() > rest.len() / 2,
+            "{} distinct of {}",
+            distinct.len(),
+            rest.len()
+        );
+    }
+
+    #[test]
+    fn an_endpoint_is_saturated_once_its_slots_and_line_are_full() {
+        let flow = Flow::new(BreakerConfig::default(), 3);
+        let (a, b) = (ep("ep_a", Some(1), None), ep("ep_b", Some(1), None));
+        let now = Timestamp::from_secs(1000);
+        for job in 0..4 {
+            flow.admit(&a, now, job);
+        }
+        for job in 0..3 {
+            flow.admit(&b, now, job);
+        }
+        // a: one in flight, three waiting (the most); b: a place left in its line.
+        assert_eq!(flow.saturated(10), vec![named::<EndpointId>("ep_a")]);
+        assert!(flow.saturated(0).is_empty());
+        flow.finished(named("ep_a"), true, Duration::from_millis(5), now);
+        assert!(flow.saturated(10).is_empty(), "a place in a's line again");
     }
 
     #[test]
@@ -360,16 +461,15 @@ mod tests {
         let flow = Flow::new(BreakerConfig::default(), 10_000);
         let e = ep("ep_slow", Some(1), None);
         let now = Timestamp::from_secs(1000);
-        assert_eq!(flow.admit(&e, now, 0, &mut 0).0, Gate::Send(0));
+        assert_eq!(flow.admit(&e, now, 0).0, Gate::Send(0));
         // Attempts take 500 ms: about two fit in a second.
         for _ in 0..30 {
             flow.finished(named("ep_slow"), true, Duration::from_millis(500), now);
-            flow.admit(&e, now, 0, &mut 0);
+            flow.admit(&e, now, 0);
         }
         let mut waiting = 0;
-        let mut deferred = 0;
         for job in 1..=10 {
-            match flow.admit(&e, now, job, &mut deferred).0 {
+            match flow.admit(&e, now, job).0 {
                 Gate::Wait => waiting += 1,
                 Gate::Defer(..) => {}
                 Gate::Send(_) => panic!("over the cap"),
@@ -388,10 +488,10 @@ mod tests {
         let e = ep("ep_a", Some(3), None);
         let now = Timestamp::from_secs(1000);
         for job in 0..3 {
-            assert_eq!(flow.admit(&e, now, job, &mut 0).0, Gate::Send(job));
+            assert_eq!(flow.admit(&e, now, job).0, Gate::Send(job));
         }
-        assert_eq!(flow.admit(&e, now, 3, &mut 0).0, Gate::Wait);
-        assert_eq!(flow.admit(&e, now, 4, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 3).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 4).0, Gate::Wait);
         let d = Duration::from_millis(5);
         assert_eq!(
             flow.finished(named("ep_a"), false, d, now),
@@ -401,19 +501,19 @@ mod tests {
             flow.finished(named("ep_a"), false, d, now),
             (None, Then::Send(4))
         );
-        assert_eq!(flow.admit(&e, now, 5, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 5).0, Gate::Wait);
         let (change, then) = flow.finished(named("ep_a"), false, d, now);
         let until = now.plus(cfg.open_for);
         assert_eq!(change.map(|c| c.state), Some(BreakerState::Open { until }));
         assert_eq!(then, Then::Defer(vec![(5, until)]));
-        assert_eq!(flow.admit(&e, now, 6, &mut 0).0, Gate::Defer(6, until));
+        assert_eq!(flow.admit(&e, now, 6).0, Gate::Defer(6, until));
         // After open_for, one probe whatever is in flight; its success closes the breaker.
         let later = until;
-        let (gate, change) = flow.admit(&e, later, 7, &mut 0);
+        let (gate, change) = flow.admit(&e, later, 7);
         assert_eq!(gate, Gate::Send(7));
         assert_eq!(change.map(|c| c.state), Some(BreakerState::HalfOpen));
         assert!(
-            matches!(flow.admit(&e, later, 8, &mut 0).0, Gate::Defer(8, _)),
+            matches!(flow.admit(&e, later, 8).0, Gate::Defer(8, _)),
             "one probe at a time"
         );
         let (closed, _) = flow.finished(named("ep_a"), true, d, later);
@@ -425,8 +525,8 @@ mod tests {
         let flow = Flow::new(BreakerConfig::default(), 100);
         let e = ep("ep_a", Some(100), Some(5));
         let now = Timestamp::now();
-        assert_eq!(flow.admit(&e, now, 1, &mut 0).0, Gate::Send(1));
-        match flow.admit(&e, now, 2, &mut 0).0 {
+        assert_eq!(flow.admit(&e, now, 1).0, Gate::Send(1));
+        match flow.admit(&e, now, 2).0 {
             Gate::Defer(2, until) => {
                 let wait = until.since(now);
                 assert!(
@@ -443,23 +543,22 @@ mod tests {
         let flow = Flow::new(BreakerConfig::default(), 100);
         let e = ep("ep_a", Some(1), None);
         let now = Timestamp::from_secs(1000);
-        assert_eq!(flow.admit(&e, now, 1, &mut 0).0, Gate::Send(1));
-        assert_eq!(flow.admit(&e, now, 2, &mut 0).0, Gate::Wait);
-        assert_eq!(flow.admit(&e, now, 3, &mut 0).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 1).0, Gate::Send(1));
+        assert_eq!(flow.admit(&e, now, 2).0, Gate::Wait);
+        assert_eq!(flow.admit(&e, now, 3).0, Gate::Wait);
         assert_eq!(flow.abandoned(named("ep_a")), vec![2, 3]);
         assert!(flow.drain_all().is_empty());
-        assert_eq!(flow.admit(&e, now, 4, &mut 0).0, Gate::Send(4));
+        assert_eq!(flow.admit(&e, now, 4).0, Gate::Send(4));
     }
 
     #[test]
     fn idle_endpoints_with_a_closed_breaker_are_forgotten_and_busy_ones_kept() {
         let flow: Flow<u32> = Flow::new(BreakerConfig::default(), 10);
         let t0 = Timestamp::from_millis(1_000_000);
-        let mut n = 0;
-        let (gate, _) = flow.admit(&ep("ep_idle", None, None), t0, 1, &mut n);
+        let (gate, _) = flow.admit(&ep("ep_idle", None, None), t0, 1);
         assert_eq!(gate, Gate::Send(1));
         flow.finished(named("ep_idle"), true, Duration::from_millis(5), t0);
-        let (gate, _) = flow.admit(&ep("ep_busy", None, None), t0, 2, &mut n);
+        let (gate, _) = flow.admit(&ep("ep_busy", None, None), t0, 2);
         assert_eq!(gate, Gate::Send(2));
         assert_eq!(flow.busy_endpoints(), vec![named::<EndpointId>("ep_busy")]);
         // Nothing is older than the cutoff yet.

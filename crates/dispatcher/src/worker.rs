@@ -128,6 +128,8 @@ impl Leased {
 
 /// Deliveries created this recently are claimed first (see `Store::claim_due`).
 const FRESH_WINDOW: Duration = Duration::from_secs(2);
+/// Most saturated endpoints a claim of new work skips (see `store::Fresh`).
+const MAX_SKIPPED: usize = 64;
 
 #[derive(Clone, Debug)]
 pub struct DispatcherConfig {
@@ -412,7 +414,8 @@ impl Dispatcher {
     async fn claim(&self, room: usize) -> Option<(Vec<delivery::Model>, bool)> {
         let now = Timestamp::now();
         let lease_until = now.plus(self.cfg.lease);
-        let fresh_since = Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
+        let since = Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
+        let skip = self.flow.saturated(MAX_SKIPPED);
         let owner = &self.cfg.node_id;
         let system = self.store.system();
         let fresh = system
@@ -421,7 +424,7 @@ impl Dispatcher {
                 now,
                 lease_until,
                 room.div_ceil(2) as u64,
-                Some(fresh_since),
+                Some(store::Fresh { since, skip: &skip }),
             )
             .await;
         let result = match fresh {
@@ -647,7 +650,6 @@ impl Dispatcher {
         let now = Timestamp::now();
         let mut deferrals = Vec::new();
         let mut changes = Vec::new();
-        let mut deferred: HashMap<EndpointId, usize> = HashMap::new();
         let mut gone = Vec::new();
         let mut paused = Vec::new();
         let mut send_now = Vec::new();
@@ -667,9 +669,8 @@ impl Dispatcher {
                 continue;
             }
             let job = Job { d, msg, ep, permit };
-            let n = deferred.entry(job.d.endpoint_id).or_default();
             let ep = job.ep.clone();
-            let (gate, change) = self.flow.admit(&ep.ep.endpoint, now, job, n);
+            let (gate, change) = self.flow.admit(&ep.ep.endpoint, now, job);
             changes.extend(change);
             match gate {
                 Gate::Send(job) => send_now.push(job),

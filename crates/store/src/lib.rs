@@ -47,7 +47,7 @@ pub use portal::{
     NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, PORTAL_TOKEN_PREFIX, PortalGrant,
     portal_url,
 };
-pub use queue::{AttemptResult, DispatchEndpoint, Next, attempt_row};
+pub use queue::{AttemptResult, DispatchEndpoint, Fresh, Next, attempt_row};
 pub use recovery::{AttemptFilter, DeliveryStats};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
 pub use retention::{Pruned, Reclaim};

@@ -27,6 +27,7 @@ mod tests {
             MessageId::new(),
         );
         let now = Timestamp::now().as_millis();
+        let skip = [EndpointId::new(), EndpointId::new()];
         let claim = |fresh: bool| {
             let now = Timestamp::now();
             crate::queue::claim_statement(
@@ -35,7 +36,10 @@ mod tests {
                 now,
                 now.plus(std::time::Duration::from_secs(30)),
                 100,
-                fresh.then(|| Timestamp::from_millis(now.as_millis() - 5_000)),
+                fresh.then(|| crate::Fresh {
+                    since: Timestamp::from_millis(now.as_millis() - 5_000),
+                    skip: &skip,
+                }),
             )
         };
         let deep = ListParams {

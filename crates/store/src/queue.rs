@@ -42,6 +42,16 @@ pub struct AttemptResult {
 pub(crate) const NEXT_DUE_SQL: &str =
     "SELECT MIN(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'";
 
+/// What a claim of new work takes: deliveries created since `since`, oldest first, except
+/// those of the endpoints in `skip` (those whose line in this process is full: their new work
+/// would only be deferred, and taking it first would keep other endpoints' new messages
+/// waiting behind it; the claim of due work still takes it, oldest due first).
+#[derive(Clone, Copy, Debug)]
+pub struct Fresh<'a> {
+    pub since: Timestamp,
+    pub skip: &'a [EndpointId],
+}
+
 /// The claim with its values bound, as [`crate::System::claim_due`] runs it.
 pub(crate) fn claim_statement(
     backend: sea_orm::DbBackend,
@@ -49,7 +59,7 @@ pub(crate) fn claim_statement(
     now: Timestamp,
     lease_until: Timestamp,
     limit: u64,
-    fresh_since: Option<Timestamp>,
+    fresh: Option<Fresh<'_>>,
 ) -> Statement {
     let mut values: Vec<Value> = vec![
         owner.into(),
@@ -58,8 +68,9 @@ pub(crate) fn claim_statement(
         now.as_millis().into(),
         (limit as i64).into(),
     ];
-    if let Some(since) = fresh_since {
-        values.push(since.as_millis().into());
+    if let Some(f) = fresh {
+        values.push(f.since.as_millis().into());
+        values.extend(f.skip.iter().map(|e| Value::from(*e)));
     }
     let store_backend = match backend {
         sea_orm::DbBackend::Postgres => Backend::Postgres,
@@ -67,7 +78,7 @@ pub(crate) fn claim_statement(
     };
     Statement::from_sql_and_values(
         backend,
-        claim_sql(store_backend, fresh_since.is_some()),
+        claim_sql(store_backend, fresh.map(|f| f.skip.len())),
         values,
     )
 }
@@ -86,7 +97,8 @@ fn placeholders(backend: Backend, first: usize, n: usize) -> String {
 /// How long an expired endpoint lease row is kept before the reaper removes it.
 const ENDPOINT_LEASE_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
 
-fn claim_sql(backend: Backend, fresh: bool) -> String {
+/// `fresh`: a claim of new work skipping this many endpoints (see [`Fresh`]).
+fn claim_sql(backend: Backend, fresh: Option<usize>) -> String {
     // Numbered parameters on both backends, so the values bind by number, not text order.
     let p = |n: usize| match backend {
         Backend::Sqlite => format!("?{n}"),
@@ -95,10 +107,17 @@ fn claim_sql(backend: Backend, fresh: bool) -> String {
     // Fresh: due deliveries created in the last few seconds (new messages), oldest of them
     // first, so that new messages never wait behind another tenant's or endpoint's backlog,
     // however often that backlog is deferred and comes due again. Otherwise oldest due first.
-    let (window, order) = if fresh {
-        (format!(" AND d.created_at >= {}", p(6)), "d.created_at")
-    } else {
-        (String::new(), "d.next_attempt_at")
+    let (window, order) = match fresh {
+        Some(0) => (format!(" AND d.created_at >= {}", p(6)), "d.created_at"),
+        Some(skip) => (
+            format!(
+                " AND d.created_at >= {} AND d.endpoint_id NOT IN ({})",
+                p(6),
+                placeholders(backend, 7, skip)
+            ),
+            "d.created_at",
+        ),
+        None => (String::new(), "d.next_attempt_at"),
     };
     let new_endpoints = format!(
         "GREATEST(1, {} / {})",
@@ -635,7 +654,7 @@ impl crate::System<'_> {
         now: Timestamp,
         lease_until: Timestamp,
         limit: u64,
-        fresh_since: Option<Timestamp>,
+        fresh: Option<Fresh<'_>>,
     ) -> Result<Vec<delivery::Model>> {
         let stmt = claim_statement(
             self.db.get_database_backend(),
@@ -643,7 +662,7 @@ impl crate::System<'_> {
             now,
             lease_until,
             limit,
-            fresh_since,
+            fresh,
         );
         let _turn = self.write_turn().await;
         let rows = delivery::Model::find_by_statement(stmt)

@@ -252,8 +252,10 @@ async fn an_endpoint_that_never_answers_does_not_delay_a_healthy_one() {
         );
         // Without isolation the healthy messages would queue behind 2,000 deliveries that each
         // hold one of 10 slots for a 2 s timeout: about 400 s. The bound sits far below one such
-        // timeout, with room for a loaded CI machine (a 1 s bound failed once at 1.09 s there,
-        // and a 200 ms p50 bound once at 256 ms on PostgreSQL beside the multi-process tests).
+        // timeout, with room for a loaded CI machine. On PostgreSQL the healthy endpoint's first
+        // messages wait for a claim (it is not yet leased here): before claims of new work
+        // skipped saturated endpoints, they waited for the whole dead backlog to be claimed and
+        // deferred first (p50 147–1,248 ms, first message 1.1–1.3 s; now p50 5–8 ms).
         assert!(p50 <= 500, "healthy p50 {p50} ms beside a dead endpoint");
         assert!(
             worst <= 2000,

@@ -735,6 +735,49 @@ async fn an_open_sqlite_store_keeps_the_locks_other_processes_rely_on() {
 }
 
 #[tokio::test]
+async fn a_claim_of_new_work_skips_the_endpoints_it_is_told_to_and_the_claim_of_due_work_does_not()
+{
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let busy = endpoint(&store, t, &a, url("busy")).await;
+        let b = app(&store, t, "b").await;
+        endpoint(&store, t, &b, url("other")).await;
+        // Three new messages for the busy endpoint, then one for the other.
+        for _ in 0..3 {
+            store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        }
+        let other = store.create_message(t, &b, msg("x"), ttl).await.unwrap();
+        let now = Timestamp::now().plus(Duration::from_secs(1));
+        let lease = now.plus(Duration::from_secs(60));
+        let since = Timestamp::from_millis(now.as_millis() - 60_000);
+        let fresh = store::Fresh {
+            since,
+            skip: &[busy.id],
+        };
+        let system = store.system();
+        let claimed = system
+            .claim_due("d", now, lease, 1, Some(fresh))
+            .await
+            .unwrap();
+        let ids: Vec<_> = claimed.iter().map(|d| d.msg_id).collect();
+        assert_eq!(
+            ids,
+            vec![other.message.id],
+            "the oldest new work not skipped"
+        );
+        let due = system.claim_due("d", now, lease, 10, None).await.unwrap();
+        assert_eq!(
+            due.len(),
+            3,
+            "the busy endpoint's work is still claimed as due"
+        );
+        assert!(due.iter().all(|d| d.endpoint_id == busy.id));
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held() {
     each_backend(|store| async move {
         use store::{AttemptResult, Next, attempt_row};
