@@ -15,6 +15,7 @@ use actix_web::{middleware, web};
 
 pub use error::ApiError;
 pub use openapi::openapi_json;
+pub use routes::inbound::SourceIn;
 
 /// Operator settings the API enforces.
 #[derive(Clone, Debug)]

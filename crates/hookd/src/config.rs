@@ -297,6 +297,19 @@ pub struct Settings {
     /// `secret_keys` or the keys in `secret_keys_file`; `None`: the store's default (the key
     /// file beside a SQLite database).
     pub secret_keys: Option<domain::seal::Keyring>,
+    /// The file's `[[sources]]`: made or brought in line with it at every start.
+    pub sources: Vec<DeclaredSource>,
+}
+
+/// An inbound source the configuration file declares (`[[sources]]`: `tenant` and the members
+/// of the API's `POST /api/v1/inbound/source` body), checked by the API's rules; see
+/// `service::inbound::declare_source` for what a start does with it.
+#[derive(Debug, Clone)]
+pub struct DeclaredSource {
+    pub tenant: domain::ids::TenantId,
+    pub spec: service::inbound::SourceSpec,
+    /// Where it is declared, for messages: `sources[0] ("stripe") in hookd.toml`.
+    pub origin: String,
 }
 
 /// A setting that could not be used. The message names the setting and its source.
@@ -316,6 +329,8 @@ pub enum ConfigError {
         path: String,
         known: String,
     },
+    #[error("{origin}: {message}")]
+    Source { origin: String, message: String },
     #[error("invalid {setting} {value:?} (from {source_name}): {reason}")]
     Invalid {
         setting: &'static str,
@@ -364,8 +379,11 @@ impl Settings {
             })
             .collect();
 
+        let mut sources = Vec::new();
         if let Some(path) = file {
-            for (name, value) in read_file(path)? {
+            let (values, declared) = read_file(path)?;
+            sources = declared;
+            for (name, value) in values {
                 let spec = SETTINGS.iter().find(|s| s.name == name).ok_or_else(|| {
                     ConfigError::Unknown {
                         name: name.clone(),
@@ -409,7 +427,9 @@ impl Settings {
                 );
             }
         }
-        Self::parse(&raw)
+        let mut settings = Self::parse(&raw)?;
+        settings.sources = sources;
+        Ok(settings)
     }
 
     fn parse(raw: &BTreeMap<&'static str, Raw>) -> Result<Settings, ConfigError> {
@@ -640,6 +660,7 @@ impl Settings {
                     Ok(Some(SecretString::from(v.to_owned())))
                 }
             })?,
+            sources: Vec::new(),
         })
     }
 
@@ -779,6 +800,16 @@ impl Settings {
         ]
         .iter()
         .map(|(k, v)| format!("{k} = {v:?}\n"))
+        .chain(self.sources.iter().map(|d| {
+            // The scheme's name only: its secret is never printed.
+            format!(
+                "source = \"{} (tenant {}, application {}, verification {})\"\n",
+                d.spec.name,
+                d.tenant,
+                d.spec.app,
+                d.spec.scheme.name()
+            )
+        }))
         .collect()
     }
 }
@@ -918,20 +949,28 @@ fn secret_keys(keys: &Raw, file: &Raw) -> Result<Option<domain::seal::Keyring>, 
     }
 }
 
-/// Reads a flat TOML table; scalars become their text form so that every layer parses alike.
-fn read_file(path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
+/// A file's flat settings (name, value as text) and its `[[sources]]`.
+type FileSettings = (Vec<(String, String)>, Vec<DeclaredSource>);
+
+/// Reads the file: its flat settings, scalars in their text form so that every layer parses
+/// alike, and its `[[sources]]`.
+fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
     let display = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: display.clone(),
         source,
     })?;
-    let table: toml::Table = text
+    let mut table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::Toml {
             path: display.clone(),
             message: e.message().to_owned(),
         })?;
-    table
+    let sources = match table.remove("sources") {
+        Some(v) => declared_sources(v, &display)?,
+        None => Vec::new(),
+    };
+    let values = table
         .into_iter()
         .map(|(k, v)| {
             let value = match v {
@@ -951,7 +990,73 @@ fn read_file(path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
             };
             Ok((k, value))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((values, sources))
+}
+
+/// Most sources one file declares.
+const MAX_DECLARED_SOURCES: usize = 1000;
+
+/// `[[sources]]`: each a table of `tenant` and the API body's members, checked as the API
+/// checks them; a name twice for one tenant is refused.
+fn declared_sources(value: toml::Value, path: &str) -> Result<Vec<DeclaredSource>, ConfigError> {
+    let toml::Value::Array(items) = value else {
+        return Err(ConfigError::Toml {
+            path: path.to_owned(),
+            message: "sources must be an array of tables: [[sources]]".to_owned(),
+        });
+    };
+    if items.len() > MAX_DECLARED_SOURCES {
+        return Err(ConfigError::Toml {
+            path: path.to_owned(),
+            message: format!("at most {MAX_DECLARED_SOURCES} sources"),
+        });
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let toml::Value::Table(mut t) = item else {
+            return Err(ConfigError::Toml {
+                path: path.to_owned(),
+                message: format!("sources[{i}] must be a table"),
+            });
+        };
+        let origin = match t.get("name").and_then(toml::Value::as_str) {
+            Some(name) => format!("sources[{i}] ({name:?}) in {path}"),
+            None => format!("sources[{i}] in {path}"),
+        };
+        let fail = |message: String| ConfigError::Source {
+            origin: origin.clone(),
+            message,
+        };
+        let tenant = match t.remove("tenant") {
+            Some(toml::Value::String(id)) => id
+                .parse::<domain::ids::TenantId>()
+                .map_err(|_| fail(format!("tenant {id:?} is not a tenant id (tnt_…)")))?,
+            Some(_) => return Err(fail("tenant must be a tenant id (tnt_…)".to_owned())),
+            None => {
+                return Err(fail(
+                    "tenant is missing: the id `hookd tenant create` printed (tnt_…)".to_owned(),
+                ));
+            }
+        };
+        let body: api::SourceIn = serde_json::to_value(&t)
+            .and_then(serde_json::from_value)
+            .map_err(|e| fail(e.to_string()))?;
+        let spec = body.spec().map_err(|e| fail(e.to_string()))?;
+        if !seen.insert((tenant, spec.name.clone())) {
+            return Err(fail(format!(
+                "source {:?} is declared twice for tenant {tenant}",
+                spec.name
+            )));
+        }
+        out.push(DeclaredSource {
+            tenant,
+            spec,
+            origin,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -970,6 +1075,108 @@ mod tests {
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), contents).unwrap();
         f
+    }
+
+    #[test]
+    fn sources_in_the_file_are_read_and_checked_by_the_apis_rules() {
+        let tenant = domain::ids::TenantId::new();
+        let f = file(&format!(
+            r#"
+bind = "127.0.0.1:9000"
+
+[[sources]]
+tenant = "{tenant}"
+name = "stripe"
+appId = "stripe-in"
+eventType = "stripe.event"
+verification = {{ scheme = "stripe", secret = "whsec_x" }}
+
+[[sources]]
+tenant = "{tenant}"
+name = "orders"
+appId = "orders-in"
+eventType = "order.event"
+verification = {{ scheme = "none" }}
+ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSecs = 30 }}
+"#
+        ));
+        let s = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.bind.to_string(), "127.0.0.1:9000");
+        assert_eq!(s.sources.len(), 2);
+        assert_eq!(s.sources[0].tenant, tenant);
+        assert_eq!(s.sources[0].spec.app, "stripe-in");
+        assert_eq!(
+            s.sources[0].spec.scheme,
+            domain::inbound::Scheme::Stripe {
+                secret: "whsec_x".into()
+            }
+        );
+        assert_eq!(s.sources[1].spec.ordering.hold_gap_secs, 30);
+        assert!(
+            s.sources[1]
+                .origin
+                .starts_with("sources[1] (\"orders\") in ")
+        );
+        let described = s.describe();
+        assert!(described.contains("verification stripe"), "{described}");
+        assert!(!described.contains("whsec_x"), "{described}");
+    }
+
+    #[test]
+    fn a_bad_source_in_the_file_stops_start_up_naming_it() {
+        let tenant = domain::ids::TenantId::new();
+        let source = |extra: &str| {
+            format!(
+                "[[sources]]\ntenant = \"{tenant}\"\nname = \"gh\"\nappId = \"a\"\neventType = \"e\"\n{extra}\n"
+            )
+        };
+        let cases = [
+            (
+                source(r#"verification = { scheme = "github" }"#),
+                vec!["sources[0] (\"gh\")", "verification", "secret"],
+            ),
+            (
+                source(r#"verification = { scheme = "nope" }"#),
+                vec!["sources[0] (\"gh\")", "verification", "nope"],
+            ),
+            (
+                source("verification = { scheme = \"none\" }\napp = \"x\""),
+                vec!["sources[0] (\"gh\")", "unknown field `app`"],
+            ),
+            (
+                source("verification = { scheme = \"none\" }\nordering = { holdGapSecs = 7200 }"),
+                vec!["ordering"],
+            ),
+            (
+                "[[sources]]\nname = \"gh\"\n".to_owned(),
+                vec!["sources[0] (\"gh\")", "tenant is missing"],
+            ),
+            (
+                "[[sources]]\ntenant = \"t1\"\n".to_owned(),
+                vec!["sources[0]", "not a tenant id"],
+            ),
+            (
+                format!(
+                    "{}{}",
+                    source(r#"verification = { scheme = "none" }"#),
+                    source(r#"verification = { scheme = "none" }"#)
+                ),
+                vec!["sources[1] (\"gh\")", "declared twice"],
+            ),
+            ("sources = \"stripe\"".to_owned(), vec!["array of tables"]),
+        ];
+        for (text, words) in cases {
+            let f = file(&text);
+            let err = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            for w in words {
+                assert!(
+                    err.contains(w),
+                    "{err:?} should mention {w:?}; file:\n{text}"
+                );
+            }
+        }
     }
 
     #[test]

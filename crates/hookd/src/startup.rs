@@ -41,6 +41,45 @@ pub enum StartError {
     Config(String),
 }
 
+/// Makes the configuration file's `[[sources]]` be what it says (see
+/// `service::inbound::declare_source`), and says where each one's senders post. One that
+/// cannot be (its tenant unknown, its application id unknown) stops the start, naming it.
+pub async fn declare_sources(store: &Store, settings: &Settings) -> Result<(), StartError> {
+    let public_url = settings.public_url();
+    for d in &settings.sources {
+        let (source, done) = service::inbound::declare_source(store, d.tenant, &d.spec)
+            .await
+            .map_err(|e| StartError::Config(format!("{}: {}", d.origin, declared_error(e))))?;
+        tracing::info!(
+            source = %d.spec.name,
+            tenant = %d.tenant,
+            id = %source.row.id,
+            url = %domain::inbound::source_url(&public_url, &source.row.id),
+            "{} source from the configuration file",
+            match done {
+                service::inbound::Declared::Created => "created",
+                service::inbound::Declared::Updated => "updated",
+                service::inbound::Declared::Unchanged => "kept",
+            }
+        );
+    }
+    Ok(())
+}
+
+/// A declared source's refusal, for its message: which thing is missing, by its name.
+fn declared_error(e: service::ServiceError) -> String {
+    match e {
+        service::ServiceError::Store(store::StoreError::NotFound { entity }) => match entity {
+            "tenant" => "no such tenant (hookd tenant create prints the id)".to_owned(),
+            "application" => {
+                "no application with that id (give a uid to have it created)".to_owned()
+            }
+            other => format!("no such {other}"),
+        },
+        e => e.to_string(),
+    }
+}
+
 /// Opens the database named in the settings.
 pub async fn open_store(settings: &Settings) -> Result<Store, store::StoreError> {
     let opts = ConnectOptions {
@@ -139,6 +178,7 @@ impl Application {
         let store = open_store(settings).await?;
         store.migrate().await?;
         seal_at_start(&store).await?;
+        declare_sources(&store, settings).await?;
         let new_work = Arc::new(Notify::new());
         let node = domain::ids::NodeId::new().to_string();
         let (stop_workers, stop_rx) = watch::channel(false);

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use domain::Timestamp;
-use domain::ids::{MessageId, SourceId};
+use domain::ids::{ApplicationId, MessageId, SourceId, TenantId};
 use domain::inbound::{DEFAULT_TOLERANCE, Ordering, Scheme, verify};
 use store::entities::application;
 use store::{NewMessage, Offer, Source, Store, StoreError, Tally};
@@ -355,6 +355,125 @@ pub async fn forward_held(store: &Store, cfg: &Config) -> Result<usize> {
 /// The most secrets a Standard Webhooks source tries on each request (a sender rotating has
 /// two): every unauthenticated request costs one HMAC per secret.
 pub const MAX_SOURCE_SECRETS: usize = 10;
+
+/// A source's settings as the API's body or the configuration file give them, checked
+/// ([`SourceSpec::new`]): the one way a source is made or changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSpec {
+    pub name: String,
+    /// Its application's id or uid.
+    pub app: String,
+    pub event_type: String,
+    pub scheme: Scheme,
+    pub ordering: Ordering,
+}
+
+impl SourceSpec {
+    /// `verification` and `ordering` as JSON (`Scheme`, `Ordering`), then [`check_source`].
+    pub fn new(
+        name: String,
+        app: String,
+        event_type: String,
+        verification: serde_json::Value,
+        ordering: Option<serde_json::Value>,
+    ) -> Result<SourceSpec> {
+        let scheme: Scheme = serde_json::from_value(verification)
+            .map_err(|e| ServiceError::field("verification", e.to_string()))?;
+        let ordering: Ordering = match ordering {
+            Some(o) => serde_json::from_value(o)
+                .map_err(|e| ServiceError::field("ordering", e.to_string()))?,
+            None => Ordering::default(),
+        };
+        check_source(&name, &event_type, &scheme, &ordering)?;
+        Ok(SourceSpec {
+            name,
+            app,
+            event_type,
+            scheme,
+            ordering,
+        })
+    }
+}
+
+/// Creates the tenant's source as `spec` says (a name taken answers a conflict).
+pub async fn create_source(store: &Store, tenant: TenantId, spec: &SourceSpec) -> Result<Source> {
+    let app = store.get_application(tenant, &spec.app).await?;
+    let s = &spec;
+    Ok(store
+        .create_source(tenant, &app, &s.name, &s.event_type, &s.scheme, &s.ordering)
+        .await?)
+}
+
+/// What [`declare_source`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Declared {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// Makes the tenant's source named `spec.name` be what `spec` says, as a configuration file
+/// declares it at every start: created if there is none, changed where it differs (its id,
+/// its URL and its counts stay), left alone if it is the same. Its application is found by
+/// id or uid; a uid that names none creates that application, so a first start needs nothing
+/// made beforehand but the tenant.
+pub async fn declare_source(
+    store: &Store,
+    tenant: TenantId,
+    spec: &SourceSpec,
+) -> Result<(Source, Declared)> {
+    store.get_tenant(tenant).await?;
+    let app = match store.get_application(tenant, &spec.app).await {
+        Ok(app) => app,
+        Err(StoreError::NotFound { .. }) if !spec.app.starts_with(ApplicationId::PREFIX) => {
+            rules::uid("appId", &spec.app, ApplicationId::PREFIX)?;
+            let new = store::NewApplication {
+                name: spec.app.clone(),
+                uid: Some(spec.app.clone()),
+                ..Default::default()
+            };
+            match store.create_application(tenant, new).await {
+                Ok(app) => app,
+                // Another process starting with the same file made it meanwhile.
+                Err(StoreError::Conflict { .. }) => {
+                    store.get_application(tenant, &spec.app).await?
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let s = spec;
+    // Twice at most: a process starting beside this one may create it between our look and
+    // our insert; then it is there to compare with.
+    for _ in 0..2 {
+        if let Some(have) = store.source_named(tenant, &s.name).await? {
+            let same = have.row.app_id == app.id
+                && have.row.event_type == s.event_type
+                && have.scheme == s.scheme
+                && have.ordering == s.ordering;
+            if same {
+                return Ok((have, Declared::Unchanged));
+            }
+            let changed = store
+                .update_source(&have, &app, &s.event_type, &s.scheme, &s.ordering)
+                .await?;
+            return Ok((changed, Declared::Updated));
+        }
+        match store
+            .create_source(tenant, &app, &s.name, &s.event_type, &s.scheme, &s.ordering)
+            .await
+        {
+            Ok(created) => return Ok((created, Declared::Created)),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ServiceError::Conflict(format!(
+        "source {:?} was created and removed while it was declared; start again",
+        s.name
+    )))
+}
 
 /// Checks a source's settings before it is stored: its name and event type, that a
 /// verifying scheme has a secret, and its ordering.

@@ -26,6 +26,11 @@ pub struct Source {
     pub ordering: Ordering,
 }
 
+/// The `ordering` column: none for the defaults.
+fn stored_ordering(ordering: &Ordering) -> Option<String> {
+    (ordering != &Ordering::default()).then(|| serde_json::to_string(ordering).expect("plain data"))
+}
+
 pub(crate) fn context(id: &SourceId) -> String {
     format!("inbound_source/{id}")
 }
@@ -67,8 +72,7 @@ impl Store {
             event_type: Set(event_type.to_owned()),
             verification: Set(seal_json(&self.seal, &context(&id), scheme)),
             created_at: Set(Timestamp::now().as_millis()),
-            ordering: Set((ordering != &Ordering::default())
-                .then(|| serde_json::to_string(ordering).expect("plain data"))),
+            ordering: Set(stored_ordering(ordering)),
             duplicates: Set(0),
             refused: Set(0),
             last_refused_at: Set(None),
@@ -76,6 +80,40 @@ impl Store {
         let txn = self.write_txn().await?;
         let row = row.insert(&*txn).await.map_err(conflict_as("name"))?;
         txn.commit().await?;
+        self.open_source(row)
+    }
+
+    /// The tenant's source of this name, if there is one.
+    pub async fn source_named(&self, tenant: TenantId, name: &str) -> Result<Option<Source>> {
+        inbound_source::Entity::find_in(tenant)
+            .filter(inbound_source::Column::Name.eq(name))
+            .one(&self.db)
+            .await?
+            .map(|r| self.open_source(r))
+            .transpose()
+    }
+
+    /// Changes what `source` forwards to and how it verifies and orders; its id (so its URL),
+    /// name and counts stay. The verification is sealed afresh.
+    pub async fn update_source(
+        &self,
+        source: &Source,
+        app: &application::Model,
+        event_type: &str,
+        scheme: &Scheme,
+        ordering: &Ordering,
+    ) -> Result<Source> {
+        let row = &source.row;
+        check_owner(row.tenant_id, &app.tenant_id, "application")?;
+        let mut changed: inbound_source::ActiveModel = row.clone().into();
+        changed.app_id = Set(app.id);
+        changed.event_type = Set(event_type.to_owned());
+        changed.verification = Set(seal_json(&self.seal, &context(&row.id), scheme));
+        changed.ordering = Set(stored_ordering(ordering));
+        let txn = self.write_txn().await?;
+        let row = changed.update(&*txn).await?;
+        txn.commit().await?;
+        self.sources.clear();
         self.open_source(row)
     }
 

@@ -36,6 +36,19 @@ pub struct SourceIn {
     pub ordering: Option<serde_json::Value>,
 }
 
+impl SourceIn {
+    /// Checked: the same rules for the API and the configuration file's `[[sources]]`.
+    pub fn spec(self) -> Result<service::inbound::SourceSpec, service::ServiceError> {
+        service::inbound::SourceSpec::new(
+            self.name,
+            self.app_id,
+            self.event_type,
+            self.verification,
+            self.ordering,
+        )
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceOut {
@@ -74,19 +87,7 @@ pub async fn create_source(
     Tenant(t): Tenant,
     JsonBody(body): JsonBody<SourceIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let scheme: domain::inbound::Scheme = serde_json::from_value(body.verification)
-        .map_err(|e| ApiError::field("verification", e.to_string()))?;
-    let ordering: domain::inbound::Ordering = match body.ordering {
-        Some(o) => {
-            serde_json::from_value(o).map_err(|e| ApiError::field("ordering", e.to_string()))?
-        }
-        None => domain::inbound::Ordering::default(),
-    };
-    service::inbound::check_source(&body.name, &body.event_type, &scheme, &ordering)?;
-    let app = store.get_application(t, &body.app_id).await?;
-    let s = store
-        .create_source(t, &app, &body.name, &body.event_type, &scheme, &ordering)
-        .await?;
+    let s = service::inbound::create_source(&store, t, &body.spec()?).await?;
     Ok(HttpResponse::Created().json(out(&cfg, s)))
 }
 

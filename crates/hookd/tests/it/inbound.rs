@@ -557,3 +557,164 @@ async fn a_hundred_events_of_one_key_posted_at_once_in_any_order_arrive_in_seque
         s.stop().await;
     }
 }
+
+/// The configuration file's `[[sources]]`, as an operator deploying with one would write it.
+fn write_declared_source(dir: &std::path::Path, tenant: &str, secret: &str) {
+    let file = format!(
+        r#"
+[[sources]]
+tenant = "{tenant}"
+name = "stripe"
+appId = "stripe-in"
+eventType = "stripe.event"
+verification = {{ scheme = "stripe", secret = "{secret}" }}
+"#
+    );
+    std::fs::write(dir.join("hookd.toml"), file).unwrap();
+}
+
+/// `hookd serve` with the file, logging JSON: the server and what it did with the source.
+fn start_declared(dir: &std::path::Path) -> (crate::helpers::Server, Value) {
+    let mut cmd = crate::helpers::hookd(dir);
+    cmd.args(["--config", "hookd.toml"])
+        .env("HOOKD_LOG_FORMAT", "json");
+    let server = crate::helpers::Server::start(cmd);
+    let line = server
+        .started_log
+        .iter()
+        .find(|l| l.contains("source from the configuration file"))
+        .expect("a log line for the declared source")
+        .clone();
+    (server, serde_json::from_str(&line).unwrap())
+}
+
+async fn post_stripe(base: &str, id: &str, secret: &str, event: &str) -> reqwest::StatusCode {
+    let body = format!(r#"{{"id":"{event}","type":"invoice.paid"}}"#);
+    let t = domain::Timestamp::now().as_millis() / 1000;
+    reqwest::Client::new()
+        .post(format!("{base}/in/{id}"))
+        .header("content-type", "application/json")
+        .header("stripe-signature", stripe_signature(secret, t, &body))
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// Sources declared in the configuration file: made at the first start (with the application
+/// its uid names), kept with their id and URL at the next, changed in place when the file
+/// changes; `hookd config` names them without their secret; one of an unknown tenant stops
+/// the start with a message naming it.
+#[tokio::test]
+async fn sources_declared_in_the_configuration_file_are_made_then_kept_in_line_with_it() {
+    use crate::helpers::{assert_clean_failure, create_tenant, hookd, run, stdout};
+    let dir = tempfile::tempdir().unwrap();
+    let (tenant, key) = create_tenant(dir.path());
+    write_declared_source(dir.path(), &tenant, "whsec_first_1a2b");
+
+    let out = run(hookd(dir.path()).args(["--config", "hookd.toml", "config"]));
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "source = \"stripe (tenant {tenant}, application stripe-in, verification stripe)\""
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("whsec_first"), "the secret is never printed");
+
+    let (server, made) = start_declared(dir.path());
+    assert_eq!(
+        made["message"],
+        "created source from the configuration file"
+    );
+    let id = made["id"].as_str().unwrap().to_owned();
+    assert!(
+        made["url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/in/{id}"))
+    );
+    let first = post_stripe(&server.base, &id, "whsec_first_1a2b", "evt_1").await;
+    assert_eq!(first, 200);
+    // The application came with it, and the event is one of its messages.
+    let msgs: Value = reqwest::Client::new()
+        .get(format!("{}/api/v1/app/stripe-in/msg", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(msgs["data"][0]["eventId"], "evt_1", "{msgs}");
+    drop(server.stop_and_log());
+
+    // The same file again: nothing changes.
+    let (server, kept) = start_declared(dir.path());
+    assert_eq!(kept["message"], "kept source from the configuration file");
+    assert_eq!(kept["id"], id.as_str());
+    drop(server.stop_and_log());
+
+    // The sender rotated its secret: the file says so, the source follows at the next start.
+    write_declared_source(dir.path(), &tenant, "whsec_second_3c4d");
+    let (server, changed) = start_declared(dir.path());
+    assert_eq!(
+        changed["message"],
+        "updated source from the configuration file"
+    );
+    assert_eq!(changed["id"], id.as_str(), "same source, same URL");
+    let old = post_stripe(&server.base, &id, "whsec_first_1a2b", "evt_2").await;
+    assert_eq!(old, 401, "the old secret no longer verifies");
+    let new = post_stripe(&server.base, &id, "whsec_second_3c4d", "evt_3").await;
+    assert_eq!(new, 200);
+    drop(server.stop_and_log());
+
+    // A tenant that does not exist: the start stops, naming the source and why.
+    let stranger = domain::ids::TenantId::new().to_string();
+    write_declared_source(dir.path(), &stranger, "whsec_first_1a2b");
+    let out = run(hookd(dir.path()).args(["--config", "hookd.toml", "serve"]));
+    assert_clean_failure(&out, &["sources[0] (\"stripe\")", "no such tenant"]);
+}
+
+/// Two processes starting at once with the same file (on either database): one makes the
+/// source and its application, the other finds them; one source, one application.
+#[tokio::test]
+async fn two_starts_declaring_the_same_source_at_once_make_it_once() {
+    for app in TestApp::all(&[]).await {
+        let spec = service::inbound::SourceSpec::new(
+            "github".into(),
+            "github-in".into(),
+            "github.event".into(),
+            json!({"scheme": "github", "secret": GITHUB_SECRET}),
+            None,
+        )
+        .unwrap();
+        let declare = || service::inbound::declare_source(&app.store, app.tenant, &spec);
+        let (a, b) = tokio::join!(declare(), declare());
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let mut done = [a.1, b.1];
+        done.sort_by_key(|d| format!("{d:?}"));
+        use service::inbound::Declared;
+        assert_eq!(
+            done,
+            [Declared::Created, Declared::Unchanged],
+            "{}",
+            app.backend
+        );
+        assert_eq!(a.0.row.id, b.0.row.id);
+        let sources = app.ok(Method::GET, "/inbound/source", None, 200).await;
+        assert_eq!(sources.as_array().unwrap().len(), 1, "{sources}");
+        let apps = app.get("/app").await.body;
+        assert_eq!(apps["data"].as_array().unwrap().len(), 1, "{apps}");
+        assert_eq!(apps["data"][0]["uid"], "github-in");
+        // An application id that does not exist is not made up.
+        let mut by_id = spec.clone();
+        by_id.app = domain::ids::ApplicationId::new().to_string();
+        let err = service::inbound::declare_source(&app.store, app.tenant, &by_id)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("application"), "{err}");
+    }
+}
