@@ -19,6 +19,7 @@ mod m0010_portal_settings;
 mod m0011_endpoint_auth;
 mod m0012_inbound_sources;
 mod m0013_inbound_ordering;
+mod m0014_source_tolerance;
 
 pub struct Migrator;
 
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0011_endpoint_auth::Migration),
             Box::new(m0012_inbound_sources::Migration),
             Box::new(m0013_inbound_ordering::Migration),
+            Box::new(m0014_source_tolerance::Migration),
         ]
     }
 }

@@ -39,7 +39,7 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
         };
         let app: store::entities::application::Model = app.clone();
         let tag = domain::inbound::source_tag(&s.row.name);
-        let o = &s.ordering;
+        let o = &s.settings.ordering;
         let ordering = match (&o.key_pointer, &o.sequence_pointer, o.hold_gap_secs) {
             (_, _, 0) => "arrival order".to_owned(),
             (None, None, hold) => format!("by webhook-ordering-key; gaps held {hold} s"),
@@ -59,7 +59,14 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
             refused: s.row.refused,
             last_refused: s.row.last_refused_at.map(views::show_time),
             url: domain::inbound::source_url(&public_url, &s.row.id),
-            scheme: s.scheme.name(),
+            scheme: match s.settings.scheme.signs_timestamp() {
+                true => format!(
+                    "{}, timestamps within {} s",
+                    s.settings.scheme.name(),
+                    s.settings.tolerance().as_secs()
+                ),
+                false => s.settings.scheme.name().to_owned(),
+            },
             event_type: s.row.event_type.clone(),
             events_href: format!(
                 "{}/app/{}/msg?tag={}",

@@ -246,7 +246,7 @@ pub struct SourceRow {
     pub name: String,
     /// Where the sender posts.
     pub url: String,
-    pub scheme: &'static str,
+    pub scheme: String,
     pub event_type: String,
     pub app_id: String,
     pub app_name: String,

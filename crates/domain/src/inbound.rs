@@ -20,6 +20,9 @@ use crate::time::Timestamp;
 
 /// The timestamp tolerance of schemes that sign one, unless configured.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
+/// The widest tolerance a source may be given: a wider one lets an old captured request be
+/// replayed for longer (the event-id inbox still drops a copy of one already taken).
+pub const MAX_TOLERANCE_SECS: u64 = 3600;
 
 /// How a source's requests are verified.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +49,16 @@ impl Scheme {
             Scheme::Github { .. } => "github",
             Scheme::Hmac(_) => "hmac",
             Scheme::None => "none",
+        }
+    }
+
+    /// Whether it signs a timestamp, which is then checked against a tolerance (GitHub's
+    /// signature covers the body alone; a generic HMAC one when it names a timestamp header).
+    pub fn signs_timestamp(&self) -> bool {
+        match self {
+            Scheme::StandardWebhooks { .. } | Scheme::Stripe { .. } => true,
+            Scheme::Hmac(h) => h.timestamp_header.is_some(),
+            Scheme::Github { .. } | Scheme::None => false,
         }
     }
 }

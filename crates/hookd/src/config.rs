@@ -807,7 +807,7 @@ impl Settings {
                 d.spec.name,
                 d.tenant,
                 d.spec.app,
-                d.spec.scheme.name()
+                d.spec.settings.scheme.name()
             )
         }))
         .collect()
@@ -1090,6 +1090,7 @@ name = "stripe"
 appId = "stripe-in"
 eventType = "stripe.event"
 verification = {{ scheme = "stripe", secret = "whsec_x" }}
+toleranceSecs = 600
 
 [[sources]]
 tenant = "{tenant}"
@@ -1106,12 +1107,13 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         assert_eq!(s.sources[0].tenant, tenant);
         assert_eq!(s.sources[0].spec.app, "stripe-in");
         assert_eq!(
-            s.sources[0].spec.scheme,
+            s.sources[0].spec.settings.scheme,
             domain::inbound::Scheme::Stripe {
                 secret: "whsec_x".into()
             }
         );
-        assert_eq!(s.sources[1].spec.ordering.hold_gap_secs, 30);
+        assert_eq!(s.sources[0].spec.settings.tolerance_secs, Some(600));
+        assert_eq!(s.sources[1].spec.settings.ordering.hold_gap_secs, 30);
         assert!(
             s.sources[1]
                 .origin

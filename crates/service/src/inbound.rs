@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, MessageId, SourceId, TenantId};
-use domain::inbound::{DEFAULT_TOLERANCE, Ordering, Scheme, verify};
+use domain::inbound::{MAX_TOLERANCE_SECS, Ordering, Scheme, verify};
 use store::entities::application;
-use store::{NewMessage, Offer, Source, Store, StoreError, Tally};
+use store::{NewMessage, Offer, Source, SourceSettings, Store, StoreError, Tally};
 
 use crate::{Config, Result, ServiceError, messages, rules};
 
@@ -129,7 +129,14 @@ pub async fn receive(
 ) -> std::result::Result<Received, Refusal> {
     let source = store.system().source(id).await?;
     let now = Timestamp::now();
-    let verified = verify(&source.scheme, header, body, now, DEFAULT_TOLERANCE).map_err(|why| {
+    let verified = verify(
+        &source.settings.scheme,
+        header,
+        body,
+        now,
+        source.settings.tolerance(),
+    )
+    .map_err(|why| {
         cfg.inbound_counts.tally(source.row.id, |t| {
             t.refused += 1;
             t.last_refused_at = Some(now.as_millis());
@@ -168,11 +175,11 @@ async fn take(
         .filter(|t| rules::ident("eventType", t).is_ok())
         .unwrap_or_else(|| source.row.event_type.clone());
     messages::admit(store, cfg, tenant).await?;
-    let place = source.ordering.place(header, body);
+    let place = source.settings.ordering.place(header, body);
     let key = place.key.filter(|k| rules::ordering_key(k).is_ok());
     let seq = place
         .seq
-        .filter(|_| key.is_some() && source.ordering.hold_gap_secs > 0);
+        .filter(|_| key.is_some() && source.settings.ordering.hold_gap_secs > 0);
     let event_id = verified
         .event_id
         .filter(|e| rules::ident("eventId", e).is_ok())
@@ -260,7 +267,7 @@ async fn forward_turns(
     key: &str,
 ) -> Result<Vec<(i64, MessageId)>> {
     let id = source.row.id;
-    let hold = Duration::from_secs(source.ordering.hold_gap_secs);
+    let hold = Duration::from_secs(source.settings.ordering.hold_gap_secs);
     let mut sent = Vec::new();
     loop {
         // Read first: a key whose held events must still wait costs no write.
@@ -363,34 +370,41 @@ pub struct SourceSpec {
     pub name: String,
     /// Its application's id or uid.
     pub app: String,
+    pub settings: SourceSettings,
+}
+
+/// A source's members as the API's body has them (the configuration file's `[[sources]]`
+/// too), before they are checked.
+pub struct SourceFields {
+    pub name: String,
+    pub app: String,
     pub event_type: String,
-    pub scheme: Scheme,
-    pub ordering: Ordering,
+    pub verification: serde_json::Value,
+    pub ordering: Option<serde_json::Value>,
+    pub tolerance_secs: Option<u64>,
 }
 
 impl SourceSpec {
-    /// `verification` and `ordering` as JSON (`Scheme`, `Ordering`), then [`check_source`].
-    pub fn new(
-        name: String,
-        app: String,
-        event_type: String,
-        verification: serde_json::Value,
-        ordering: Option<serde_json::Value>,
-    ) -> Result<SourceSpec> {
-        let scheme: Scheme = serde_json::from_value(verification)
+    /// `verification` and `ordering` read as `Scheme` and `Ordering`, then [`check_source`].
+    pub fn new(f: SourceFields) -> Result<SourceSpec> {
+        let scheme: Scheme = serde_json::from_value(f.verification)
             .map_err(|e| ServiceError::field("verification", e.to_string()))?;
-        let ordering: Ordering = match ordering {
+        let ordering: Ordering = match f.ordering {
             Some(o) => serde_json::from_value(o)
                 .map_err(|e| ServiceError::field("ordering", e.to_string()))?,
             None => Ordering::default(),
         };
-        check_source(&name, &event_type, &scheme, &ordering)?;
-        Ok(SourceSpec {
-            name,
-            app,
-            event_type,
+        let settings = SourceSettings {
+            event_type: f.event_type,
             scheme,
             ordering,
+            tolerance_secs: f.tolerance_secs,
+        };
+        check_source(&f.name, &settings)?;
+        Ok(SourceSpec {
+            name: f.name,
+            app: f.app,
+            settings,
         })
     }
 }
@@ -398,9 +412,8 @@ impl SourceSpec {
 /// Creates the tenant's source as `spec` says (a name taken answers a conflict).
 pub async fn create_source(store: &Store, tenant: TenantId, spec: &SourceSpec) -> Result<Source> {
     let app = store.get_application(tenant, &spec.app).await?;
-    let s = &spec;
     Ok(store
-        .create_source(tenant, &app, &s.name, &s.event_type, &s.scheme, &s.ordering)
+        .create_source(tenant, &app, &spec.name, &spec.settings)
         .await?)
 }
 
@@ -443,25 +456,18 @@ pub async fn declare_source(
         }
         Err(e) => return Err(e.into()),
     };
-    let s = spec;
     // Twice at most: a process starting beside this one may create it between our look and
     // our insert; then it is there to compare with.
     for _ in 0..2 {
-        if let Some(have) = store.source_named(tenant, &s.name).await? {
-            let same = have.row.app_id == app.id
-                && have.row.event_type == s.event_type
-                && have.scheme == s.scheme
-                && have.ordering == s.ordering;
-            if same {
+        if let Some(have) = store.source_named(tenant, &spec.name).await? {
+            if have.row.app_id == app.id && have.settings == spec.settings {
                 return Ok((have, Declared::Unchanged));
             }
-            let changed = store
-                .update_source(&have, &app, &s.event_type, &s.scheme, &s.ordering)
-                .await?;
+            let changed = store.update_source(&have, &app, &spec.settings).await?;
             return Ok((changed, Declared::Updated));
         }
         match store
-            .create_source(tenant, &app, &s.name, &s.event_type, &s.scheme, &s.ordering)
+            .create_source(tenant, &app, &spec.name, &spec.settings)
             .await
         {
             Ok(created) => return Ok((created, Declared::Created)),
@@ -471,20 +477,38 @@ pub async fn declare_source(
     }
     Err(ServiceError::Conflict(format!(
         "source {:?} was created and removed while it was declared; start again",
-        s.name
+        spec.name
     )))
 }
 
 /// Checks a source's settings before it is stored: its name and event type, that a
-/// verifying scheme has a secret, and its ordering.
-pub fn check_source(
-    name: &str,
-    event_type: &str,
-    scheme: &Scheme,
-    ordering: &Ordering,
-) -> Result<()> {
+/// verifying scheme has a secret, its ordering, and its tolerance.
+pub fn check_source(name: &str, settings: &SourceSettings) -> Result<()> {
+    let SourceSettings {
+        event_type,
+        scheme,
+        ordering,
+        tolerance_secs,
+    } = settings;
     rules::ident("name", name)?;
     rules::ident("eventType", event_type)?;
+    if let Some(secs) = tolerance_secs {
+        if !scheme.signs_timestamp() {
+            return Err(ServiceError::field(
+                "toleranceSecs",
+                format!(
+                    "the {} scheme signs no timestamp: leave toleranceSecs out",
+                    scheme.name()
+                ),
+            ));
+        }
+        if !(1..=MAX_TOLERANCE_SECS).contains(secs) {
+            return Err(ServiceError::field(
+                "toleranceSecs",
+                format!("toleranceSecs must be 1 to {MAX_TOLERANCE_SECS}"),
+            ));
+        }
+    }
     if let Some(problem) = ordering.problem() {
         return Err(ServiceError::field("ordering", problem));
     }

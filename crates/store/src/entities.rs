@@ -492,6 +492,9 @@ pub mod inbound_source {
         /// Requests refused for a bad signature, and when the last was.
         pub refused: i64,
         pub last_refused_at: Option<i64>,
+        /// How far a signed timestamp may be from now, for schemes that sign one; none: the
+        /// default (`domain::inbound::DEFAULT_TOLERANCE`).
+        pub tolerance_secs: Option<i64>,
     }
     entity_boilerplate!();
 }

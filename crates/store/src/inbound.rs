@@ -22,13 +22,37 @@ use crate::{Result, Store, StoreError, System};
 #[derive(Debug, Clone)]
 pub struct Source {
     pub row: inbound_source::Model,
+    pub settings: SourceSettings,
+}
+
+/// What a source does with what arrives: how it verifies, orders and names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSettings {
+    /// The event type of what it receives, unless the scheme names one.
+    pub event_type: String,
     pub scheme: Scheme,
     pub ordering: Ordering,
+    /// How far a signed timestamp may be from now; none: `DEFAULT_TOLERANCE`.
+    pub tolerance_secs: Option<u64>,
+}
+
+impl SourceSettings {
+    /// The tolerance its signed timestamps are checked against.
+    pub fn tolerance(&self) -> Duration {
+        self.tolerance_secs
+            .map(Duration::from_secs)
+            .unwrap_or(domain::inbound::DEFAULT_TOLERANCE)
+    }
 }
 
 /// The `ordering` column: none for the defaults.
 fn stored_ordering(ordering: &Ordering) -> Option<String> {
     (ordering != &Ordering::default()).then(|| serde_json::to_string(ordering).expect("plain data"))
+}
+
+/// The `tolerance_secs` column.
+fn stored_tolerance(settings: &SourceSettings) -> Option<i64> {
+    settings.tolerance_secs.and_then(|t| i64::try_from(t).ok())
 }
 
 pub(crate) fn context(id: &SourceId) -> String {
@@ -45,11 +69,13 @@ impl Store {
             })?,
             None => Ordering::default(),
         };
-        Ok(Source {
-            row,
+        let settings = SourceSettings {
+            event_type: row.event_type.clone(),
             scheme,
             ordering,
-        })
+            tolerance_secs: row.tolerance_secs.and_then(|t| u64::try_from(t).ok()),
+        };
+        Ok(Source { row, settings })
     }
 
     /// Creates a source forwarding to `app`; its name is unique within the tenant.
@@ -58,9 +84,7 @@ impl Store {
         tenant: TenantId,
         app: &application::Model,
         name: &str,
-        event_type: &str,
-        scheme: &Scheme,
-        ordering: &Ordering,
+        settings: &SourceSettings,
     ) -> Result<Source> {
         check_owner(tenant, &app.tenant_id, "application")?;
         let id = SourceId::new();
@@ -69,10 +93,11 @@ impl Store {
             tenant_id: Set(tenant),
             app_id: Set(app.id),
             name: Set(name.to_owned()),
-            event_type: Set(event_type.to_owned()),
-            verification: Set(seal_json(&self.seal, &context(&id), scheme)),
+            event_type: Set(settings.event_type.clone()),
+            verification: Set(seal_json(&self.seal, &context(&id), &settings.scheme)),
             created_at: Set(Timestamp::now().as_millis()),
-            ordering: Set(stored_ordering(ordering)),
+            ordering: Set(stored_ordering(&settings.ordering)),
+            tolerance_secs: Set(stored_tolerance(settings)),
             duplicates: Set(0),
             refused: Set(0),
             last_refused_at: Set(None),
@@ -99,17 +124,16 @@ impl Store {
         &self,
         source: &Source,
         app: &application::Model,
-        event_type: &str,
-        scheme: &Scheme,
-        ordering: &Ordering,
+        settings: &SourceSettings,
     ) -> Result<Source> {
         let row = &source.row;
         check_owner(row.tenant_id, &app.tenant_id, "application")?;
         let mut changed: inbound_source::ActiveModel = row.clone().into();
         changed.app_id = Set(app.id);
-        changed.event_type = Set(event_type.to_owned());
-        changed.verification = Set(seal_json(&self.seal, &context(&row.id), scheme));
-        changed.ordering = Set(stored_ordering(ordering));
+        changed.event_type = Set(settings.event_type.clone());
+        changed.verification = Set(seal_json(&self.seal, &context(&row.id), &settings.scheme));
+        changed.ordering = Set(stored_ordering(&settings.ordering));
+        changed.tolerance_secs = Set(stored_tolerance(settings));
         let txn = self.write_txn().await?;
         let row = changed.update(&*txn).await?;
         txn.commit().await?;

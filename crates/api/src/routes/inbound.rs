@@ -34,18 +34,23 @@ pub struct SourceIn {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub ordering: Option<serde_json::Value>,
+    /// For schemes that sign a timestamp (Standard Webhooks, Stripe, an HMAC with a
+    /// `timestamp_header`): how far it may be from now, 1–3600 s (default 300).
+    #[serde(default)]
+    pub tolerance_secs: Option<u64>,
 }
 
 impl SourceIn {
     /// Checked: the same rules for the API and the configuration file's `[[sources]]`.
     pub fn spec(self) -> Result<service::inbound::SourceSpec, service::ServiceError> {
-        service::inbound::SourceSpec::new(
-            self.name,
-            self.app_id,
-            self.event_type,
-            self.verification,
-            self.ordering,
-        )
+        service::inbound::SourceSpec::new(service::inbound::SourceFields {
+            name: self.name,
+            app: self.app_id,
+            event_type: self.event_type,
+            verification: self.verification,
+            ordering: self.ordering,
+            tolerance_secs: self.tolerance_secs,
+        })
     }
 }
 
@@ -62,10 +67,17 @@ pub struct SourceOut {
     pub url: String,
     #[schema(value_type = Object)]
     pub ordering: domain::inbound::Ordering,
+    /// How far a signed timestamp may be from now; null for schemes that sign none.
+    pub tolerance_secs: Option<u64>,
 }
 
 fn out(cfg: &ApiConfig, s: Source) -> SourceOut {
-    let scheme = s.scheme.name().to_owned();
+    let scheme = s.settings.scheme.name().to_owned();
+    let tolerance_secs = s
+        .settings
+        .scheme
+        .signs_timestamp()
+        .then(|| s.settings.tolerance().as_secs());
     SourceOut {
         url: domain::inbound::source_url(&cfg.public_url, &s.row.id),
         id: s.row.id.to_string(),
@@ -73,7 +85,8 @@ fn out(cfg: &ApiConfig, s: Source) -> SourceOut {
         app_id: s.row.app_id.to_string(),
         event_type: s.row.event_type,
         scheme,
-        ordering: s.ordering,
+        ordering: s.settings.ordering,
+        tolerance_secs,
     }
 }
 

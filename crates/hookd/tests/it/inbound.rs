@@ -360,9 +360,12 @@ async fn the_receive_role_takes_webhooks_in_and_serves_nothing_else() {
                 app.tenant,
                 &a,
                 "edge",
-                "edge.event",
-                &domain::inbound::Scheme::None,
-                &domain::inbound::Ordering::default(),
+                &store::SourceSettings {
+                    event_type: "edge.event".into(),
+                    scheme: domain::inbound::Scheme::None,
+                    ordering: Default::default(),
+                    tolerance_secs: None,
+                },
             )
             .await
             .unwrap();
@@ -683,13 +686,14 @@ async fn sources_declared_in_the_configuration_file_are_made_then_kept_in_line_w
 #[tokio::test]
 async fn two_starts_declaring_the_same_source_at_once_make_it_once() {
     for app in TestApp::all(&[]).await {
-        let spec = service::inbound::SourceSpec::new(
-            "github".into(),
-            "github-in".into(),
-            "github.event".into(),
-            json!({"scheme": "github", "secret": GITHUB_SECRET}),
-            None,
-        )
+        let spec = service::inbound::SourceSpec::new(service::inbound::SourceFields {
+            name: "github".into(),
+            app: "github-in".into(),
+            event_type: "github.event".into(),
+            verification: json!({"scheme": "github", "secret": GITHUB_SECRET}),
+            ordering: None,
+            tolerance_secs: None,
+        })
         .unwrap();
         let declare = || service::inbound::declare_source(&app.store, app.tenant, &spec);
         let (a, b) = tokio::join!(declare(), declare());
@@ -716,5 +720,73 @@ async fn two_starts_declaring_the_same_source_at_once_make_it_once() {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("application"), "{err}");
+    }
+}
+
+/// A source's timestamp tolerance: a Stripe source given 600 s takes a request signed eight
+/// minutes ago (the default 300 s would refuse it) and refuses one signed eleven minutes ago;
+/// a scheme that signs no timestamp, or a tolerance out of bounds, is refused with the field.
+#[tokio::test]
+async fn a_sources_timestamp_tolerance_is_its_own() {
+    for app in apps().await {
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "tol"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let made = app
+            .ok(
+                Method::POST,
+                "/inbound/source",
+                Some(json!({"name": "stripe-tol", "appId": a, "eventType": "e",
+                    "verification": {"scheme": "stripe", "secret": STRIPE_SECRET},
+                    "toleranceSecs": 600})),
+                201,
+            )
+            .await;
+        assert_eq!(made["toleranceSecs"], 600, "{made}");
+        let id = made["id"].as_str().unwrap();
+        let now = domain::Timestamp::now().as_millis() / 1000;
+        let signed_ago = |secs: i64, event: &str| {
+            let body = format!(r#"{{"id":"{event}","type":"invoice.paid"}}"#);
+            let sig = stripe_signature(STRIPE_SECRET, now - secs, &body);
+            (body, sig)
+        };
+        let (body, sig) = signed_ago(8 * 60, "evt_tol_1");
+        let (status, answer) = post(&app, id, &[("stripe-signature", sig)], &body).await;
+        assert_eq!(status, 200, "eight minutes is within 600 s: {answer}");
+        let (body, sig) = signed_ago(11 * 60, "evt_tol_2");
+        let (status, answer) = post(&app, id, &[("stripe-signature", sig)], &body).await;
+        assert_eq!(status, 401, "eleven minutes is not: {answer}");
+
+        let github = app
+            .ok(
+                Method::POST,
+                "/inbound/source",
+                Some(json!({"name": "gh-tol", "appId": a, "eventType": "e",
+                    "verification": {"scheme": "github", "secret": GITHUB_SECRET}})),
+                201,
+            )
+            .await;
+        assert_eq!(
+            github["toleranceSecs"],
+            Value::Null,
+            "GitHub signs no timestamp"
+        );
+        for (verification, secs) in [
+            (json!({"scheme": "github", "secret": GITHUB_SECRET}), 60),
+            (json!({"scheme": "stripe", "secret": STRIPE_SECRET}), 0),
+            (json!({"scheme": "stripe", "secret": STRIPE_SECRET}), 7200),
+        ] {
+            let r = app
+                .call(
+                    Method::POST,
+                    "/inbound/source",
+                    Some(json!({"name": "bad-tol", "appId": a, "eventType": "e",
+                        "verification": verification, "toleranceSecs": secs})),
+                )
+                .await;
+            assert_eq!(r.status, 422, "{secs}: {}", r.body);
+            assert!(r.body.to_string().contains("toleranceSecs"), "{}", r.body);
+        }
     }
 }

@@ -304,9 +304,12 @@ async fn ordering_keys_hold_what_is_ahead_and_idle_ones_are_swept_unless_events_
                 t,
                 &app,
                 "src",
-                "in.event",
-                &domain::inbound::Scheme::None,
-                &domain::inbound::Ordering::default(),
+                &store::SourceSettings {
+                    event_type: "in.event".into(),
+                    scheme: domain::inbound::Scheme::None,
+                    ordering: Default::default(),
+                    tolerance_secs: None,
+                },
             )
             .await
             .unwrap();
