@@ -47,16 +47,19 @@ pub enum InboundResult {
     UnknownSource,
     /// Verified but not taken: rate limited, not JSON, too large, or a failure.
     Failed,
+    /// Verified, ahead of a gap, while its source holds as many as it may (429).
+    Full,
 }
 
 impl InboundResult {
-    pub const ALL: [InboundResult; 6] = [
+    pub const ALL: [InboundResult; 7] = [
         Self::Stored,
         Self::Held,
         Self::Duplicate,
         Self::Refused,
         Self::UnknownSource,
         Self::Failed,
+        Self::Full,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -67,13 +70,14 @@ impl InboundResult {
             Self::Refused => "refused",
             Self::UnknownSource => "unknown_source",
             Self::Failed => "failed",
+            Self::Full => "full",
         }
     }
 }
 
 /// Counts of [`InboundResult`]s (no per-source label: sources are the tenants' to create).
 #[derive(Default, Debug)]
-pub struct InboundCounts([std::sync::atomic::AtomicU64; 6]);
+pub struct InboundCounts([std::sync::atomic::AtomicU64; InboundResult::ALL.len()]);
 
 impl InboundCounts {
     pub fn record(&self, r: InboundResult) {

@@ -92,6 +92,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "how long a claimed delivery stays reserved without renewal; after a crash, work returns to the queue within this time (1s-10m)",
     },
     SettingSpec {
+        name: "inbound_max_held",
+        default: "10000",
+        help: "most events one inbound source holds ahead of gaps in their keys' sequences (1-1000000); past it an event that would be held answers 429 and the sender retries",
+    },
+    SettingSpec {
         name: "delivery_max_in_flight",
         default: "1024",
         help: "most HTTP requests in flight from one dispatcher process (1-100000)",
@@ -265,6 +270,7 @@ pub struct Settings {
     pub status_preset: domain::classify::StatusPreset,
     pub roles: Roles,
     pub delivery_lease: Duration,
+    pub inbound_max_held: u64,
     pub delivery_max_in_flight: usize,
     pub delivery_batch_size: u64,
     pub delivery_poll_interval: Duration,
@@ -500,6 +506,9 @@ impl Settings {
             delivery_lease: field("delivery_lease", get("delivery_lease"), |v| {
                 duration_between(v, Duration::from_secs(1), Duration::from_secs(600))
             })?,
+            inbound_max_held: field("inbound_max_held", get("inbound_max_held"), |v| {
+                number_between(v, 1, 1_000_000)
+            })?,
             delivery_max_in_flight: field(
                 "delivery_max_in_flight",
                 get("delivery_max_in_flight"),
@@ -712,6 +721,7 @@ impl Settings {
             ("status_preset", self.status_preset.to_string()),
             ("roles", self.roles.to_string()),
             ("delivery_lease", format_duration(self.delivery_lease)),
+            ("inbound_max_held", self.inbound_max_held.to_string()),
             (
                 "delivery_max_in_flight",
                 self.delivery_max_in_flight.to_string(),

@@ -400,12 +400,13 @@ fn service_config(
         new_work,
         ingest_limits,
         inbound_counts,
+        max_held_per_source: settings.inbound_max_held,
     }
 }
 
 /// Forwards held inbound events whose turn came while no request was there to forward them
-/// (a gap's hold time passed; a process died holding a key), and writes the sources' counts,
-/// every second. Runs beside every process that receives; each key is forwarded under its
+/// (a gap's hold time passed; a process died holding a key), writes the sources' counts and
+/// learns which sources hold as many events as they may, every second. Runs beside every process that receives; each key is forwarded under its
 /// lease, so they never interleave.
 async fn held_forwarder(store: Store, cfg: service::Config, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
@@ -414,6 +415,9 @@ async fn held_forwarder(store: Store, cfg: service::Config, mut stop: watch::Rec
         }
         if let Err(e) = service::inbound::write_counts(&store, &cfg).await {
             tracing::warn!(error = %e, "writing inbound sources' counts");
+        }
+        if let Err(e) = service::inbound::look_for_full_sources(&store, &cfg).await {
+            tracing::warn!(error = %e, "counting inbound sources' held events");
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}

@@ -7,7 +7,7 @@
 //! per key: one ahead of a gap is held until the gap fills or the source's hold time passes
 //! (decision 59).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -42,6 +42,12 @@ pub enum Refusal {
     /// The signature does not verify: counted, never processed.
     #[error("{0}")]
     Unverified(domain::inbound::Refused),
+    /// Verified, ahead of a gap in its key's sequence, and its source already holds this many:
+    /// not taken (the sender retries; the gap may have filled by then).
+    #[error(
+        "this source holds {0} events waiting for gaps in their keys' sequences, as many as it may; send this one again later"
+    )]
+    Full(u64),
     #[error(transparent)]
     Service(#[from] ServiceError),
 }
@@ -74,6 +80,9 @@ pub struct Counts {
     late: AtomicU64,
     skipped: AtomicU64,
     sources: Mutex<HashMap<SourceId, Tally>>,
+    /// Sources holding `max_held_per_source` events or more, as last counted (every second):
+    /// they hold no more until some go.
+    full: Mutex<HashSet<SourceId>>,
 }
 
 impl Counts {
@@ -87,6 +96,13 @@ impl Counts {
             ("late", self.late.load(Relaxed)),
             ("skipped", self.skipped.load(Relaxed)),
         ]
+    }
+
+    fn is_full(&self, source: SourceId) -> bool {
+        self.full
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&source)
     }
 
     fn tally(&self, source: SourceId, f: impl FnOnce(&mut Tally)) {
@@ -116,6 +132,16 @@ pub async fn write_counts(store: &Store, cfg: &Config) -> Result<()> {
         }
         return Err(e.into());
     }
+    Ok(())
+}
+
+/// Counts which sources hold as many events as they may (see `Counts::full`).
+pub async fn look_for_full_sources(store: &Store, cfg: &Config) -> Result<()> {
+    let full = store.sources_holding(cfg.max_held_per_source).await?;
+    *cfg.inbound_counts
+        .full
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = full.into_iter().collect();
     Ok(())
 }
 
@@ -192,11 +218,13 @@ async fn take(
     };
     // Checked before it may be held: a held event must be one that can be created later.
     messages::check(cfg, &new)?;
+    let hold_ahead = !cfg.inbound_counts.is_full(source.row.id);
     match store
-        .offer_inbound(source, &key, seq, &new, KEY_LEASE)
+        .offer_inbound(source, &key, seq, &new, KEY_LEASE, hold_ahead)
         .await?
     {
         Offer::Duplicate => Ok(Received::Duplicate),
+        Offer::Full => Err(Refusal::Full(cfg.max_held_per_source)),
         Offer::Held => Ok(Received::Held),
         Offer::Late => {
             let answer = stored(messages::create(store, cfg, tenant, &app, new).await);

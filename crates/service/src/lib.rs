@@ -45,4 +45,6 @@ pub struct Config {
     pub ingest_limits: Arc<limits::IngestLimits>,
     /// What this process counted of inbound traffic (`/metrics`, each source's counts).
     pub inbound_counts: Arc<inbound::Counts>,
+    /// Most events one source holds ahead of gaps (`inbound_max_held`).
+    pub max_held_per_source: u64,
 }

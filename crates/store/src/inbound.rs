@@ -235,6 +235,8 @@ pub enum Offer {
     Late,
     /// The same sequence of the same key is already held.
     Duplicate,
+    /// Ahead of a gap while the caller may hold no more: nothing written.
+    Full,
 }
 
 /// An event held for its turn.
@@ -334,6 +336,7 @@ impl Store {
         seq: i64,
         event: &crate::NewMessage,
         lease: Duration,
+        hold_ahead: bool,
     ) -> Result<Offer> {
         let now = Timestamp::now().as_millis();
         let id = source.row.id;
@@ -387,6 +390,18 @@ impl Store {
                 .await?;
             txn.commit().await?;
             return Ok(Offer::Turn);
+        }
+        if seq > k.next_seq && !hold_ahead {
+            // A repeat of one held already is still a duplicate; anything else is refused,
+            // and nothing written (dropping the transaction rolls back a key just made).
+            let held = inbound_held::Entity::find()
+                .filter(held_filter(id, key))
+                .filter(inbound_held::Column::Seq.eq(seq))
+                .one(&*txn)
+                .await?
+                .is_some();
+            drop(txn);
+            return Ok(if held { Offer::Duplicate } else { Offer::Full });
         }
         let inserted = inbound_held::Entity::insert(inbound_held::ActiveModel {
             source_id: Set(id),
@@ -524,6 +539,19 @@ impl Store {
         };
         txn.commit().await?;
         Ok(waiting)
+    }
+
+    /// Sources holding at least `n` events (through the held table's key, whose first column
+    /// is the source).
+    pub async fn sources_holding(&self, n: u64) -> Result<Vec<SourceId>> {
+        Ok(inbound_held::Entity::find()
+            .select_only()
+            .column(inbound_held::Column::SourceId)
+            .group_by(inbound_held::Column::SourceId)
+            .having(Expr::expr(inbound_held::Column::Seq.count()).gte(n as i64))
+            .into_tuple()
+            .all(&self.db)
+            .await?)
     }
 
     /// Held events, by source: how many, and since when the oldest waits.

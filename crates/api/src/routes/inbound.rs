@@ -177,6 +177,7 @@ pub async fn receive(
         Ok(Received::Duplicate) => crate::InboundResult::Duplicate,
         Err(Refusal::Unverified(_)) => crate::InboundResult::Refused,
         Err(Refusal::NotFound) => crate::InboundResult::UnknownSource,
+        Err(Refusal::Full(_)) => crate::InboundResult::Full,
         Err(Refusal::Service(_)) => crate::InboundResult::Failed,
     });
     match answer {
@@ -196,6 +197,18 @@ pub async fn receive(
                 why.to_string(),
             ))
         }
+        Err(full @ Refusal::Full(_)) => Err(ApiError {
+            retry_after: Some(FULL_RETRY_AFTER_SECS),
+            ..ApiError::new(
+                actix_web::http::StatusCode::TOO_MANY_REQUESTS,
+                "too_many_held",
+                full.to_string(),
+            )
+        }),
         Err(Refusal::Service(e)) => Err(e.into()),
     }
 }
+
+/// When a sender refused for a full source should try again: the gaps it waits on fill as
+/// their events arrive (those are still taken), or are given up after the source's hold time.
+const FULL_RETRY_AFTER_SECS: u64 = 5;

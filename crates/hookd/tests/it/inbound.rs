@@ -790,3 +790,96 @@ async fn a_sources_timestamp_tolerance_is_its_own() {
         }
     }
 }
+
+/// A source holds at most `inbound_max_held` events ahead of gaps: past it, an event that would
+/// be held is refused with 429 and Retry-After (nothing stored), while a repeat of a held one
+/// is still a duplicate and the event that fills the gap is still taken; once the held ones go,
+/// the refused one is taken when sent again. Nothing is lost and the order holds.
+#[tokio::test]
+async fn a_source_holds_so_many_events_ahead_of_gaps_and_then_asks_the_sender_to_wait() {
+    for app in crate::delivery::apps_with(&[("HOOKD_INBOUND_MAX_HELD", "3")]).await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        let (src, _) = source_with(
+            &app,
+            json!({"name": "capped", "appId": a, "eventType": "inbound.event",
+                   "verification": {"scheme": "none"}, "ordering": {"holdGapSecs": 600}}),
+        )
+        .await;
+        for seq in 2..=4 {
+            assert_eq!(post_seq(&app, &src, "k", seq).await["held"], true);
+        }
+        // The count of what a source holds is taken every second.
+        let refused = |seq: i64| {
+            let app = &app;
+            let src = src.clone();
+            async move {
+                let headers = [
+                    ("webhook-ordering-key", "k".to_owned()),
+                    ("webhook-sequence", seq.to_string()),
+                ];
+                let body = format!(r#"{{"key":"k","seq":{seq}}}"#);
+                let resp = app
+                    .client
+                    .post(format!("{}/in/{src}", app.base))
+                    .header("content-type", "application/json")
+                    .header(headers[0].0, &headers[0].1)
+                    .header(headers[1].0, &headers[1].1)
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                let retry = resp.headers().get("retry-after").cloned();
+                (
+                    resp.status().as_u16(),
+                    retry,
+                    resp.json::<Value>().await.unwrap(),
+                )
+            }
+        };
+        // Taken before the count came round: held too. The first refused is `r`.
+        let mut r = 6;
+        let (status, retry, body) = loop {
+            let answer = refused(r).await;
+            if answer.0 == 429 || r > 60 {
+                break answer;
+            }
+            assert_eq!(answer.2["held"], true, "{answer:?}");
+            r += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(body["code"], "too_many_held", "{body}");
+        assert!(retry.is_some(), "Retry-After");
+        assert_eq!(post_seq(&app, &src, "k", 3).await["duplicate"], true);
+        // The event the gap waits for is taken: the held ones follow it, in sequence.
+        assert!(post_seq(&app, &src, "k", 1).await["id"].is_string());
+        eventually(Duration::from_secs(10), "1 to 4 forwarded", || async {
+            arrived(&s, "k").len() >= 4
+        })
+        .await;
+        // 5 fills the next gap; then the refused one, sent again, is in turn.
+        assert!(post_seq(&app, &src, "k", 5).await["id"].is_string());
+        eventually(Duration::from_secs(10), "all held forwarded", || async {
+            arrived(&s, "k").len() as i64 >= r - 1
+        })
+        .await;
+        assert!(post_seq(&app, &src, "k", r).await["id"].is_string());
+        // Nothing is held now: once counted again, one ahead of a gap is held again.
+        eventually(Duration::from_secs(10), "held again", || async {
+            refused(r + 2).await.2["held"] == true
+        })
+        .await;
+        let text = metrics_text(&app).await;
+        assert!(
+            metric(&text, r#"hookd_inbound_requests_total{result="full"}"#) >= Some(1.0),
+            "{text}"
+        );
+        assert!(post_seq(&app, &src, "k", r + 1).await["id"].is_string());
+        eventually(Duration::from_secs(10), "every one forwarded", || async {
+            arrived(&s, "k").len() as i64 >= r + 2
+        })
+        .await;
+        assert_eq!(arrived(&s, "k"), (1..=r + 2).collect::<Vec<_>>());
+    }
+}

@@ -332,7 +332,7 @@ async fn ordering_keys_hold_what_is_ahead_and_idle_ones_are_swept_unless_events_
             let source = source.clone();
             async move {
                 store
-                    .offer_inbound(&source, key, seq, &message(seq), hold)
+                    .offer_inbound(&source, key, seq, &message(seq), hold, true)
                     .await
                     .unwrap()
             }
