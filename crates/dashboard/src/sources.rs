@@ -59,13 +59,13 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
             refused: s.row.refused,
             last_refused: s.row.last_refused_at.map(views::show_time),
             url: domain::inbound::source_url(&public_url, &s.row.id),
-            scheme: match s.settings.scheme.signs_timestamp() {
-                true => format!(
+            scheme: match s.settings.signed_tolerance() {
+                Some(t) => format!(
                     "{}, timestamps within {} s",
                     s.settings.scheme.name(),
-                    s.settings.tolerance().as_secs()
+                    t.as_secs()
                 ),
-                false => s.settings.scheme.name().to_owned(),
+                None => s.settings.scheme.name().to_owned(),
             },
             event_type: s.row.event_type.clone(),
             events_href: format!(

@@ -56,6 +56,11 @@ impl<T> EndpointFlow<T> {
             .min(max_waiting)
     }
 
+    /// Whether one more delivery would find no place in the line and be deferred.
+    fn line_full(&self, max_waiting: usize) -> bool {
+        self.waiting.len() >= self.wait_room(max_waiting)
+    }
+
     /// When a delivery that finds the line full is put back for: behind the line and behind
     /// the overflow deferred before it, by any claim, one slot's share of the endpoint's pace
     /// apart. A backlog thus comes due at about the pace the endpoint takes it, rather than a
@@ -204,7 +209,7 @@ impl<T> Flow<T> {
             Admission::Allow => {}
         }
         if f.in_flight >= f.cap || !f.waiting.is_empty() {
-            if f.waiting.len() < f.wait_room(self.max_waiting) {
+            if !f.line_full(self.max_waiting) {
                 f.waiting.push_back(job);
                 return (Gate::Wait, change);
             }
@@ -276,16 +281,14 @@ impl<T> Flow<T> {
         }
     }
 
-    /// Up to `most` endpoints whose slots and line are full (their closed or half-open
-    /// breaker aside), those with the longest line first: new work of theirs would only be
-    /// deferred, so a claim of new work skips them (see `store::Fresh`).
+    /// Up to `most` endpoints whose slots and line are full, those with the longest line
+    /// first: new work of theirs would only be deferred, so a claim of new work skips them
+    /// (see `store::Fresh`).
     pub fn saturated(&self, most: usize) -> Vec<EndpointId> {
         let all = self.lock();
         let mut full: Vec<(usize, EndpointId)> = all
             .iter()
-            .filter(|(_, f)| {
-                f.in_flight >= f.cap && f.waiting.len() >= f.wait_room(self.max_waiting)
-            })
+            .filter(|(_, f)| f.in_flight >= f.cap && f.line_full(self.max_waiting))
             .map(|(id, f)| (f.waiting.len(), *id))
             .collect();
         full.sort_unstable_by(|a, b| b.cmp(a));

@@ -24,8 +24,8 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 /// replayed for longer (the event-id inbox still drops a copy of one already taken).
 pub const MAX_TOLERANCE_SECS: u64 = 3600;
 
-/// How a source's requests are verified.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// How a source's requests are verified. Its `Debug` names the scheme and hides the secrets.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "scheme", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Scheme {
     /// Standard Webhooks (`whsec_…` secrets; several while a sender rotates).
@@ -61,6 +61,38 @@ impl Scheme {
             Scheme::Github { .. } | Scheme::None => false,
         }
     }
+}
+
+impl std::fmt::Debug for Scheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheme")
+            .field("scheme", &self.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A serde error about a scheme, without the values it quotes (a secret given where a list was
+/// expected would otherwise be repeated in the message): `invalid type: string "…", expected a
+/// sequence`.
+pub fn scheme_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    for c in text.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                out.push_str("\"…");
+                quoted = true;
+            }
+            ('"', true) => {
+                out.push('"');
+                quoted = false;
+            }
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
 }
 
 /// The tag each event a source received carries: how its events are found among its
@@ -406,6 +438,26 @@ fn json_member(body: &serde_json::Value, member: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scheme_error_keeps_what_is_wrong_and_drops_the_values_it_quotes() {
+        let bad = serde_json::json!({"scheme": "standard-webhooks", "secrets": "whsec_leak"});
+        let e = serde_json::from_value::<Scheme>(bad).unwrap_err();
+        assert!(e.to_string().contains("whsec_leak"), "serde quotes it: {e}");
+        let shown = scheme_error(&e);
+        assert!(!shown.contains("whsec_leak"), "{shown}");
+        assert!(
+            shown.contains("invalid type: string \"…\", expected a sequence"),
+            "{shown}"
+        );
+        let unknown = serde_json::json!({"scheme": "nope"});
+        let e = serde_json::from_value::<Scheme>(unknown).unwrap_err();
+        assert!(scheme_error(&e).contains("unknown variant `nope`"), "{e}");
+        let s = Scheme::Stripe {
+            secret: "whsec_leak".into(),
+        };
+        assert!(!format!("{s:?}").contains("whsec_leak"));
+    }
     use std::collections::HashMap;
 
     const NOW: i64 = 1_700_000_000;

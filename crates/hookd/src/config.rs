@@ -94,7 +94,7 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "inbound_max_held",
         default: "10000",
-        help: "most events one inbound source holds ahead of gaps in their keys' sequences (1-1000000); past it an event that would be held answers 429 and the sender retries",
+        help: "most events one inbound source holds ahead of gaps in their keys' sequences, per receiving process (1-1000000); past it an event that would be held answers 429 and the sender retries",
     },
     SettingSpec {
         name: "delivery_max_in_flight",
@@ -811,9 +811,10 @@ impl Settings {
         .iter()
         .map(|(k, v)| format!("{k} = {v:?}\n"))
         .chain(self.sources.iter().map(|d| {
-            // The scheme's name only: its secret is never printed.
+            // As comments (the lines above read back as a file; sources are tables there), and
+            // the scheme's name only: its secret is never printed.
             format!(
-                "source = \"{} (tenant {}, application {}, verification {})\"\n",
+                "# source: {} (tenant {}, application {}, verification {})\n",
                 d.spec.name,
                 d.tenant,
                 d.spec.app,
@@ -1177,6 +1178,15 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
             ),
             ("sources = \"stripe\"".to_owned(), vec!["array of tables"]),
         ];
+        // A secret where a list belongs: the message says so without repeating it.
+        let f = file(&source(
+            r#"verification = { scheme = "standard-webhooks", secrets = "whsec_leak" }"#,
+        ));
+        let err = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected a sequence"), "{err}");
+        assert!(!err.contains("whsec_leak"), "{err}");
         for (text, words) in cases {
             let f = file(&text);
             let err = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default())

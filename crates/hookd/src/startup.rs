@@ -416,7 +416,7 @@ async fn held_forwarder(store: Store, cfg: service::Config, mut stop: watch::Rec
         if let Err(e) = service::inbound::write_counts(&store, &cfg).await {
             tracing::warn!(error = %e, "writing inbound sources' counts");
         }
-        if let Err(e) = service::inbound::look_for_full_sources(&store, &cfg).await {
+        if let Err(e) = service::inbound::count_held(&store, &cfg).await {
             tracing::warn!(error = %e, "counting inbound sources' held events");
         }
         tokio::select! {

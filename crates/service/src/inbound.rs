@@ -7,7 +7,7 @@
 //! per key: one ahead of a gap is held until the gap fills or the source's hold time passes
 //! (decision 59).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -80,9 +80,18 @@ pub struct Counts {
     late: AtomicU64,
     skipped: AtomicU64,
     sources: Mutex<HashMap<SourceId, Tally>>,
-    /// Sources holding `max_held_per_source` events or more, as last counted (every second):
-    /// they hold no more until some go.
-    full: Mutex<HashSet<SourceId>>,
+    /// What the sources hold ahead of gaps, as far as this process knows (see [`Held`]).
+    held: Mutex<Held>,
+}
+
+/// Events held per source: as last counted in the database (every second), plus those this
+/// process held since. A source may hold one more while their sum is below
+/// `max_held_per_source`, so each receiving process adds at most that many between counts:
+/// the held table stays within `max_held_per_source` × processes per source, whatever the rate.
+#[derive(Debug, Default)]
+struct Held {
+    counted: HashMap<SourceId, u64>,
+    added: HashMap<SourceId, u64>,
 }
 
 impl Counts {
@@ -98,11 +107,19 @@ impl Counts {
         ]
     }
 
-    fn is_full(&self, source: SourceId) -> bool {
-        self.full
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&source)
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `source` may hold one more, below `max`.
+    fn may_hold(&self, source: SourceId, max: u64) -> bool {
+        let held = self.held();
+        let n = |m: &HashMap<SourceId, u64>| m.get(&source).copied().unwrap_or(0);
+        n(&held.counted) + n(&held.added) < max
+    }
+
+    fn held_one(&self, source: SourceId) {
+        *self.held().added.entry(source).or_default() += 1;
     }
 
     fn tally(&self, source: SourceId, f: impl FnOnce(&mut Tally)) {
@@ -135,13 +152,26 @@ pub async fn write_counts(store: &Store, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Counts which sources hold as many events as they may (see `Counts::full`).
-pub async fn look_for_full_sources(store: &Store, cfg: &Config) -> Result<()> {
-    let full = store.sources_holding(cfg.max_held_per_source).await?;
-    *cfg.inbound_counts
-        .full
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = full.into_iter().collect();
+/// Counts what each source holds (see `Held`); no query while nothing is held as far as this
+/// process knows (another process counts what it holds itself).
+pub async fn count_held(store: &Store, cfg: &Config) -> Result<()> {
+    let before = {
+        let held = cfg.inbound_counts.held();
+        if held.counted.is_empty() && held.added.is_empty() {
+            return Ok(());
+        }
+        held.added.clone()
+    };
+    let counted = store.held_by_source().await?;
+    let mut held = cfg.inbound_counts.held();
+    held.counted = counted.into_iter().collect();
+    // What was held while counting may not be in the count: kept until the next one.
+    for (source, n) in before {
+        if let Some(added) = held.added.get_mut(&source) {
+            *added = added.saturating_sub(n);
+        }
+    }
+    held.added.retain(|_, n| *n > 0);
     Ok(())
 }
 
@@ -218,14 +248,19 @@ async fn take(
     };
     // Checked before it may be held: a held event must be one that can be created later.
     messages::check(cfg, &new)?;
-    let hold_ahead = !cfg.inbound_counts.is_full(source.row.id);
+    let hold_ahead = cfg
+        .inbound_counts
+        .may_hold(source.row.id, cfg.max_held_per_source);
     match store
         .offer_inbound(source, &key, seq, &new, KEY_LEASE, hold_ahead)
         .await?
     {
         Offer::Duplicate => Ok(Received::Duplicate),
         Offer::Full => Err(Refusal::Full(cfg.max_held_per_source)),
-        Offer::Held => Ok(Received::Held),
+        Offer::Held => {
+            cfg.inbound_counts.held_one(source.row.id);
+            Ok(Received::Held)
+        }
         Offer::Late => {
             let answer = stored(messages::create(store, cfg, tenant, &app, new).await);
             if matches!(answer, Ok(Received::Stored(_))) {
@@ -416,7 +451,7 @@ impl SourceSpec {
     /// `verification` and `ordering` read as `Scheme` and `Ordering`, then [`check_source`].
     pub fn new(f: SourceFields) -> Result<SourceSpec> {
         let scheme: Scheme = serde_json::from_value(f.verification)
-            .map_err(|e| ServiceError::field("verification", e.to_string()))?;
+            .map_err(|e| ServiceError::field("verification", domain::inbound::scheme_error(&e)))?;
         let ordering: Ordering = match f.ordering {
             Some(o) => serde_json::from_value(o)
                 .map_err(|e| ServiceError::field("ordering", e.to_string()))?,

@@ -43,6 +43,11 @@ impl SourceSettings {
             .map(Duration::from_secs)
             .unwrap_or(domain::inbound::DEFAULT_TOLERANCE)
     }
+
+    /// The tolerance, for a scheme that signs a timestamp (what is shown of it).
+    pub fn signed_tolerance(&self) -> Option<Duration> {
+        self.scheme.signs_timestamp().then(|| self.tolerance())
+    }
 }
 
 /// The `ordering` column: none for the defaults.
@@ -541,17 +546,21 @@ impl Store {
         Ok(waiting)
     }
 
-    /// Sources holding at least `n` events (through the held table's key, whose first column
-    /// is the source).
-    pub async fn sources_holding(&self, n: u64) -> Result<Vec<SourceId>> {
-        Ok(inbound_held::Entity::find()
+    /// How many events each source holds (through the held table's key, whose first column
+    /// is the source); sources holding none are left out.
+    pub async fn held_by_source(&self) -> Result<Vec<(SourceId, u64)>> {
+        let rows: Vec<(SourceId, i64)> = inbound_held::Entity::find()
             .select_only()
             .column(inbound_held::Column::SourceId)
+            .column_as(inbound_held::Column::Seq.count(), "n")
             .group_by(inbound_held::Column::SourceId)
-            .having(Expr::expr(inbound_held::Column::Seq.count()).gte(n as i64))
             .into_tuple()
             .all(&self.db)
-            .await?)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(s, n)| (s, u64::try_from(n).unwrap_or(0)))
+            .collect())
     }
 
     /// Held events, by source: how many, and since when the oldest waits.

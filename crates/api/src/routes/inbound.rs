@@ -73,11 +73,7 @@ pub struct SourceOut {
 
 fn out(cfg: &ApiConfig, s: Source) -> SourceOut {
     let scheme = s.settings.scheme.name().to_owned();
-    let tolerance_secs = s
-        .settings
-        .scheme
-        .signs_timestamp()
-        .then(|| s.settings.tolerance().as_secs());
+    let tolerance_secs = s.settings.signed_tolerance().map(|t| t.as_secs());
     SourceOut {
         url: domain::inbound::source_url(&cfg.public_url, &s.row.id),
         id: s.row.id.to_string(),

@@ -510,9 +510,13 @@ impl OwnBroker {
         }
         // Down only once nothing listens on its port.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(self.addr()).is_ok()
-            && std::time::Instant::now() < deadline
-        {
+        while std::net::TcpStream::connect(self.addr()).is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} on {} still answers after it was killed",
+                self.kind,
+                self.addr()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
