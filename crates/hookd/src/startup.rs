@@ -406,8 +406,8 @@ fn service_config(
 
 /// Forwards held inbound events whose turn came while no request was there to forward them
 /// (a gap's hold time passed; a process died holding a key), writes the sources' counts and
-/// learns which sources hold as many events as they may, every second. Runs beside every process that receives; each key is forwarded under its
-/// lease, so they never interleave.
+/// counts what each source holds (for `inbound_max_held`), every second. Runs beside every
+/// process that receives; each key is forwarded under its lease, so they never interleave.
 async fn held_forwarder(store: Store, cfg: service::Config, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
         if let Err(e) = service::inbound::forward_held(&store, &cfg).await {

@@ -229,7 +229,7 @@ async fn take(
     let event_type = verified
         .event_type
         .filter(|t| rules::ident("eventType", t).is_ok())
-        .unwrap_or_else(|| source.row.event_type.clone());
+        .unwrap_or_else(|| source.settings.event_type.clone());
     messages::admit(store, cfg, tenant).await?;
     let place = source.settings.ordering.place(header, body);
     let key = place.key.filter(|k| rules::ordering_key(k).is_ok());
@@ -508,14 +508,8 @@ pub async fn declare_source(
                 uid: Some(spec.app.clone()),
                 ..Default::default()
             };
-            match store.create_application(tenant, new).await {
-                Ok(app) => app,
-                // Another process starting with the same file made it meanwhile.
-                Err(StoreError::Conflict { .. }) => {
-                    store.get_application(tenant, &spec.app).await?
-                }
-                Err(e) => return Err(e.into()),
-            }
+            // Or the one another process starting with the same file made meanwhile.
+            store.create_application_or_get(tenant, new).await?
         }
         Err(e) => return Err(e.into()),
     };

@@ -546,26 +546,29 @@ impl Store {
         Ok(waiting)
     }
 
-    /// How many events each source holds (through the held table's key, whose first column
-    /// is the source); sources holding none are left out.
+    /// How many events each source of every tenant holds; sources holding none are left out.
     pub async fn held_by_source(&self) -> Result<Vec<(SourceId, u64)>> {
-        let rows: Vec<(SourceId, i64)> = inbound_held::Entity::find()
-            .select_only()
-            .column(inbound_held::Column::SourceId)
-            .column_as(inbound_held::Column::Seq.count(), "n")
-            .group_by(inbound_held::Column::SourceId)
-            .into_tuple()
-            .all(&self.db)
-            .await?;
-        Ok(rows
+        Ok(self
+            .held_per_source(inbound_held::Entity::find())
+            .await?
             .into_iter()
-            .map(|(s, n)| (s, u64::try_from(n).unwrap_or(0)))
+            .map(|(s, n, _)| (s, u64::try_from(n).unwrap_or(0)))
             .collect())
     }
 
     /// Held events, by source: how many, and since when the oldest waits.
     pub async fn held_inbound_counts(&self, tenant: TenantId) -> Result<Vec<(SourceId, i64, i64)>> {
-        Ok(inbound_held::Entity::find_in(tenant)
+        self.held_per_source(inbound_held::Entity::find_in(tenant))
+            .await
+    }
+
+    /// `(source, held, oldest held_at)` of the held events `rows` selects, grouped through
+    /// the held table's key (whose first column is the source).
+    async fn held_per_source(
+        &self,
+        rows: sea_orm::Select<inbound_held::Entity>,
+    ) -> Result<Vec<(SourceId, i64, i64)>> {
+        Ok(rows
             .select_only()
             .column(inbound_held::Column::SourceId)
             .column_as(inbound_held::Column::Seq.count(), "n")

@@ -130,6 +130,22 @@ impl Store {
         model.insert(&self.db).await.map_err(conflict_as("uid"))
     }
 
+    /// Creates `new` (which has a uid), or, when its uid is taken (a request or a process
+    /// racing this one made it), the application that has it.
+    pub async fn create_application_or_get(
+        &self,
+        tenant: TenantId,
+        new: NewApplication,
+    ) -> Result<application::Model> {
+        let uid = new.uid.clone().unwrap_or_default();
+        match self.create_application(tenant, new).await {
+            Err(StoreError::Conflict { .. }) if !uid.is_empty() => {
+                self.get_application(tenant, &uid).await
+            }
+            made => made,
+        }
+    }
+
     /// Finds an application by its id or its uid.
     pub async fn get_application(
         &self,

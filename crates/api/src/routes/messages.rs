@@ -173,12 +173,8 @@ async fn create_app_for(
         }
     }
     let new = crate::routes::applications::new_app(body, cfg.service.max_retention)?;
-    match store.create_application(t, new).await {
-        Ok(app) => Ok(app),
-        // Another request created it meanwhile: use that one.
-        Err(StoreError::Conflict { .. }) => Ok(store.get_application(t, path).await?),
-        Err(e) => Err(e.into()),
-    }
+    // Another request may have created it meanwhile: then that one.
+    Ok(store.create_application_or_get(t, new).await?)
 }
 
 /// Deletes the message's payload and its attempts' response bodies for privacy; the metadata
