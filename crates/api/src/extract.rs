@@ -197,6 +197,26 @@ async fn portal_allows(req: &HttpRequest, grant: &store::PortalGrant) -> Result<
     Ok(())
 }
 
+/// Who makes the request: the tenant (an API key) or a customer of the tenant's (a portal
+/// token), for the rules that tell them apart (see `service::endpoints::Actor`).
+pub struct Caller(pub service::endpoints::Actor);
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            authenticate(&req).await?;
+            Ok(Caller(match portal_grant(&req) {
+                Some(_) => service::endpoints::Actor::Portal,
+                None => service::endpoints::Actor::Tenant,
+            }))
+        })
+    }
+}
+
 /// The portal token the request was authenticated with, if it was one.
 pub(crate) fn portal_grant(req: &HttpRequest) -> Option<store::PortalGrant> {
     req.extensions().get::<store::PortalGrant>().copied()

@@ -598,7 +598,8 @@ pub async fn act(
         "auth" => {
             let auth = form.auth()?;
             let cfg = crate::service_config(&req)?;
-            service::endpoints::set_auth(store, cfg, session.tenant, ep, auth).await?;
+            service::endpoints::set_auth(store, cfg, session.tenant, session.actor(), ep, auth)
+                .await?;
             Ok(see_other(&format!("{page}?done=auth")))
         }
         "test" => {

@@ -146,6 +146,25 @@ fn problem(e: &FieldError) -> String {
     format!("{}: {}.", label(&e.field), e.msg.trim_end_matches('.'))
 }
 
+/// The URL's own problems (syntax, the SSRF guard, a shared broker's namespace) put first in
+/// `errors`, so one round trip shows everything.
+async fn url_problems(
+    store: &store::Store,
+    cfg: &service::Config,
+    session: &Session,
+    url: &str,
+    errors: &mut Vec<String>,
+) -> Result<(), PageError> {
+    match service::endpoints::check_url(store, cfg, session.tenant, session.actor(), url).await {
+        Ok(_) => Ok(()),
+        Err(service::ServiceError::Invalid(found)) => {
+            errors.splice(0..0, found.iter().map(problem));
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The form's text turned into an endpoint, or every problem with it. The text is parsed
 /// here; the rules are the service's ([`service::endpoints::problems`]).
 fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, Vec<String>> {
@@ -348,17 +367,25 @@ pub async fn create_endpoint(
         Ok(new) => new,
         Err(mut errors) => {
             // The URL's own checks too, so one round trip shows everything.
-            if !form.url.trim().is_empty()
-                && let Err(e) = service::endpoints::check_url(cfg, &form.url).await
-            {
-                errors.insert(0, problem(&e));
+            if !form.url.trim().is_empty() {
+                url_problems(store, cfg, &session, &form.url, &mut errors).await?;
             }
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             return form_page(&req, session, status, app, None, form, errors).await;
         }
     };
     let secret = domain::signing::EndpointKey::Hmac(SigningSecret::generate(&mut rand::rng()));
-    match service::endpoints::create(store, cfg, session.tenant, &app, new, secret).await {
+    match service::endpoints::create(
+        store,
+        cfg,
+        session.tenant,
+        session.actor(),
+        &app,
+        new,
+        secret,
+    )
+    .await
+    {
         Ok(ep) => Ok(see_other(&format!(
             "{}/app/{}/endpoint/{}?done=created",
             session.root, app.id, ep.id
@@ -419,18 +446,15 @@ pub async fn update_endpoint(
         Ok(new) => new,
         Err(mut errors) => {
             let url = form.url.trim();
-            if !url.is_empty()
-                && url != ep.url
-                && let Err(e) = service::endpoints::check_url(cfg, url).await
-            {
-                errors.insert(0, problem(&e));
+            if !url.is_empty() && url != ep.url {
+                url_problems(store, cfg, &session, url, &mut errors).await?;
             }
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             let ep_id = Some(ep_id.to_string());
             return form_page(&req, session, status, app, ep_id, form, errors).await;
         }
     };
-    match service::endpoints::update(store, cfg, session.tenant, ep, new).await {
+    match service::endpoints::update(store, cfg, session.tenant, session.actor(), ep, new).await {
         Ok(ep) => Ok(see_other(&format!(
             "{}/app/{}/endpoint/{}?done=saved",
             session.root, app.id, ep.id

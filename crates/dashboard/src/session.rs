@@ -56,6 +56,14 @@ pub enum SessionKind {
 }
 
 impl Session {
+    /// Who acts through this session, for the rules that tell a tenant from its customers.
+    pub fn actor(&self) -> service::endpoints::Actor {
+        match self.kind {
+            SessionKind::Tenant { .. } => service::endpoints::Actor::Tenant,
+            SessionKind::Portal { .. } => service::endpoints::Actor::Portal,
+        }
+    }
+
     /// Refuses the request unless it carries this session's CSRF token.
     pub fn check_csrf(&self, req: &HttpRequest, form_token: &str) -> Result<(), PageError> {
         let given = req

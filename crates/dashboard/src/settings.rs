@@ -276,6 +276,8 @@ pub struct PortalForm {
     dark: Option<String>,
     #[serde(default)]
     allowed_origins: String,
+    /// Present: customers' endpoints go to public addresses only.
+    public_endpoints_only: Option<String>,
 }
 
 /// POST `/settings/portal`: the app portal's branding and the sites that may embed it.
@@ -293,7 +295,8 @@ pub async fn set_portal(
         &form.allowed_origins,
     );
     match parsed {
-        Ok(settings) => {
+        Ok(mut settings) => {
+            settings.public_endpoints_only = form.public_endpoints_only.is_some();
             session::store_of(&req)?
                 .set_portal_settings(session.tenant, &settings)
                 .await?;
@@ -307,6 +310,7 @@ pub async fn set_portal(
                 color: form.color.clone(),
                 dark: form.dark.is_some(),
                 allowed_origins: form.allowed_origins.clone(),
+                public_endpoints_only: form.public_endpoints_only.is_some(),
             };
             refused(
                 &req,

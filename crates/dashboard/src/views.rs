@@ -319,6 +319,7 @@ pub struct PortalView {
     pub dark: bool,
     /// One origin per line.
     pub allowed_origins: String,
+    pub public_endpoints_only: bool,
 }
 
 impl PortalView {
@@ -329,6 +330,7 @@ impl PortalView {
             color: s.color.clone().unwrap_or_default(),
             dark: s.dark,
             allowed_origins: s.allowed_origins.join("\n"),
+            public_endpoints_only: s.public_endpoints_only,
         }
     }
 }

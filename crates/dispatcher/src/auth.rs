@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::delivery::ErrorKind;
+use domain::egress::Egress;
 use domain::endpoint_auth::{EndpointAuth, OAuthClient, parse_token_response};
-use domain::endpoint_url::{AllowList, EndpointUrl, check_destination};
+use domain::endpoint_url::EndpointUrl;
 use domain::ids::EndpointId;
 
 /// The most of a token endpoint's answer read.
@@ -33,17 +34,15 @@ type Slot = Arc<tokio::sync::Mutex<Option<Cached>>>;
 /// The process's OAuth tokens, one slot per endpoint.
 pub struct Tokens {
     slots: std::sync::Mutex<HashMap<EndpointId, Slot>>,
-    allow: AllowList,
     https_only: bool,
 }
 
 impl Tokens {
-    /// Token URLs are held to the endpoints' rules: the SSRF guard (`allow` besides) and
+    /// Token URLs are held to the endpoints' rules: the SSRF guard (the tenant's egress) and
     /// `https_only`.
-    pub fn new(allow: AllowList, https_only: bool) -> Tokens {
+    pub fn new(https_only: bool) -> Tokens {
         Tokens {
             slots: Default::default(),
-            allow,
             https_only,
         }
     }
@@ -61,6 +60,7 @@ impl Tokens {
     pub async fn authorization(
         &self,
         client: &reqwest::Client,
+        egress: &Egress,
         endpoint: EndpointId,
         auth: &EndpointAuth,
         timeout: Duration,
@@ -77,7 +77,7 @@ impl Tokens {
         {
             return Ok(c.authorization.clone());
         }
-        let (authorization, life) = self.fetch(client, oauth, timeout).await?;
+        let (authorization, life) = self.fetch(client, egress, oauth, timeout).await?;
         // Renewed a little before it expires (a tenth of its life, at most 30 s), so a request
         // never leaves with a token about to lapse.
         let margin = (life / 10).min(Duration::from_secs(30));
@@ -107,6 +107,7 @@ impl Tokens {
     async fn fetch(
         &self,
         client: &reqwest::Client,
+        egress: &Egress,
         c: &OAuthClient,
         timeout: Duration,
     ) -> Result<(String, Duration), (ErrorKind, String)> {
@@ -114,7 +115,9 @@ impl Tokens {
         let url =
             EndpointUrl::parse(&c.token_url, self.https_only).map_err(|e| fail(e.to_string()))?;
         if let Some(ip) = url.host_ip() {
-            check_destination(ip, &self.allow).map_err(|e| fail(e.to_string()))?;
+            egress
+                .admit(url.host(), ip)
+                .map_err(|e| fail(e.to_string()))?;
         }
         let (form, basic) = c.token_request();
         let mut req = client

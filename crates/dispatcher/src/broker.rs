@@ -5,23 +5,28 @@
 //! retries like a network error, so a broker that is down delays messages and loses none.
 //!
 //! The SSRF guard applies as to HTTP: the host is resolved here, every address checked against
-//! the allow list, and the client connects to the checked address (a name cannot pass the check
-//! and then resolve elsewhere). Credentials are the endpoint's sealed `auth`: basic for user and
-//! password, bearer for a NATS token or a Redis password.
+//! the tenant's egress, and the client connects to the checked address (a name cannot pass the
+//! check and then resolve elsewhere). A connection is shared only by attempts with the same
+//! credentials, and every attempt checks the addresses it was made to against its own tenant's
+//! egress and namespace, so a grant revoked, or another tenant with the same credentials, never
+//! rides on a connection opened under someone else's grant. Credentials are the endpoint's
+//! sealed `auth`, and required: basic for user and password, bearer for a NATS token or a Redis
+//! password; a broker's default user (RabbitMQ's `guest`, Redis's `default`) is never assumed.
 //!
 //! One connection per (broker, host and port, vhost, credentials), opened on first use and kept
 //! while it works; an attempt that fails drops it, and the next attempt connects anew. At most
 //! [`MAX_CONNECTIONS`] are kept (then the cache starts over).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::broker::{BrokerKind, Destination};
 use domain::delivery::ErrorKind;
+use domain::egress::Egress;
 use domain::endpoint_auth::EndpointAuth;
-use domain::endpoint_url::{AllowList, EndpointUrl, check_destination};
+use domain::endpoint_url::EndpointUrl;
 
 pub const MAX_CONNECTIONS: usize = 1_000;
 
@@ -40,7 +45,6 @@ pub(crate) type Published = Result<String, (ErrorKind, String)>;
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Credentials {
-    None,
     Password { user: String, pass: String },
     Token(String),
 }
@@ -65,27 +69,22 @@ enum Conn {
     Redis(redis::aio::MultiplexedConnection),
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Conn>>>;
+/// A connection and the address it was made to.
+type Slot = Arc<tokio::sync::Mutex<Option<(Conn, IpAddr)>>>;
 
 /// The dispatcher's broker connections.
+#[derive(Default)]
 pub struct Brokers {
-    allow: AllowList,
     slots: Mutex<HashMap<Key, Slot>>,
 }
 
 impl Brokers {
-    pub fn new(allow: AllowList) -> Self {
-        Brokers {
-            allow,
-            slots: Default::default(),
-        }
-    }
-
     /// Publishes `out` to `url`'s destination and waits, at most `timeout` in all, for the
     /// broker to confirm it.
     pub(crate) async fn publish(
         &self,
         url: &EndpointUrl,
+        egress: &Egress,
         auth: Option<&EndpointAuth>,
         out: Outgoing<'_>,
         timeout: Duration,
@@ -107,12 +106,16 @@ impl Brokers {
             let slot = self.slot(&key);
             let mut held = slot.lock().await;
             let conn = match held.as_ref() {
-                Some(c) => c.clone(),
+                Some((c, ip)) => {
+                    // Resolved when connecting, not for every message; but judged for every
+                    // message, by this attempt's tenant.
+                    admit(egress, url, dest, [*ip])?;
+                    c.clone()
+                }
                 None => {
-                    // Resolved (and guarded) when connecting, not for every message.
-                    let addr = resolve(url, &self.allow).await?;
+                    let addr = resolve(url, egress, dest).await?;
                     let c = connect(&key, addr).await?;
-                    *held = Some(c.clone());
+                    *held = Some((c.clone(), addr.ip()));
                     c
                 }
             };
@@ -146,9 +149,25 @@ impl Brokers {
     }
 }
 
+/// Whether `egress` opens `ips` to this URL's destination (its namespace included).
+fn admit(
+    egress: &Egress,
+    url: &EndpointUrl,
+    dest: &Destination,
+    ips: impl IntoIterator<Item = IpAddr>,
+) -> Result<(), (ErrorKind, String)> {
+    egress
+        .admit_broker(url.host(), ips, dest)
+        .map_err(|why| (ErrorKind::Connect, why))
+}
+
 /// The address to connect to: the literal, or the first of what the name resolves to, once
 /// every address it resolves to passed the guard.
-async fn resolve(url: &EndpointUrl, allow: &AllowList) -> Result<SocketAddr, (ErrorKind, String)> {
+async fn resolve(
+    url: &EndpointUrl,
+    egress: &Egress,
+    dest: &Destination,
+) -> Result<SocketAddr, (ErrorKind, String)> {
     let port = url.port();
     let addrs: Vec<SocketAddr> = match url.host_ip() {
         Some(ip) => vec![SocketAddr::new(ip, port)],
@@ -162,9 +181,7 @@ async fn resolve(url: &EndpointUrl, allow: &AllowList) -> Result<SocketAddr, (Er
             })?
             .collect(),
     };
-    for a in &addrs {
-        check_destination(a.ip(), allow).map_err(|e| (ErrorKind::Dns, e.to_string()))?;
-    }
+    admit(egress, url, dest, addrs.iter().map(|a| a.ip()))?;
     addrs.first().copied().ok_or_else(|| {
         (
             ErrorKind::Dns,
@@ -178,7 +195,19 @@ fn credentials(
     auth: Option<&EndpointAuth>,
 ) -> Result<Credentials, (ErrorKind, String)> {
     match (auth, kind) {
-        (None, _) => Ok(Credentials::None),
+        (None, k) => Err((
+            ErrorKind::Auth,
+            format!(
+                "a {} destination needs credentials: set the endpoint's authentication (basic: \
+                 user and password{})",
+                k.scheme(),
+                if k == BrokerKind::Amqp {
+                    ""
+                } else {
+                    "; or bearer: a token or password"
+                }
+            ),
+        )),
         (Some(EndpointAuth::Basic { username, password }), _) => Ok(Credentials::Password {
             user: username.clone(),
             pass: password.clone(),
@@ -208,10 +237,13 @@ async fn connect(key: &Key, addr: SocketAddr) -> Result<Conn, (ErrorKind, String
     let (host, port) = (addr.ip().to_string(), addr.port());
     match key.kind {
         BrokerKind::Amqp => {
-            let (username, password) = match &key.credentials {
-                Credentials::Password { user, pass } => (user.clone(), pass.clone()),
-                _ => ("guest".to_owned(), "guest".to_owned()),
+            let Credentials::Password { user, pass } = &key.credentials else {
+                return Err((
+                    ErrorKind::Auth,
+                    "RabbitMQ takes a username and password: set basic authentication".into(),
+                ));
             };
+            let (username, password) = (user.clone(), pass.clone());
             let uri = lapin::uri::AMQPUri {
                 authority: lapin::uri::AMQPAuthority {
                     userinfo: lapin::uri::AMQPUserInfo { username, password },
@@ -240,7 +272,6 @@ async fn connect(key: &Key, addr: SocketAddr) -> Result<Conn, (ErrorKind, String
         }
         BrokerKind::Nats => {
             let options = match &key.credentials {
-                Credentials::None => async_nats::ConnectOptions::new(),
                 Credentials::Password { user, pass } => {
                     async_nats::ConnectOptions::new().user_and_password(user.clone(), pass.clone())
                 }
@@ -259,7 +290,6 @@ async fn connect(key: &Key, addr: SocketAddr) -> Result<Conn, (ErrorKind, String
         BrokerKind::Redis => {
             let mut settings = redis::RedisConnectionInfo::default();
             match &key.credentials {
-                Credentials::None => {}
                 Credentials::Password { user, pass } => {
                     settings = settings.set_username(user).set_password(pass);
                 }

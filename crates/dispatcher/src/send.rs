@@ -1,12 +1,14 @@
 //! One attempt: build the signed request, send it, classify the outcome and decide what next.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::Timestamp;
 use domain::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
 use domain::delivery::ErrorKind;
+use domain::egress::Egress;
 use domain::endpoint_auth::EndpointAuth;
-use domain::endpoint_url::{EndpointUrl, check_destination};
+use domain::endpoint_url::EndpointUrl;
 use domain::retry::{Decision, next_attempt};
 use domain::retry_after::parse_retry_after;
 use domain::signing::{EndpointKey, SignatureHeaders, signature_header};
@@ -32,6 +34,8 @@ pub(crate) struct Prepared {
     overrides: StatusOverrides,
     /// The endpoint's choice, or the server's.
     signature_headers: SignatureHeaders,
+    /// Where the endpoint's tenant may send (checked again at connect time).
+    pub egress: Arc<Egress>,
 }
 
 impl Prepared {
@@ -44,8 +48,9 @@ impl Prepared {
         ep: DispatchEndpoint,
         cfg: &DispatcherConfig,
         tenant_preset: Option<StatusPreset>,
+        egress: Arc<Egress>,
     ) -> Prepared {
-        let (allow, https_only) = (&cfg.allow_networks, cfg.https_only);
+        let https_only = cfg.https_only;
         let e = &ep.endpoint;
         let stored = match &ep.unreadable {
             Some(why) => Err(why.clone()),
@@ -72,7 +77,9 @@ impl Prepared {
         let url = url.and_then(|url| {
             // Names are checked by the resolver at connect time; literals never reach it.
             if let Some(ip) = url.host_ip() {
-                check_destination(ip, allow).map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+                egress
+                    .admit(url.host(), ip)
+                    .map_err(|e| (ErrorKind::Connect, e.to_string()))?;
             }
             reqwest::Url::parse(url.as_str()).map_err(|e| (ErrorKind::Http, e.to_string()))
         });
@@ -88,6 +95,7 @@ impl Prepared {
             url,
             broker,
             secrets,
+            egress,
             // The endpoint's authentication sets `Authorization`; a custom header of that name
             // would send two.
             headers: headers
@@ -118,7 +126,7 @@ struct Response {
 /// What sends: the shared client, the OAuth tokens, the clients of mTLS endpoints and the
 /// broker connections.
 pub(crate) struct Senders {
-    pub client: reqwest::Client,
+    pub clients: Arc<crate::http::Clients>,
     pub tokens: crate::auth::Tokens,
     pub mtls: crate::http::MtlsClients,
     pub brokers: crate::broker::Brokers,
@@ -151,17 +159,26 @@ pub(crate) async fn attempt(
         publish(http, target, url, msg, d, started, timeout).await
     } else {
         let tokens = &http.tokens;
-        let client = match &target.ep.mtls {
-            Some(m) => http.mtls.client(m).map_err(|why| (ErrorKind::Tls, why)),
-            None => Ok(http.client.clone()),
+        let egress = &target.egress;
+        let shared = http
+            .clients
+            .client(egress)
+            .map_err(|why| (ErrorKind::Connect, why));
+        let client = match (&target.ep.mtls, &shared) {
+            (Some(m), _) => http
+                .mtls
+                .client(m, egress)
+                .map_err(|why| (ErrorKind::Tls, why)),
+            (None, c) => c.clone(),
         };
         let built = client.and_then(|c| build(&c, target, msg, d, started, timeout));
-        let req = match (built, &target.ep.auth) {
-            (Ok(req), Some(auth)) => tokens
-                .authorization(&http.client, e.id, auth, timeout)
+        let req = match (built, &target.ep.auth, shared) {
+            (Ok(req), Some(auth), Ok(shared)) => tokens
+                .authorization(&shared, egress, e.id, auth, timeout)
                 .await
                 .map(|v| req.header("authorization", v)),
-            (req, _) => req,
+            (Ok(_), Some(_), Err(err)) => Err(err),
+            (req, ..) => req,
         };
         match req {
             Ok(req) => {
@@ -340,7 +357,7 @@ async fn publish(
         ),
         (None, auth) => match senders
             .brokers
-            .publish(url, auth.as_ref(), out, timeout)
+            .publish(url, &target.egress, auth.as_ref(), out, timeout)
             .await
         {
             Ok(receipt) => (Some(receipt), None),
@@ -454,6 +471,11 @@ fn kind_of(e: &reqwest::Error) -> ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The egress of a tenant without grants under `cfg`.
+    fn egress(cfg: &DispatcherConfig) -> Arc<Egress> {
+        Arc::new(Egress::new(cfg.allow_networks.clone(), Vec::new()))
+    }
     use domain::endpoint_url::AllowList;
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -468,7 +490,7 @@ mod tests {
             &store::testing::keys(),
         );
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse(allow).unwrap());
-        Prepared::new(ep, &cfg, None)
+        Prepared::new(ep, &cfg, None, egress(&cfg))
     }
 
     #[test]
@@ -513,18 +535,17 @@ mod tests {
             &store::testing::keys(),
         );
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
-        let target = Prepared::new(ep, &cfg, None);
+        let target = Prepared::new(ep, &cfg, None, egress(&cfg));
         let msg = message::Model {
             payload: Vec::new(),
             ..store::testing::message_model()
         };
         let d = store::testing::delivery_model();
-        let allow = AllowList::parse("127.0.0.0/8").unwrap();
         let http = Senders {
-            client: reqwest::Client::new(),
-            tokens: crate::auth::Tokens::new(allow.clone(), false),
-            mtls: crate::http::MtlsClients::new(allow.clone(), None),
-            brokers: crate::broker::Brokers::new(allow),
+            clients: Arc::new(crate::http::Clients::new((*egress(&cfg)).clone(), None).unwrap()),
+            tokens: crate::auth::Tokens::new(false),
+            mtls: crate::http::MtlsClients::new(None),
+            brokers: crate::broker::Brokers::default(),
         };
         let r = attempt(&http, &target, &msg, &d).await;
         assert!(matches!(r.next, Next::Failed), "{:?}", r.next);
@@ -558,7 +579,7 @@ mod tests {
             let mut cfg =
                 DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
             cfg.signature_headers = server;
-            let target = Prepared::new(ep, &cfg, None);
+            let target = Prepared::new(ep, &cfg, None, egress(&cfg));
             let req = build(
                 &client,
                 &target,
@@ -629,7 +650,7 @@ mod tests {
             let mut cfg =
                 DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
             cfg.status_preset = server;
-            let t = Prepared::new(ep, &cfg, tenant);
+            let t = Prepared::new(ep, &cfg, tenant, egress(&cfg));
             classify(Outcome::Status(401), &t.overrides) == Classification::Retry
         };
         assert!(!retries_401(None, None, Strict));

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use domain::Timestamp;
 use domain::breaker::{BreakerConfig, BreakerState};
+use domain::egress::Egress;
 use domain::endpoint_url::AllowList;
-use domain::ids::{DeliveryId, EndpointId, MessageId};
+use domain::ids::{DeliveryId, EndpointId, MessageId, TenantId};
 use domain::signing::SignatureHeaders;
 use store::entities::delivery;
 use store::{AttemptResult, DispatchEndpoint, Next, Store};
@@ -184,7 +185,7 @@ pub struct Dispatcher {
     store: Store,
     cfg: DispatcherConfig,
     wake: Arc<Notify>,
-    client: reqwest::Client,
+    clients: Arc<crate::http::Clients>,
     flow: Arc<Flow<Job>>,
     metrics: Arc<Metrics>,
     leased: Leased,
@@ -223,7 +224,10 @@ impl Held {
 
 impl Dispatcher {
     pub fn new(store: Store, cfg: DispatcherConfig, wake: Arc<Notify>) -> reqwest::Result<Self> {
-        let client = crate::http::build_client(cfg.allow_networks.clone(), cfg.proxy.as_deref())?;
+        let clients = Arc::new(crate::http::Clients::new(
+            Egress::new(cfg.allow_networks.clone(), Vec::new()),
+            cfg.proxy.clone(),
+        )?);
         // One endpoint's line may hold at most half the process's in-flight permits.
         let flow = Arc::new(Flow::new(cfg.breaker, cfg.max_in_flight / 2));
         let leased = Leased::new(store.backend() == store::Backend::Postgres, cfg.lease);
@@ -232,7 +236,7 @@ impl Dispatcher {
             store,
             cfg,
             wake,
-            client,
+            clients,
             flow,
             metrics: Arc::new(Metrics::default()),
         })
@@ -262,16 +266,10 @@ impl Dispatcher {
             store: self.store.clone(),
             owner: self.cfg.node_id.clone(),
             http: send::Senders {
-                client: self.client.clone(),
-                tokens: crate::auth::Tokens::new(
-                    self.cfg.allow_networks.clone(),
-                    self.cfg.https_only,
-                ),
-                mtls: crate::http::MtlsClients::new(
-                    self.cfg.allow_networks.clone(),
-                    self.cfg.proxy.clone(),
-                ),
-                brokers: crate::broker::Brokers::new(self.cfg.allow_networks.clone()),
+                clients: self.clients.clone(),
+                tokens: crate::auth::Tokens::new(self.cfg.https_only),
+                mtls: crate::http::MtlsClients::new(self.cfg.proxy.clone()),
+                brokers: crate::broker::Brokers::default(),
             },
             flow: self.flow.clone(),
             metrics: self.metrics.clone(),
@@ -613,6 +611,24 @@ impl Dispatcher {
             .await?;
         let preset_of =
             |ep: &DispatchEndpoint| presets.get(&ep.endpoint.tenant_id).copied().flatten();
+        // Where each tenant's endpoints may go, from copies of its grants at most a second old.
+        let egress: HashMap<TenantId, Arc<Egress>> = self
+            .store
+            .system()
+            .egress_grants_of(items.iter().map(|(d, ..)| d.tenant_id))
+            .await?
+            .into_iter()
+            .map(|(t, grants)| {
+                let e = Egress::new(cfg.allow_networks.clone(), grants.to_vec());
+                (t, Arc::new(e))
+            })
+            .collect();
+        let egress_of = |ep: &DispatchEndpoint| {
+            egress
+                .get(&ep.endpoint.tenant_id)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(Egress::new(cfg.allow_networks.clone(), Vec::new())))
+        };
         let mut endpoints: HashMap<EndpointId, Arc<Prepared>> = HashMap::new();
         // Keyed by the snapshot's address: one per ingest batch, alive while `items` is.
         let mut snapshots: HashMap<usize, Arc<Prepared>> = HashMap::new();
@@ -627,6 +643,7 @@ impl Dispatcher {
                                 DispatchEndpoint::clone(ep),
                                 cfg,
                                 preset_of(ep),
+                                egress_of(ep),
                             ))
                         });
                 }
@@ -643,8 +660,8 @@ impl Dispatcher {
                 .dispatch_endpoints(&ids, Timestamp::now())
                 .await?;
             endpoints.extend(read.into_iter().map(|(id, ep)| {
-                let preset = preset_of(&ep);
-                (id, Arc::new(Prepared::new(ep, cfg, preset)))
+                let (preset, egress) = (preset_of(&ep), egress_of(&ep));
+                (id, Arc::new(Prepared::new(ep, cfg, preset, egress)))
             }));
         }
         let now = Timestamp::now();

@@ -589,7 +589,7 @@ fn v6_in(ip: Ipv6Addr, net: Ipv6Addr, prefix: u8) -> bool {
 ///
 /// Entries are stored as network addresses (host bits cleared), and an IPv6 network inside
 /// `::ffff:0:0/96` is stored as the IPv4 network it denotes, so each address has one form.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct AllowList(Vec<IpNet>);
 
 /// An entry of the allow list that is not an IP address or CIDR network.
@@ -628,17 +628,20 @@ impl AllowList {
     /// addresses; NAT64, 6to4 and IPv4-compatible addresses match both IPv6 networks and the
     /// IPv4 networks of the address they embed.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
-        let embedded = match ip {
-            IpAddr::V6(v6) => embedded_v4(v6),
-            IpAddr::V4(_) => None,
-        };
-        self.0.iter().any(|net| match (net, ip) {
-            (IpNet::V4(net), IpAddr::V4(ip)) => net.contains(&ip),
-            (IpNet::V6(net), IpAddr::V6(ip)) => net.contains(&ip),
-            (IpNet::V4(net), IpAddr::V6(_)) => embedded.is_some_and(|v4| net.contains(&v4)),
-            (IpNet::V6(_), IpAddr::V4(_)) => false,
-        })
+        self.0.iter().any(|net| network_contains(net, ip))
+    }
+}
+
+/// Whether `ip` lies in `net` (a network in [`AllowList`]'s normal form). IPv4-mapped IPv6
+/// addresses are IPv4 addresses; NAT64, 6to4 and IPv4-compatible addresses match both IPv6
+/// networks and the IPv4 networks of the address they embed.
+pub fn network_contains(net: &IpNet, ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    match (net, ip) {
+        (IpNet::V4(net), IpAddr::V4(ip)) => net.contains(&ip),
+        (IpNet::V6(net), IpAddr::V6(ip)) => net.contains(&ip),
+        (IpNet::V4(net), IpAddr::V6(v6)) => embedded_v4(v6).is_some_and(|v4| net.contains(&v4)),
+        (IpNet::V6(_), IpAddr::V4(_)) => false,
     }
 }
 
@@ -707,13 +710,17 @@ fn parse_network(entry: &str) -> Result<IpNet, AllowListError> {
 
 /// A destination the SSRF guard refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("destination {ip} is {reason}; allow it with HOOKD_ENDPOINT_ALLOW_NETWORKS")]
+#[error(
+    "destination {ip} is {reason}; hookd reaches it only where the operator granted that network \
+     to your account"
+)]
 pub struct ForbiddenDestination {
     pub ip: IpAddr,
     pub reason: &'static str,
 }
 
-/// Whether hookd may connect to `ip`: yes if the operator allows its network or it is public.
+/// Whether hookd may connect to `ip` by the server-wide list alone: yes if the operator allows
+/// its network or it is public (a tenant's grants: `egress::Egress::admit`).
 pub fn check_destination(ip: IpAddr, allow: &AllowList) -> Result<(), ForbiddenDestination> {
     if allow.contains(ip) {
         return Ok(());
@@ -1434,8 +1441,8 @@ mod tests {
         assert_eq!(err.ip, ip("127.0.0.1"));
         assert_eq!(
             err.to_string(),
-            "destination 127.0.0.1 is a loopback address; allow it with \
-             HOOKD_ENDPOINT_ALLOW_NETWORKS"
+            "destination 127.0.0.1 is a loopback address; hookd reaches it only where the \
+             operator granted that network to your account"
         );
         let cases = [
             ("127.0.0.1", &empty, false),

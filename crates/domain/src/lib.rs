@@ -8,6 +8,7 @@ pub mod broker;
 pub mod classify;
 pub mod delivery;
 pub mod duration;
+pub mod egress;
 pub mod email;
 pub mod endpoint_auth;
 pub mod endpoint_url;

@@ -23,6 +23,9 @@ pub struct PortalSettings {
     pub dark: bool,
     /// `scheme://host[:port]` of each site that may show the portal in an iframe.
     pub allowed_origins: Vec<String>,
+    /// Customers' endpoints go to public addresses only: none of the networks the operator
+    /// granted the tenant, nor the server-wide list.
+    pub public_endpoints_only: bool,
 }
 
 /// What is wrong with one field: its name and a sentence for the user.
@@ -98,6 +101,8 @@ impl PortalSettings {
             color,
             dark,
             allowed_origins,
+            // A checkbox of its own, set by the caller.
+            public_endpoints_only: false,
         })
     }
 

@@ -223,6 +223,46 @@ pub enum TenantCommand {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Let a tenant's endpoints reach a private network or host (a broker, an internal
+    /// worker). Made again with other options, it changes that grant's namespace.
+    AllowNetwork {
+        /// The tenant's id (tnt_…).
+        tenant: String,
+        /// A CIDR network (10.0.0.0/8), an IP address, or a host name (rabbitmq.internal).
+        target: String,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Take back a network or host granted with allow-network.
+    DenyNetwork {
+        tenant: String,
+        target: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// List what a tenant was granted.
+    Grants {
+        tenant: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+/// Where on a shared broker the tenant must keep: set these when several tenants are granted
+/// the same broker.
+#[derive(Debug, Args, Default)]
+pub struct NamespaceArgs {
+    /// Every Redis stream of the tenant starts with this (give its Redis user `~PREFIX*`).
+    #[arg(long, value_name = "PREFIX")]
+    pub redis_prefix: Option<String>,
+    /// The only RabbitMQ vhost the tenant publishes into.
+    #[arg(long, value_name = "VHOST")]
+    pub amqp_vhost: Option<String>,
+    /// Every NATS subject of the tenant starts with this (e.g. `tenant-a.`).
+    #[arg(long, value_name = "PREFIX")]
+    pub nats_prefix: Option<String>,
 }
 
 pub fn run(cli: Cli) -> Result<(), BoxError> {
@@ -247,7 +287,11 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
         | Command::Prune { db, .. }
         | Command::Rekey { db }
         | Command::Tenant {
-            command: TenantCommand::Create { db, .. },
+            command:
+                TenantCommand::Create { db, .. }
+                | TenantCommand::AllowNetwork { db, .. }
+                | TenantCommand::DenyNetwork { db, .. }
+                | TenantCommand::Grants { db, .. },
         } => Overrides {
             database_url: db.database_url.clone(),
             ..Overrides::default()
@@ -268,6 +312,7 @@ pub fn run(cli: Cli) -> Result<(), BoxError> {
                 name, email, json, ..
             },
         } => runtime()?.block_on(create_tenant(settings, name, email, json)),
+        Command::Tenant { command } => runtime()?.block_on(grants(settings, command)),
         Command::Config => {
             print!("{}", settings.describe());
             Ok(())
@@ -615,6 +660,98 @@ async fn create_tenant(
     }
     store.close().await?;
     Ok(())
+}
+
+/// `hookd tenant allow-network | deny-network | grants`.
+async fn grants(settings: Settings, command: TenantCommand) -> Result<(), BoxError> {
+    use domain::egress::{Grant, GrantTarget, Namespace};
+    let tenant_of = |t: &str| {
+        domain::ids::TenantId::parse(t.trim()).map_err(|e| format!("invalid tenant id: {e}"))
+    };
+    let target_of = |t: &str| GrantTarget::parse(t).map_err(|e| e.to_string());
+    let store = open_store(&settings).await?;
+    store.migrate().await?;
+    let done: Result<(), BoxError> = async {
+        match command {
+            TenantCommand::AllowNetwork {
+                tenant,
+                target,
+                namespace: ns,
+                ..
+            } => {
+                let tenant = tenant_of(&tenant)?;
+                let grant = Grant {
+                    target: target_of(&target)?,
+                    namespace: Namespace::new(
+                        ns.redis_prefix.as_deref(),
+                        ns.amqp_vhost.as_deref(),
+                        ns.nats_prefix.as_deref(),
+                    )?,
+                };
+                store
+                    .grant_egress(tenant, &grant, store::GrantOrigin::Cli)
+                    .await
+                    .map_err(|e| match e {
+                        store::StoreError::NotFound { .. } => format!("no tenant {tenant}"),
+                        e => e.to_string(),
+                    })?;
+                println!(
+                    "granted {} to {tenant}{}",
+                    grant.target,
+                    describe_namespace(&grant.namespace)
+                );
+            }
+            TenantCommand::DenyNetwork { tenant, target, .. } => {
+                let (tenant, target) = (tenant_of(&tenant)?, target_of(&target)?);
+                if !store.revoke_egress(tenant, &target).await? {
+                    return Err(format!("{target} was not granted to {tenant}").into());
+                }
+                println!("revoked {target} from {tenant}");
+            }
+            TenantCommand::Grants { tenant, .. } => {
+                let tenant = tenant_of(&tenant)?;
+                store
+                    .get_tenant(tenant)
+                    .await
+                    .map_err(|_| format!("no tenant {tenant}"))?;
+                let listed = store.list_egress_grants(tenant).await?;
+                if listed.is_empty() {
+                    println!(
+                        "{tenant} reaches public addresses only (and endpoint_allow_networks)"
+                    );
+                }
+                for (g, origin) in listed {
+                    let from = match origin {
+                        store::GrantOrigin::Cli => "command line",
+                        store::GrantOrigin::Config => "configuration file",
+                    };
+                    println!("{}{}  [{from}]", g.target, describe_namespace(&g.namespace));
+                }
+            }
+            TenantCommand::Create { .. } => {}
+        }
+        Ok(())
+    }
+    .await;
+    store.close().await?;
+    done
+}
+
+fn describe_namespace(ns: &domain::egress::Namespace) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = &ns.redis_prefix {
+        parts.push(format!("Redis streams {p}*"));
+    }
+    if let Some(v) = &ns.amqp_vhost {
+        parts.push(format!("RabbitMQ vhost {v}"));
+    }
+    if let Some(p) = &ns.nats_prefix {
+        parts.push(format!("NATS subjects {p}*"));
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", parts.join(", ")),
+    }
 }
 
 /// `outer: inner: innermost` on one line.

@@ -305,6 +305,80 @@ pub struct Settings {
     pub secret_keys: Option<domain::seal::Keyring>,
     /// The file's `[[sources]]`: made or brought in line with it at every start.
     pub sources: Vec<DeclaredSource>,
+    /// The file's `[[egress_grants]]`, when a file was given: at every start the grants the
+    /// file made become exactly these (see `store::System::declare_egress_grants`).
+    pub egress_grants: Option<Vec<(domain::ids::TenantId, domain::egress::Grant)>>,
+}
+
+/// One `[[egress_grants]]` table.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantIn {
+    tenant: String,
+    target: String,
+    redis_prefix: Option<String>,
+    amqp_vhost: Option<String>,
+    nats_prefix: Option<String>,
+}
+
+/// `[[egress_grants]]`: each `tenant`, `target` (a network, an address or a host name) and
+/// the namespace on a shared broker; a target twice for one tenant is refused.
+fn declared_grants(
+    value: toml::Value,
+    path: &str,
+) -> Result<Vec<(domain::ids::TenantId, domain::egress::Grant)>, ConfigError> {
+    use domain::egress::{Grant, GrantTarget, MAX_GRANTS_PER_TENANT, Namespace};
+    let toml::Value::Array(items) = value else {
+        return Err(ConfigError::Toml {
+            path: path.to_owned(),
+            message: "egress_grants must be an array of tables: [[egress_grants]]".to_owned(),
+        });
+    };
+    if items.len() > MAX_DECLARED_SOURCES {
+        return Err(ConfigError::Toml {
+            path: path.to_owned(),
+            message: format!("at most {MAX_DECLARED_SOURCES} egress_grants"),
+        });
+    }
+    let mut out: Vec<(domain::ids::TenantId, Grant)> = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let fail = |message: String| ConfigError::Toml {
+            path: path.to_owned(),
+            message: format!("egress_grants[{i}]: {message}"),
+        };
+        let g: GrantIn = item
+            .try_into()
+            .map_err(|e: toml::de::Error| fail(e.message().to_owned()))?;
+        let tenant = g
+            .tenant
+            .parse::<domain::ids::TenantId>()
+            .map_err(|_| fail(format!("tenant {:?} is not a tenant id (tnt_…)", g.tenant)))?;
+        let grant = Grant {
+            target: GrantTarget::parse(&g.target).map_err(|e| fail(e.to_string()))?,
+            namespace: Namespace::new(
+                g.redis_prefix.as_deref(),
+                g.amqp_vhost.as_deref(),
+                g.nats_prefix.as_deref(),
+            )
+            .map_err(fail)?,
+        };
+        if out
+            .iter()
+            .any(|(t, o)| *t == tenant && o.target == grant.target)
+        {
+            return Err(fail(format!(
+                "{} is granted twice to {tenant}",
+                grant.target
+            )));
+        }
+        if out.iter().filter(|(t, _)| *t == tenant).count() >= MAX_GRANTS_PER_TENANT {
+            return Err(fail(format!(
+                "at most {MAX_GRANTS_PER_TENANT} grants per tenant"
+            )));
+        }
+        out.push((tenant, grant));
+    }
+    Ok(out)
 }
 
 /// An inbound source the configuration file declares (`[[sources]]`: `tenant` and the members
@@ -386,9 +460,11 @@ impl Settings {
             .collect();
 
         let mut sources = Vec::new();
+        let mut egress_grants = None;
         if let Some(path) = file {
-            let (values, declared) = read_file(path)?;
+            let (values, declared, grants) = read_file(path)?;
             sources = declared;
+            egress_grants = Some(grants);
             for (name, value) in values {
                 let spec = SETTINGS.iter().find(|s| s.name == name).ok_or_else(|| {
                     ConfigError::Unknown {
@@ -435,6 +511,7 @@ impl Settings {
         }
         let mut settings = Self::parse(&raw)?;
         settings.sources = sources;
+        settings.egress_grants = egress_grants;
         Ok(settings)
     }
 
@@ -670,6 +747,7 @@ impl Settings {
                 }
             })?,
             sources: Vec::new(),
+            egress_grants: None,
         })
     }
 
@@ -810,6 +888,12 @@ impl Settings {
         ]
         .iter()
         .map(|(k, v)| format!("{k} = {v:?}\n"))
+        .chain(
+            self.egress_grants
+                .iter()
+                .flatten()
+                .map(|(t, g)| format!("# egress grant: {} to tenant {t}\n", g.target)),
+        )
         .chain(self.sources.iter().map(|d| {
             // As comments (the lines above read back as a file; sources are tables there), and
             // the scheme's name only: its secret is never printed.
@@ -960,8 +1044,12 @@ fn secret_keys(keys: &Raw, file: &Raw) -> Result<Option<domain::seal::Keyring>, 
     }
 }
 
-/// A file's flat settings (name, value as text) and its `[[sources]]`.
-type FileSettings = (Vec<(String, String)>, Vec<DeclaredSource>);
+/// A file's flat settings (name, value as text), its `[[sources]]` and `[[egress_grants]]`.
+type FileSettings = (
+    Vec<(String, String)>,
+    Vec<DeclaredSource>,
+    Vec<(domain::ids::TenantId, domain::egress::Grant)>,
+);
 
 /// Reads the file: its flat settings, scalars in their text form so that every layer parses
 /// alike, and its `[[sources]]`.
@@ -979,6 +1067,10 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         })?;
     let sources = match table.remove("sources") {
         Some(v) => declared_sources(v, &display)?,
+        None => Vec::new(),
+    };
+    let grants = match table.remove("egress_grants") {
+        Some(v) => declared_grants(v, &display)?,
         None => Vec::new(),
     };
     let values = table
@@ -1002,7 +1094,7 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
             Ok((k, value))
         })
         .collect::<Result<_, _>>()?;
-    Ok((values, sources))
+    Ok((values, sources, grants))
 }
 
 /// Most sources one file declares.
@@ -1086,6 +1178,64 @@ mod tests {
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), contents).unwrap();
         f
+    }
+
+    #[test]
+    fn egress_grants_in_the_file_are_read_and_checked() {
+        let tenant = domain::ids::TenantId::new();
+        let f = file(&format!(
+            r#"
+[[egress_grants]]
+tenant = "{tenant}"
+target = "10.20.0.5"
+redis_prefix = "acme-"
+
+[[egress_grants]]
+tenant = "{tenant}"
+target = "Worker.Internal"
+"#
+        ));
+        let s = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap();
+        let grants = s.egress_grants.as_ref().unwrap();
+        assert_eq!(grants.len(), 2);
+        assert_eq!(grants[0].1.namespace.redis_prefix.as_deref(), Some("acme-"));
+        assert_eq!(grants[1].1.target.to_string(), "worker.internal");
+        assert!(s.describe().contains("# egress grant: 10.20.0.5 to tenant"));
+        // No file: the grants the file made are left as they are.
+        let none = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert!(none.egress_grants.is_none());
+
+        for (body, says) in [
+            (
+                format!("tenant = \"{tenant}\"\ntarget = \"10.0.0.0/33\""),
+                "0 to 32",
+            ),
+            (
+                format!("tenant = \"{tenant}\"\ntarget = \"a b\""),
+                "host name",
+            ),
+            (
+                "tenant = \"nope\"\ntarget = \"10.0.0.1\"".to_owned(),
+                "tenant id",
+            ),
+            (
+                format!("tenant = \"{tenant}\"\ntarget = \"10.0.0.1\"\nvhost = \"x\""),
+                "unknown field",
+            ),
+            (
+                format!("tenant = \"{tenant}\"\ntarget = \"10.0.0.1\"\nredis_prefix = \"a b\""),
+                "redis prefix",
+            ),
+        ] {
+            let f = file(&format!("[[egress_grants]]\n{body}\n"));
+            let err = Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("egress_grants[0]") && err.contains(says),
+                "{body}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -66,6 +66,38 @@ pub async fn declare_sources(store: &Store, settings: &Settings) -> Result<(), S
     Ok(())
 }
 
+/// Makes the grants the configuration file made be exactly its `[[egress_grants]]` (with no
+/// file, those grants stay as they are), and says once that `endpoint_allow_networks` opens
+/// its networks to every tenant when more than one exists.
+pub async fn declare_grants(store: &Store, settings: &Settings) -> Result<(), StartError> {
+    if let Some(grants) = &settings.egress_grants {
+        store
+            .system()
+            .declare_egress_grants(grants)
+            .await
+            .map_err(|e| match e {
+                store::StoreError::NotFound { .. } => StartError::Config(
+                    "egress_grants: a tenant named there does not exist (hookd tenant create \
+                     prints the id)"
+                        .to_owned(),
+                ),
+                e => StartError::Store(e),
+            })?;
+        for (tenant, g) in grants {
+            tracing::info!(%tenant, target = %g.target, "egress grant from the configuration file");
+        }
+    }
+    if !settings.endpoint_allow_networks.is_empty() && store.system().count_tenants().await? > 1 {
+        tracing::warn!(
+            networks = %settings.endpoint_allow_networks,
+            "endpoint_allow_networks opens these networks to every tenant and every portal \
+             customer; with several tenants, grant networks per tenant instead (hookd tenant \
+             allow-network)"
+        );
+    }
+    Ok(())
+}
+
 /// A declared source's refusal, for its message: which thing is missing, by its name.
 fn declared_error(e: service::ServiceError) -> String {
     match e {
@@ -179,6 +211,7 @@ impl Application {
         store.migrate().await?;
         seal_at_start(&store).await?;
         declare_sources(&store, settings).await?;
+        declare_grants(&store, settings).await?;
         let new_work = Arc::new(Notify::new());
         let node = domain::ids::NodeId::new().to_string();
         let (stop_workers, stop_rx) = watch::channel(false);

@@ -3,6 +3,7 @@
 //! replay).
 
 use domain::Timestamp;
+use domain::egress::Egress;
 use domain::endpoint_auth::{EndpointAuth, Mtls};
 use domain::endpoint_url::EndpointUrl;
 use domain::ids::{EndpointId, TenantId};
@@ -46,6 +47,7 @@ pub async fn set_auth(
     store: &Store,
     cfg: &Config,
     tenant: TenantId,
+    actor: Actor,
     ep: endpoint::Model,
     auth: Option<EndpointAuth>,
 ) -> Result<endpoint::Model> {
@@ -53,7 +55,8 @@ pub async fn set_auth(
         let mut errors = field_errors(a.problems());
         if let EndpointAuth::OAuth(c) = a
             && errors.iter().all(|e| e.field != "tokenUrl")
-            && let Err(e) = check_url(cfg, &c.token_url).await
+            && let Err(e) =
+                check_url_with(cfg, &egress(store, cfg, tenant, actor).await?, &c.token_url).await
         {
             errors.push(FieldError::new("tokenUrl", e.msg));
         }
@@ -97,12 +100,54 @@ pub fn checked(new: NewEndpoint) -> Result<NewEndpoint> {
     }
 }
 
-/// Checks an endpoint URL: syntax, scheme policy, and where it resolves (SSRF guard).
-/// Returns the URL in its normal form.
-pub async fn check_url(cfg: &Config, raw: &str) -> std::result::Result<String, FieldError> {
+/// Who changes an endpoint: the tenant (an API key, the dashboard) or one of the tenant's
+/// customers through a portal link, who never reaches more than the tenant does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Actor {
+    Tenant,
+    Portal,
+}
+
+/// Where `actor`'s endpoints of `tenant` may point: the server-wide allow list and the
+/// tenant's grants; only public addresses for a portal customer of a tenant whose portal
+/// settings say so.
+pub async fn egress(store: &Store, cfg: &Config, tenant: TenantId, actor: Actor) -> Result<Egress> {
+    if actor == Actor::Portal
+        && store
+            .get_tenant(tenant)
+            .await?
+            .portal_settings()
+            .public_endpoints_only
+    {
+        return Ok(Egress::public_only());
+    }
+    let grants = store.egress_grants(tenant).await?;
+    Ok(Egress::new(cfg.allow_networks.clone(), grants.to_vec()))
+}
+
+/// Checks an endpoint URL: syntax, scheme policy, and where it resolves (SSRF guard, and the
+/// namespace of a shared broker). Returns the URL in its normal form.
+pub async fn check_url(
+    store: &Store,
+    cfg: &Config,
+    tenant: TenantId,
+    actor: Actor,
+    raw: &str,
+) -> Result<String> {
+    let egress = egress(store, cfg, tenant, actor).await?;
+    check_url_with(cfg, &egress, raw)
+        .await
+        .map_err(|e| ServiceError::Invalid(vec![e]))
+}
+
+async fn check_url_with(
+    cfg: &Config,
+    egress: &Egress,
+    raw: &str,
+) -> std::result::Result<String, FieldError> {
     let url = EndpointUrl::parse(raw.trim(), cfg.https_only)
         .map_err(|e| FieldError::new("url", e.to_string()))?;
-    ssrf::resolve_and_check(&url, &cfg.allow_networks)
+    ssrf::resolve_and_check(&url, egress)
         .await
         .map_err(|e| FieldError::new("url", e.to_string()))?;
     Ok(url.as_str().to_owned())
@@ -177,13 +222,14 @@ pub async fn create(
     store: &Store,
     cfg: &Config,
     tenant: TenantId,
+    actor: Actor,
     app: &application::Model,
     mut new: NewEndpoint,
     secret: EndpointKey,
 ) -> Result<endpoint::Model> {
     new = checked(new)?;
     known_event_types(store, tenant, new.filter_types.as_deref(), &[]).await?;
-    new.url = check_url(cfg, &new.url).await?;
+    new.url = check_url(store, cfg, tenant, actor, &new.url).await?;
     Ok(store
         .create_endpoint(tenant, app, new, &secret.to_string())
         .await?)
@@ -193,6 +239,7 @@ pub async fn update(
     store: &Store,
     cfg: &Config,
     tenant: TenantId,
+    actor: Actor,
     current: endpoint::Model,
     mut new: NewEndpoint,
 ) -> Result<endpoint::Model> {
@@ -201,7 +248,7 @@ pub async fn update(
     let had = current.filter_types()?.unwrap_or_default();
     known_event_types(store, tenant, new.filter_types.as_deref(), &had).await?;
     if new.url != current.url {
-        new.url = check_url(cfg, &new.url).await?;
+        new.url = check_url(store, cfg, tenant, actor, &new.url).await?;
     }
     Ok(store.update_endpoint(tenant, current, new).await?)
 }

@@ -9,7 +9,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use domain::endpoint_url::{AllowList, EndpointUrl, ForbiddenDestination, check_destination};
+use domain::egress::Egress;
+use domain::endpoint_url::{EndpointUrl, ForbiddenDestination};
 
 /// getaddrinfo can wait through every retry of every configured resolver; an API request or a
 /// delivery should not.
@@ -21,6 +22,8 @@ pub enum SsrfError {
     Unresolvable { host: String, detail: String },
     /// The host is, or resolves to, an address the guard refuses.
     Forbidden(ForbiddenDestination),
+    /// A broker the tenant shares with others, at a name outside the tenant's namespace.
+    OutsideNamespace(String),
 }
 
 impl fmt::Display for SsrfError {
@@ -30,6 +33,7 @@ impl fmt::Display for SsrfError {
                 write!(f, "cannot resolve host {host:?}: {detail}")
             }
             SsrfError::Forbidden(forbidden) => forbidden.fmt(f),
+            SsrfError::OutsideNamespace(why) => f.write_str(why),
         }
     }
 }
@@ -37,7 +41,7 @@ impl fmt::Display for SsrfError {
 impl std::error::Error for SsrfError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            SsrfError::Unresolvable { .. } => None,
+            SsrfError::Unresolvable { .. } | SsrfError::OutsideNamespace(_) => None,
             SsrfError::Forbidden(forbidden) => Some(forbidden),
         }
     }
@@ -50,20 +54,21 @@ impl From<ForbiddenDestination> for SsrfError {
 }
 
 /// Resolves `url`'s host (an IP literal is used as is) and returns every address with the
-/// URL's port, or refuses the URL if *any* address is forbidden and not allowed by `allow`.
+/// URL's port, or refuses the URL if *any* address is one `egress` does not open, or (a
+/// broker) lies outside the namespace of the grant that opens it.
 ///
 /// Refusing rather than dropping the bad addresses means a DNS answer that mixes a public
 /// address with, say, 127.0.0.1 never gets through, whichever address a client would pick.
 pub async fn resolve_and_check(
     url: &EndpointUrl,
-    allow: &AllowList,
+    egress: &Egress,
 ) -> Result<Vec<SocketAddr>, SsrfError> {
     let port = url.port();
     let addrs = match url.host_ip() {
         Some(ip) => vec![SocketAddr::new(ip, port)],
         None => resolve(url.host(), port).await?,
     };
-    check_all(addrs, allow)
+    check_all(url, addrs, egress)
 }
 
 async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, SsrfError> {
@@ -92,10 +97,20 @@ async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, SsrfError> {
     Ok(addrs)
 }
 
-/// All addresses pass or none do.
-fn check_all(addrs: Vec<SocketAddr>, allow: &AllowList) -> Result<Vec<SocketAddr>, SsrfError> {
+/// All addresses pass or none do; a broker's destination must lie in the namespace of the
+/// grant that opens it.
+fn check_all(
+    url: &EndpointUrl,
+    addrs: Vec<SocketAddr>,
+    egress: &Egress,
+) -> Result<Vec<SocketAddr>, SsrfError> {
     for addr in &addrs {
-        check_destination(addr.ip(), allow)?;
+        egress.admit(url.host(), addr.ip())?;
+    }
+    if let Some(dest) = url.destination() {
+        egress
+            .admit_broker(url.host(), addrs.iter().map(|a| a.ip()), dest)
+            .map_err(SsrfError::OutsideNamespace)?;
     }
     Ok(addrs)
 }
@@ -103,29 +118,27 @@ fn check_all(addrs: Vec<SocketAddr>, allow: &AllowList) -> Result<Vec<SocketAddr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::endpoint_url::AllowList;
     use std::net::IpAddr;
 
     fn url(s: &str) -> EndpointUrl {
         EndpointUrl::parse(s, false).unwrap()
     }
 
-    fn allow(s: &str) -> AllowList {
-        AllowList::parse(s).unwrap()
+    fn allow(s: &str) -> Egress {
+        Egress::new(AllowList::parse(s).unwrap(), vec![])
     }
 
     #[tokio::test]
     async fn localhost_is_refused_by_default() {
-        let err = resolve_and_check(&url("http://localhost:8080/hook"), &AllowList::default())
+        let err = resolve_and_check(&url("http://localhost:8080/hook"), &Egress::public_only())
             .await
             .unwrap_err();
         match err {
             SsrfError::Forbidden(f) => {
                 assert!(f.ip.is_loopback(), "{f}");
                 assert!(f.to_string().contains("loopback"), "{f}");
-                assert!(
-                    f.to_string().contains("HOOKD_ENDPOINT_ALLOW_NETWORKS"),
-                    "{f}"
-                );
+                assert!(f.to_string().contains("granted"), "{f}");
             }
             other => panic!("expected Forbidden, got {other:?}"),
         }
@@ -159,7 +172,7 @@ mod tests {
 
     #[tokio::test]
     async fn ip_literals_are_judged_without_dns() {
-        let none = AllowList::default();
+        let none = Egress::public_only();
         let cases = [
             ("http://10.1.2.3/", false),
             ("https://203.0.113.5/", false),
@@ -181,11 +194,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_public_literal_returns_its_address_and_port() {
-        let addrs = resolve_and_check(&url("https://93.184.216.34/hook"), &AllowList::default())
+        let addrs = resolve_and_check(&url("https://93.184.216.34/hook"), &Egress::public_only())
             .await
             .unwrap();
         assert_eq!(addrs, vec!["93.184.216.34:443".parse().unwrap()]);
-        let addrs = resolve_and_check(&url("http://[2606:4700::1]:8443/"), &AllowList::default())
+        let addrs = resolve_and_check(&url("http://[2606:4700::1]:8443/"), &Egress::public_only())
             .await
             .unwrap();
         assert_eq!(addrs, vec!["[2606:4700::1]:8443".parse().unwrap()]);
@@ -202,8 +215,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "destination 10.1.2.3 is a private address (RFC 1918); allow it with \
-             HOOKD_ENDPOINT_ALLOW_NETWORKS"
+            "destination 10.1.2.3 is a private address (RFC 1918); hookd reaches it only \
+             where the operator granted that network to your account"
         );
     }
 
@@ -211,7 +224,7 @@ mod tests {
     async fn a_name_that_does_not_resolve_is_unresolvable() {
         let err = resolve_and_check(
             &url("https://nonexistent.invalid/hook"),
-            &AllowList::default(),
+            &Egress::public_only(),
         )
         .await
         .unwrap_err();
@@ -232,9 +245,9 @@ mod tests {
     fn one_forbidden_address_refuses_a_mixed_answer() {
         let public: SocketAddr = "93.184.216.34:443".parse().unwrap();
         let private: SocketAddr = "10.0.0.1:443".parse().unwrap();
-        let none = AllowList::default();
+        let none = Egress::public_only();
         for addrs in [vec![public, private], vec![private, public]] {
-            let err = check_all(addrs, &none).unwrap_err();
+            let err = check_all(&url("https://example.com/"), addrs, &none).unwrap_err();
             assert_eq!(
                 err,
                 SsrfError::Forbidden(ForbiddenDestination {
@@ -244,9 +257,16 @@ mod tests {
             );
         }
         assert_eq!(
-            check_all(vec![public, private], &allow("10.0.0.0/8")),
+            check_all(
+                &url("https://example.com/"),
+                vec![public, private],
+                &allow("10.0.0.0/8")
+            ),
             Ok(vec![public, private])
         );
-        assert_eq!(check_all(vec![public], &none), Ok(vec![public]));
+        assert_eq!(
+            check_all(&url("https://example.com/"), vec![public], &none),
+            Ok(vec![public])
+        );
     }
 }

@@ -445,6 +445,27 @@ pub mod portal_token {
     entity_boilerplate!();
 }
 
+pub mod egress_grant {
+    use domain::ids::TenantId;
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "egress_grants")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub tenant_id: TenantId,
+        /// `domain::egress::GrantTarget` in its normal text form.
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub target: String,
+        pub redis_prefix: Option<String>,
+        pub amqp_vhost: Option<String>,
+        pub nats_prefix: Option<String>,
+        /// `cli` or `config` (see `store::GrantOrigin`).
+        pub origin: String,
+        pub created_at: i64,
+    }
+    entity_boilerplate!();
+}
+
 /// The one root of tenant scoping (like Svix's `secure_find`): a query of a tenant-owned
 /// table that a tenant's request runs starts here, already filtered to that tenant. Queries
 /// that must cross tenants are on [`crate::System`].
@@ -571,4 +592,5 @@ owned!(
     inbound_source,
     inbound_key,
     inbound_held,
+    egress_grant,
 );

@@ -9,6 +9,7 @@ mod cache;
 mod checkpoint;
 mod columns;
 mod connect;
+mod egress;
 pub mod entities;
 mod error;
 mod gate;
@@ -38,6 +39,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 pub use columns::EXPUNGED;
 pub use connect::{Backend, ConnectOptions};
+pub use egress::{GrantOrigin, Grants};
 pub use error::{StoreError, redact_url};
 pub use inbound::{HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
@@ -87,6 +89,8 @@ pub struct Store {
     presets: std::sync::Arc<
         cache::ReadCache<domain::ids::TenantId, Option<domain::classify::StatusPreset>>,
     >,
+    /// The same for each tenant's egress grants (see `egress`).
+    grants: std::sync::Arc<cache::ReadCache<domain::ids::TenantId, egress::Grants>>,
     /// The same for inbound sources, read by every unauthenticated `POST /in/{source}`.
     sources: std::sync::Arc<cache::ReadCache<domain::ids::SourceId, inbound::Source>>,
     /// Endpoints this process must not send to right now (see `gate`). Shared by every clone.
@@ -162,6 +166,7 @@ impl Store {
             portal: Default::default(),
             apps: Default::default(),
             presets: Default::default(),
+            grants: Default::default(),
             sources: Default::default(),
             stopped: Default::default(),
             checkpointer: Default::default(),

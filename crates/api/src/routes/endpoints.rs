@@ -16,7 +16,7 @@ use crate::dto::{
     EndpointOauthConfigOut, EndpointOut, EndpointPatch, EndpointSecretOut, EndpointSecretRotateIn,
     EndpointStats, ListQuery, ListResponse, RecoverIn, list_params, time,
 };
-use crate::extract::{App, AppEndpoint, JsonBody, Tenant};
+use crate::extract::{App, AppEndpoint, Caller, JsonBody, Tenant};
 use crate::routes::messages::raw_payload;
 use domain::jobs::{JobKind, JobState};
 use service::{endpoints as eps, rules};
@@ -118,11 +118,12 @@ pub async fn create(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
     App { tenant: t, app }: App,
+    Caller(actor): Caller,
     JsonBody(body): JsonBody<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let secret = eps::secret_or_new(body.secret.as_deref(), body.key_type.as_deref(), "secret")?;
     let new = from_in(body)?;
-    let ep = eps::create(&store, &cfg.service, t, &app, new, secret).await?;
+    let ep = eps::create(&store, &cfg.service, t, actor, &app, new, secret).await?;
     Ok(HttpResponse::Created().json(out(ep)?))
 }
 
@@ -144,6 +145,7 @@ pub async fn upsert(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
     Tenant(t): Tenant,
+    Caller(actor): Caller,
     path: web::Path<(String, String)>,
     JsonBody(body): JsonBody<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
@@ -160,7 +162,7 @@ pub async fn upsert(
                     "use POST …/secret/rotate to change the secret",
                 ));
             }
-            let ep = eps::update(&store, &cfg.service, t, current, new).await?;
+            let ep = eps::update(&store, &cfg.service, t, actor, current, new).await?;
             Ok(HttpResponse::Ok().json(out(ep)?))
         }
         Err(StoreError::NotFound { .. }) if !ep_id.starts_with(EndpointId::PREFIX) => {
@@ -169,7 +171,7 @@ pub async fn upsert(
             new.uid = Some(ep_id);
             let secret =
                 eps::secret_or_new(given_secret.as_deref(), key_type.as_deref(), "secret")?;
-            let ep = eps::create(&store, &cfg.service, t, &app, new, secret).await?;
+            let ep = eps::create(&store, &cfg.service, t, actor, &app, new, secret).await?;
             Ok(HttpResponse::Created().json(out(ep)?))
         }
         Err(e) => Err(e.into()),
@@ -189,6 +191,7 @@ pub async fn patch(
         endpoint: current,
         ..
     }: AppEndpoint,
+    Caller(actor): Caller,
     JsonBody(p): JsonBody<EndpointPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let cur = eps::as_new(&store, &current)?;
@@ -240,7 +243,7 @@ pub async fn patch(
                 .as_deref(),
         )?,
     })?;
-    let ep = eps::update(&store, &cfg.service, t, current, new).await?;
+    let ep = eps::update(&store, &cfg.service, t, actor, current, new).await?;
     Ok(HttpResponse::Ok().json(out(ep)?))
 }
 
@@ -351,13 +354,14 @@ async fn save_headers(
     store: &Store,
     cfg: &ApiConfig,
     t: domain::ids::TenantId,
+    actor: eps::Actor,
     ep: endpoint::Model,
     headers: BTreeMap<String, String>,
 ) -> Result<HttpResponse, ApiError> {
     rules::headers(&headers)?;
     let mut new = eps::as_new(store, &ep)?;
     new.headers = headers;
-    eps::update(store, &cfg.service, t, ep, new).await?;
+    eps::update(store, &cfg.service, t, actor, ep, new).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -374,9 +378,10 @@ pub async fn set_headers(
         endpoint: ep,
         ..
     }: AppEndpoint,
+    Caller(actor): Caller,
     JsonBody(body): JsonBody<EndpointHeadersIn>,
 ) -> Result<HttpResponse, ApiError> {
-    save_headers(&store, &cfg, t, ep, body.headers).await
+    save_headers(&store, &cfg, t, actor, ep, body.headers).await
 }
 
 #[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint",
@@ -392,6 +397,7 @@ pub async fn patch_headers(
         endpoint: ep,
         ..
     }: AppEndpoint,
+    Caller(actor): Caller,
     JsonBody(body): JsonBody<EndpointHeadersPatchIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut headers = headers_of(&store, &ep)?;
@@ -404,7 +410,7 @@ pub async fn patch_headers(
     for k in body.delete_headers.unwrap_or_default() {
         headers.remove(&k);
     }
-    save_headers(&store, &cfg, t, ep, headers).await
+    save_headers(&store, &cfg, t, actor, ep, headers).await
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/stats", tag = "Endpoint",
@@ -804,10 +810,11 @@ pub async fn set_oauth(
         endpoint: ep,
         ..
     }: AppEndpoint,
+    Caller(actor): Caller,
     JsonBody(body): JsonBody<EndpointOauthConfigIn>,
 ) -> Result<HttpResponse, ApiError> {
     let auth = EndpointAuth::OAuth(oauth_of(body)?);
-    eps::set_auth(&store, &cfg.service, t, ep, Some(auth)).await?;
+    eps::set_auth(&store, &cfg.service, t, actor, ep, Some(auth)).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -844,9 +851,10 @@ pub async fn delete_oauth(
         endpoint: ep,
         ..
     }: AppEndpoint,
+    Caller(actor): Caller,
 ) -> Result<HttpResponse, ApiError> {
     if matches!(store.endpoint_auth(&ep)?, Some(EndpointAuth::OAuth(_))) {
-        eps::set_auth(&store, &cfg.service, t, ep, None).await?;
+        eps::set_auth(&store, &cfg.service, t, actor, ep, None).await?;
     }
     Ok(HttpResponse::NoContent().finish())
 }
@@ -864,6 +872,7 @@ pub async fn set_auth(
         endpoint: ep,
         ..
     }: AppEndpoint,
+    Caller(actor): Caller,
     JsonBody(body): JsonBody<EndpointAuthIn>,
 ) -> Result<HttpResponse, ApiError> {
     let need = |v: Option<String>, field: &str| {
@@ -889,7 +898,7 @@ pub async fn set_auth(
             ));
         }
     };
-    eps::set_auth(&store, &cfg.service, t, ep, Some(auth)).await?;
+    eps::set_auth(&store, &cfg.service, t, actor, ep, Some(auth)).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -920,8 +929,9 @@ pub async fn delete_auth(
         endpoint: ep,
         ..
     }: AppEndpoint,
+    Caller(actor): Caller,
 ) -> Result<HttpResponse, ApiError> {
-    eps::set_auth(&store, &cfg.service, t, ep, None).await?;
+    eps::set_auth(&store, &cfg.service, t, actor, ep, None).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

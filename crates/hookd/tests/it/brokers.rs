@@ -34,9 +34,28 @@ fn unique(prefix: &str) -> String {
     )
 }
 
-/// A new application with one endpoint at `url`; `extra` adds endpoint fields.
+/// A new application with one endpoint at `url`, with the credentials the test brokers take
+/// (their default users: hookd never assumes them); `extra` adds endpoint fields.
 async fn broker_endpoint(app: &TestApp, url: &str, extra: Value) -> (String, String) {
-    crate::delivery::endpoint_with_url(app, url, extra).await
+    let (a, e) = crate::delivery::endpoint_with_url(app, url, extra).await;
+    let (user, pass) = match url.split_once("://").map(|(s, _)| s) {
+        Some("amqp") => ("guest", "guest"),
+        // Redis's `default` user and a server without auth take any password.
+        _ => ("default", "unused"),
+    };
+    set_basic(app, &a, &e, user, pass).await;
+    (a, e)
+}
+
+/// Sets an endpoint's basic credentials.
+async fn set_basic(app: &TestApp, a: &str, e: &str, user: &str, pass: &str) {
+    app.ok(
+        Method::PUT,
+        &format!("/app/{a}/endpoint/{e}/auth"),
+        Some(json!({"type": "basic", "username": user, "password": pass})),
+        204,
+    )
+    .await;
 }
 
 /// What a consumer read of one published message.
@@ -709,6 +728,18 @@ async fn sigkill_while_5000_inbound_events_flow_loses_none_on_the_way_to_the_bro
             .await
             .unwrap();
         assert_eq!(r.status(), 201);
+        let e: Value = r.json().await.unwrap();
+        let r = client
+            .put(format!(
+                "{base}/api/v1/app/{a}/endpoint/{}/auth",
+                e["id"].as_str().unwrap()
+            ))
+            .bearer_auth(&key)
+            .json(&json!({"type": "basic", "username": "default", "password": "unused"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
         let source: Value = client
             .post(format!("{base}/api/v1/inbound/source"))
             .bearer_auth(&key)
@@ -811,4 +842,377 @@ async fn sigkill_while_5000_inbound_events_flow_loses_none_on_the_way_to_the_bro
         );
         drop(child);
     }
+}
+
+/// Runs `rabbitmqctl ARGS…` (the machine's RabbitMQ; CI runs as root).
+fn rabbitmqctl(args: &[&str]) {
+    let out = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl (Debian's rabbitmq-server; scripts/brokers installs it)");
+    assert!(
+        out.status.success(),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One tenant's side of a shared broker: its namespace there and its own broker users.
+struct Side {
+    tenant: String,
+    key: String,
+    app: String,
+    redis_prefix: String,
+    vhost: String,
+    nats_prefix: String,
+    stream: String,
+    queue: String,
+    password: String,
+}
+
+impl Side {
+    fn urls(&self, of: &Side) -> [String; 3] {
+        [
+            format!("redis://{REDIS}?stream={}orders", of.redis_prefix),
+            format!("amqp://{RABBITMQ}/{}?routing_key={}", of.vhost, of.queue),
+            format!("nats://{NATS}?subject={}orders", of.nats_prefix),
+        ]
+    }
+}
+
+/// Two tenants granted the same Redis, RabbitMQ and NATS, each with its namespace there (and
+/// its own broker users where the broker has them): neither can name the other's streams,
+/// vhost or subjects, directly or through a portal link, and after both have sent, each
+/// namespace holds exactly its tenant's messages. Without credentials nothing is published.
+#[tokio::test]
+async fn two_tenants_on_one_broker_each_stay_in_their_own_namespace() {
+    use crate::egress::{NO_SERVER_LIST, tenant_cli};
+    let u = unique("ns");
+    let mut redis = redis_conn(REDIS).await;
+    let js = jetstream(NATS).await;
+    for side in ["a", "b"] {
+        let _: () = redis::cmd("ACL")
+            .arg(
+                &[
+                    "SETUSER".to_owned(),
+                    format!("hookd-{side}-{u}"),
+                    "on".to_owned(),
+                    format!(">pw-{side}"),
+                ][..],
+            )
+            .arg(format!("~{side}-{u}-*"))
+            .arg("+@all")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        let vhost = format!("{side}-{u}");
+        rabbitmqctl(&["add_vhost", &vhost]);
+        rabbitmqctl(&["add_user", &vhost, &format!("pw-{side}")]);
+        rabbitmqctl(&["set_permissions", "-p", &vhost, &vhost, ".*", ".*", ".*"]);
+        create_stream(&js, &format!("{side}_{u}"), &format!("{side}-{u}.>")).await;
+    }
+
+    for app in crate::delivery::apps_with(&[NO_SERVER_LIST]).await {
+        let (tb, kb) = testkit::new_tenant(&app.store, "tenant-b").await;
+        let mut sides = Vec::new();
+        for (side, tenant, key) in [
+            ("a", app.tenant.to_string(), app.key.clone()),
+            ("b", tb.to_string(), kb),
+        ] {
+            let a = app
+                .call_as(&key, Method::POST, "/app", Some(json!({"name": side})), &[])
+                .await;
+            let run = unique(side);
+            let s = Side {
+                tenant,
+                key,
+                app: a.body["id"].as_str().unwrap().to_owned(),
+                redis_prefix: format!("{side}-{u}-{run}-"),
+                vhost: format!("{side}-{u}"),
+                nats_prefix: format!("{side}-{u}.{run}."),
+                stream: format!("{side}_{u}"),
+                queue: format!("orders-{run}"),
+                password: format!("pw-{side}"),
+            };
+            let (_c, ch) = rabbit_at_as(&s.vhost, &s.vhost, &s.password).await;
+            declare_queue(&ch, &s.queue).await;
+            let out = tenant_cli(
+                &app,
+                &[
+                    "allow-network",
+                    &s.tenant,
+                    "127.0.0.1",
+                    "--redis-prefix",
+                    &s.redis_prefix,
+                    "--amqp-vhost",
+                    &s.vhost,
+                    "--nats-prefix",
+                    &s.nats_prefix,
+                ],
+            );
+            assert!(out.contains("Redis streams"), "{out}");
+            sides.push(s);
+        }
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let (a, b) = (&sides[0], &sides[1]);
+        let portal = app
+            .ok(
+                Method::POST,
+                &format!("/auth/app-portal-access/{}", a.app),
+                Some(json!({})),
+                200,
+            )
+            .await;
+        let portal = portal["token"].as_str().unwrap().to_owned();
+
+        // A names B's stream, vhost and subject: refused, saying where A's must be.
+        for url in a.urls(b) {
+            for key in [&a.key, &portal] {
+                let r = app
+                    .call_as(
+                        key,
+                        Method::POST,
+                        &format!("/app/{}/endpoint", a.app),
+                        Some(json!({"url": url})),
+                        &[],
+                    )
+                    .await;
+                assert_eq!(r.status, 422, "{url} on {}: {}", app.backend, r.body);
+                assert!(r.body.to_string().contains("shared"), "{url}: {}", r.body);
+            }
+        }
+
+        // Each in its own namespace, with its own broker users.
+        let mut sent: HashMap<&str, Vec<String>> = HashMap::new();
+        for s in [a, b] {
+            let own = s.urls(s);
+            for url in &own {
+                let e = app
+                    .call_as(
+                        &s.key,
+                        Method::POST,
+                        &format!("/app/{}/endpoint", s.app),
+                        Some(json!({"url": url, "secret": SECRET})),
+                        &[],
+                    )
+                    .await;
+                assert_eq!(e.status, 201, "{url}: {}", e.body);
+                let e = e.body["id"].as_str().unwrap();
+                let user = if url.starts_with("redis") {
+                    format!("hookd-{}-{u}", &s.vhost[..1])
+                } else {
+                    s.vhost.clone()
+                };
+                let r = app
+                    .call_as(
+                        &s.key,
+                        Method::PUT,
+                        &format!("/app/{}/endpoint/{e}/auth", s.app),
+                        Some(json!({"type": "basic", "username": user, "password": s.password})),
+                        &[],
+                    )
+                    .await;
+                assert_eq!(r.status, 204, "{}", r.body);
+            }
+            for n in 0..3 {
+                let m = app
+                    .call_as(
+                        &s.key,
+                        Method::POST,
+                        &format!("/app/{}/msg", s.app),
+                        Some(json!({"eventType": "order.created", "payload": {"n": n}})),
+                        &[],
+                    )
+                    .await;
+                assert_eq!(m.status, 202, "{}", m.body);
+                sent.entry(&s.vhost)
+                    .or_default()
+                    .push(m.body["id"].as_str().unwrap().to_owned());
+            }
+        }
+        for s in [a, b] {
+            let want = {
+                let mut w = sent[s.vhost.as_str()].clone();
+                w.sort();
+                w
+            };
+            let stream = format!("{}orders", s.redis_prefix);
+            eventually(
+                Duration::from_secs(15),
+                "each tenant's messages in Redis",
+                || {
+                    let stream = stream.clone();
+                    async move { redis_take(REDIS, &stream).await.len() >= 3 }
+                },
+            )
+            .await;
+            let mut in_stream = ids(&redis_take(REDIS, &stream).await);
+            in_stream.dedup();
+            assert_eq!(in_stream, want, "Redis {stream}");
+            eventually(
+                Duration::from_secs(15),
+                "each tenant's messages in NATS",
+                || async {
+                    nats_take(&js, &s.stream)
+                        .await
+                        .iter()
+                        .filter(|c| {
+                            c.headers
+                                .get("webhook-id")
+                                .is_some_and(|id| want.contains(id))
+                        })
+                        .count()
+                        >= 3
+                },
+            )
+            .await;
+            let in_nats: Vec<String> = nats_take(&js, &s.stream)
+                .await
+                .into_iter()
+                .filter(|c| c.headers.contains_key("hookd-event-type"))
+                .map(|c| c.id)
+                .filter(|id| sent.values().flatten().any(|x| x == id))
+                .collect();
+            let mut in_nats = in_nats;
+            in_nats.sort();
+            in_nats.dedup();
+            assert_eq!(in_nats, want, "NATS stream {}", s.stream);
+            let (_c, ch) = rabbit_at_as(&s.vhost, &s.vhost, &s.password).await;
+            eventually(
+                Duration::from_secs(15),
+                "each tenant's messages in RabbitMQ",
+                || async {
+                    ch.queue_declare(
+                        s.queue.as_str().into(),
+                        lapin::options::QueueDeclareOptions {
+                            durable: true,
+                            passive: true,
+                            ..Default::default()
+                        },
+                        Default::default(),
+                    )
+                    .await
+                    .map(|q| q.message_count() >= 3)
+                    .unwrap_or(false)
+                },
+            )
+            .await;
+            let mut in_queue = ids(&rabbit_take(&ch, &s.queue).await);
+            // At least once: a copy of a message is not another tenant's message.
+            in_queue.dedup();
+            assert_eq!(in_queue, want, "RabbitMQ vhost {}", s.vhost);
+        }
+
+        // No credentials: an attempt error that says so, and nothing published.
+        let stream = format!("{}bare", a.redis_prefix);
+        let e = app
+            .call_as(
+                &a.key,
+                Method::POST,
+                &format!("/app/{}/endpoint", a.app),
+                Some(json!({"url": format!("redis://{REDIS}?stream={stream}"),
+                            "filterTypes": null})),
+                &[],
+            )
+            .await;
+        assert_eq!(e.status, 201, "{}", e.body);
+        let e = e.body["id"].as_str().unwrap().to_owned();
+        let m = app
+            .call_as(
+                &a.key,
+                Method::POST,
+                &format!("/app/{}/msg", a.app),
+                Some(json!({"eventType": "order.created", "payload": {}})),
+                &[],
+            )
+            .await;
+        let m = m.body["id"].as_str().unwrap().to_owned();
+        eventually(
+            Duration::from_secs(10),
+            "an attempt without credentials",
+            || async {
+                attempts(&app, &a.app, &e).await.iter().any(|at| {
+                    at["msgId"] == m.as_str()
+                        && at["errorDetail"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("needs credentials")
+                })
+            },
+        )
+        .await;
+        assert!(redis_take(REDIS, &stream).await.is_empty());
+
+        // The grant taken back: the connection A's attempts opened is still cached, and the
+        // next attempt on it is refused all the same.
+        tenant_cli(&app, &["deny-network", &a.tenant, "127.0.0.1"]);
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let stream = format!("{}orders", a.redis_prefix);
+        let before = redis_take(REDIS, &stream).await.len();
+        let m = app
+            .call_as(
+                &a.key,
+                Method::POST,
+                &format!("/app/{}/msg", a.app),
+                Some(json!({"eventType": "order.created", "payload": {"late": true}})),
+                &[],
+            )
+            .await;
+        let m = m.body["id"].as_str().unwrap().to_owned();
+        let eps = app.get(&format!("/app/{}/endpoint", a.app)).await.body;
+        let redis_ep = eps["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["url"].as_str().unwrap().ends_with("orders")
+                    && e["url"].as_str().unwrap().starts_with("redis")
+            })
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        eventually(
+            Duration::from_secs(10),
+            "a refused attempt after the revoke",
+            || async {
+                attempts(&app, &a.app, &redis_ep).await.iter().any(|at| {
+                    at["msgId"] == m.as_str()
+                        && at["errorDetail"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("granted")
+                })
+            },
+        )
+        .await;
+        assert_eq!(
+            redis_take(REDIS, &stream).await.len(),
+            before,
+            "published after the revoke"
+        );
+    }
+
+    for side in ["a", "b"] {
+        let _: Result<(), _> = redis::cmd("ACL")
+            .arg("DELUSER")
+            .arg(format!("hookd-{side}-{u}"))
+            .query_async(&mut redis)
+            .await;
+        let vhost = format!("{side}-{u}");
+        rabbitmqctl(&["delete_vhost", &vhost]);
+        rabbitmqctl(&["delete_user", &vhost]);
+        let _ = js.delete_stream(format!("{side}_{u}")).await;
+    }
+}
+
+async fn rabbit_at_as(vhost: &str, user: &str, pass: &str) -> (lapin::Connection, lapin::Channel) {
+    let conn = lapin::Connection::connect(
+        &format!("amqp://{user}:{pass}@{RABBITMQ}/{vhost}"),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("RabbitMQ on {RABBITMQ} as {user} in {vhost}: {e}"));
+    let ch = conn.create_channel().await.unwrap();
+    (conn, ch)
 }

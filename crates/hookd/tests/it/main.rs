@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod delivery;
 mod disabled;
+mod egress;
 mod endpoint_auth;
 mod flow;
 mod health;

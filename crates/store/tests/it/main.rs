@@ -1,5 +1,6 @@
 //! Storage tests. Each runs on SQLite and, when HOOKD_TEST_POSTGRES_URL is set, on PostgreSQL.
 
+mod egress;
 mod helpers;
 mod ops;
 mod resources;
