@@ -290,6 +290,11 @@ async fn misconfigured_authentication_is_refused_or_fails_clearly() {
                 "tokenUrl",
             ),
             (oauth("not a url", "clientSecretPost"), "tokenUrl"),
+            // A broker URL is an endpoint URL, but no token endpoint.
+            (
+                oauth("redis://127.0.0.1:6379/?stream=s", "clientSecretPost"),
+                "tokenUrl must be an http",
+            ),
             (
                 oauth(&format!("{}/token", r.base), "clientSecretJwt"),
                 "authMethod",
@@ -679,6 +684,26 @@ async fn mutual_tls_delivers_with_the_client_certificate_and_fails_clearly_witho
             .await;
         assert_eq!(bad.status.as_u16(), 422, "{}", bad.body);
         assert!(bad.body.to_string().contains("identity"), "{}", bad.body);
+        // PEM lines around something that is no certificate: refused now, not at send time.
+        let bad = app
+            .call(
+                Method::PUT,
+                &format!("/app/{a}/endpoint/{none}/mtls"),
+                Some(mtls(
+                    "client-identity.pem",
+                    Some(
+                        "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n"
+                            .to_owned(),
+                    ),
+                )),
+            )
+            .await;
+        assert_eq!(bad.status.as_u16(), 422, "{}", bad.body);
+        assert!(
+            bad.body.to_string().contains("serverCaCert"),
+            "{}",
+            bad.body
+        );
 
         send(&app, &a, json!({"n": 1})).await;
         eventually(
