@@ -788,6 +788,13 @@ impl Settings {
                 self.metrics_bind.map(|a| a.to_string()).unwrap_or_default(),
             ),
             (
+                "delivery_proxy",
+                self.delivery_proxy
+                    .as_ref()
+                    .map(|u| store::redact_url(u.expose_secret()))
+                    .unwrap_or_default(),
+            ),
+            (
                 "secret_keys",
                 match &self.secret_keys {
                     Some(keys) => format!(
@@ -1413,6 +1420,33 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         let text = s.describe();
         assert!(
             text.contains("postgres://u:***@db/hookd") && !text.contains("hunter2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn describe_shows_every_setting() {
+        let e = env(&[(
+            "HOOKD_DELIVERY_PROXY",
+            "http://user:hunter2@proxy.internal:3128",
+        )]);
+        let text = Settings::load_from(None, &e, &Overrides::default())
+            .unwrap()
+            .describe();
+        for spec in SETTINGS {
+            // `secret_keys_file` is read into `secret_keys`, which is shown.
+            if spec.name != "secret_keys_file" {
+                assert!(
+                    text.lines()
+                        .any(|l| l.starts_with(&format!("{} = ", spec.name))),
+                    "{} missing from:\n{text}",
+                    spec.name
+                );
+            }
+        }
+        assert!(
+            text.contains("delivery_proxy = \"http://user:***@proxy.internal:3128")
+                && !text.contains("hunter2"),
             "{text}"
         );
     }
