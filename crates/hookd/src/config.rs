@@ -219,7 +219,7 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "metrics_bind",
         default: "",
-        help: "IP:PORT to serve /metrics on instead of the main address (e.g. a private interface); empty serves it on bind",
+        help: "IP:PORT to serve /metrics on instead of the main address (e.g. a private interface); empty serves it on bind, except in a process with the receive role and not the api role (the public edge), which serves it on bind only with metrics_token",
     },
     SettingSpec {
         name: "metrics_token",

@@ -445,8 +445,16 @@ fn http_server(
         unwritten_replies: Default::default(),
         public_url: settings.public_url(),
     };
-    // `/metrics` is served here unless it has an address of its own.
+    // `/metrics` is served here unless it has an address of its own; on the receiving edge,
+    // which faces senders on the internet, only behind a token.
     let metrics_here = settings.metrics_bind.is_none();
+    let metrics_on_edge = metrics_here && settings.metrics_token.is_some();
+    if !settings.roles.api && metrics_here && !metrics_on_edge {
+        tracing::info!(
+            "/metrics is not served on the receiving edge's address without metrics_token; \
+             set metrics_bind (a private address) or metrics_token to scrape it"
+        );
+    }
     let metrics = web::Data::new(metrics);
     let metrics_access = web::Data::new(MetricsAccess(settings.metrics_token.clone()));
     let api_data = web::Data::new(api_config.clone());
@@ -481,7 +489,7 @@ fn http_server(
         if !roles.api {
             // The receiving edge: inbound webhooks and health, nothing else.
             let app = app.configure(|c| api::configure_receiving(c, &api_config));
-            return if metrics_here {
+            return if metrics_on_edge {
                 app.app_data(metrics.clone())
                     .app_data(metrics_access.clone())
                     .route("/metrics", web::get().to(serve_metrics))
