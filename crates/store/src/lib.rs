@@ -41,7 +41,7 @@ pub use connect::{Backend, ConnectOptions};
 pub use error::{StoreError, redact_url};
 pub use inbound::{HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
-pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart};
+pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};
 pub use page::{ListParams, Page};
 pub use portal::{
     NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, PORTAL_TOKEN_PREFIX, PortalGrant,
