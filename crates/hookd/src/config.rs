@@ -194,7 +194,7 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "login_attempts_per_minute",
         default: "20",
-        help: "login attempts one client address (an IPv6 /64) may make per minute, whatever the email (1-10000); over it, 429 with Retry-After",
+        help: "password checks one client address (an IPv6 /64) gets per minute, whatever the email (1-10000); over it a login waits for its turn (429 with Retry-After only past 30 s), so the right password still logs in",
     },
     SettingSpec {
         name: "signups_per_hour",
