@@ -501,7 +501,8 @@ pub struct EndpointOut {
 
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct EndpointSecretOut {
-    /// The signing key: `whsec_…` (HMAC) or `whsk_…` (ed25519).
+    /// What receivers verify with: the HMAC secret `whsec_…`, or for an ed25519 key its public
+    /// key `whpk_…` (as Svix; the private `whsk_…` key never leaves hookd).
     pub key: String,
     /// hookd: for an ed25519 key, the public key (`whpk_…`) receivers verify `v1a` signatures
     /// with.

@@ -327,9 +327,11 @@ pub async fn login(
         };
         Ok(views::render(status, &page)?)
     };
-    // Per client address, whatever the email: varying it buys nothing.
+    // Per client address, whatever the email: varying it buys nothing. Past the limit the
+    // check waits its turn rather than being refused, so the right password always logs in.
     limits
-        .login_attempt(limits.client_ip(&req))
+        .login_turn(limits.client_ip(&req))
+        .await
         .map_err(|b| too_busy(b, "Too many login attempts from your network."))?;
     let user = if email.is_empty() || form.password.len() > MAX_PASSWORD {
         None

@@ -5,7 +5,10 @@
 //!   past that the form answers 429 with `Retry-After`, so a burst costs a fixed amount of
 //!   memory instead of 19 MiB per request;
 //! - each client address (an IPv6 client by its /64) has a token bucket for login attempts and
-//!   one for sign-ups, whatever the email;
+//!   one for sign-ups, whatever the email; past the login bucket an attempt waits for its turn
+//!   (up to `LOGIN_WAIT`) instead of being refused, so guesses from one address stay at the
+//!   bucket's rate while the right password, even from an address a guesser shares (a proxy,
+//!   a NAT), still logs in;
 //! - failed logins for one email are slowed down, never refused: after `FREE_FAILURES` failures
 //!   within `WINDOW`, each further failed attempt is answered after a growing delay, while the
 //!   right password always logs in at once (a stranger cannot lock an owner out).
@@ -34,6 +37,10 @@ pub const MAX_DELAY: Duration = Duration::from_secs(16);
 const MAX_EMAILS: usize = 10_000;
 /// How long a request may wait in line for a hashing slot before it is answered 429.
 const HASH_WAIT: Duration = Duration::from_secs(2);
+/// How long a login past its address's bucket waits for a turn before it is answered 429:
+/// one turn comes every `60 / logins_per_minute` s (3 s by default), so a lone user always gets
+/// one; only many waiting at once from one address can run out of time.
+pub const LOGIN_WAIT: Duration = Duration::from_secs(30);
 
 /// The settings behind [`AuthLimits`].
 #[derive(Clone, Debug)]
@@ -133,9 +140,21 @@ impl AuthLimits {
         Ok(out)
     }
 
-    /// Takes a login attempt from the client's bucket.
-    pub fn login_attempt(&self, client: IpAddr) -> Result<(), Busy> {
-        take(&self.logins, client)
+    /// Takes a login attempt from the client's bucket, waiting for the next one when it is
+    /// empty: every password check counts (the right one too, or a guesser would learn from a
+    /// refusal which guess was right), but a check is delayed, not refused, so a client that
+    /// shares the address with a guesser still logs in. `Busy` only after [`LOGIN_WAIT`].
+    pub async fn login_turn(&self, client: IpAddr) -> Result<(), Busy> {
+        let deadline = tokio::time::Instant::now() + LOGIN_WAIT;
+        loop {
+            match take(&self.logins, client) {
+                Ok(()) => return Ok(()),
+                Err(Busy(wait)) if tokio::time::Instant::now() + wait <= deadline => {
+                    tokio::time::sleep(wait).await;
+                }
+                Err(busy) => return Err(busy),
+            }
+        }
     }
 
     /// Takes a sign-up from the client's bucket.
@@ -304,18 +323,34 @@ mod tests {
             ..Default::default()
         });
         for _ in 0..3 {
-            assert!(l.login_attempt(ip("10.0.0.1")).is_ok());
+            assert!(take(&l.logins, ip("10.0.0.1")).is_ok());
         }
-        let busy = l.login_attempt(ip("10.0.0.1")).unwrap_err();
+        let busy = take(&l.logins, ip("10.0.0.1")).unwrap_err();
         assert!(busy.retry_after_secs() >= 1 && busy.0 <= Duration::from_secs(20));
-        assert!(l.login_attempt(ip("10.0.0.2")).is_ok(), "another client");
+        assert!(take(&l.logins, ip("10.0.0.2")).is_ok(), "another client");
         for i in 0..3 {
-            assert!(l.login_attempt(ip(&format!("2001:db8::{i}"))).is_ok());
+            assert!(take(&l.logins, ip(&format!("2001:db8::{i}"))).is_ok());
         }
         assert!(
-            l.login_attempt(ip("2001:db8::ffff")).is_err(),
+            take(&l.logins, ip("2001:db8::ffff")).is_err(),
             "the same /64"
         );
+    }
+
+    #[actix_web::test]
+    async fn past_the_bucket_a_login_waits_for_its_turn() {
+        let l = AuthLimits::new(AuthLimitConfig {
+            logins_per_minute: 120,
+            ..Default::default()
+        });
+        let started = std::time::Instant::now();
+        for _ in 0..122 {
+            assert!(l.login_turn(ip("10.0.0.1")).await.is_ok());
+        }
+        // The burst of 120 at once, then one turn every 0.5 s.
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(900), "{took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
     }
 
     #[test]

@@ -477,13 +477,17 @@ pub async fn secret(
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
     let (_, ep) = load(store, &session, &path.0, &path.1).await?;
-    let secret = store
+    let stored = store
         .active_secrets(session.tenant, ep.id, Timestamp::now())
         .await?
         .into_iter()
         .next()
         .ok_or(PageError::NotFound)?
         .secret;
+    // An ed25519 endpoint shows its public key: the private one never leaves hookd.
+    let secret = domain::signing::EndpointKey::parse(&stored)
+        .map_err(|e| PageError::Internal(e.to_string()))?
+        .shareable();
     if req.headers().contains_key("HX-Request") {
         Ok(views::render(StatusCode::OK, &SecretFragment { secret })?)
     } else {

@@ -95,6 +95,7 @@ impl EndpointAuth {
     /// check (the SSRF guard).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
+        let mut check_broker = None;
         let mut check = |field: &'static str, v: &str| {
             if let Err(e) = header_safe(field, v) {
                 out.push((field, e));
@@ -116,6 +117,13 @@ impl EndpointAuth {
             }
             EndpointAuth::OAuth(c) => {
                 check("tokenUrl", &c.token_url);
+                // A token is fetched over HTTP: a broker URL parses as an endpoint URL, but
+                // would fail only at the first send.
+                if let Ok(url) = crate::endpoint_url::EndpointUrl::parse(&c.token_url, false)
+                    && url.destination().is_some()
+                {
+                    check_broker = Some(url.scheme());
+                }
                 check("clientId", &c.client_id);
                 match (&c.client_secret, c.auth_method) {
                     (Some(s), _) => check("clientSecret", s),
@@ -161,6 +169,12 @@ impl EndpointAuth {
                     }
                 }
             }
+        }
+        if let Some(scheme) = check_broker {
+            out.push((
+                "tokenUrl",
+                format!("tokenUrl must be an http:// or https:// URL, not {scheme}://"),
+            ));
         }
         out
     }
@@ -251,6 +265,12 @@ impl Mtls {
                 .collect::<Result<Vec<_>, _>>()
                 .map(|c| c.len())
         };
+        // Each block must be a certificate TLS can trust, not just base64 between PEM lines:
+        // the same parse rustls makes of a root when the client is built at send time.
+        let trust_anchors = |pem: &str| {
+            CertificateDer::pem_slice_iter(pem.as_bytes())
+                .all(|c| c.is_ok_and(|der| webpki::anchor_from_trusted_cert(&der).is_ok()))
+        };
         if self.identity.len() > MAX_PEM {
             out.push(("identity", format!("at most {MAX_PEM} bytes of PEM")));
         } else {
@@ -271,7 +291,7 @@ impl Mtls {
         if let Some(ca) = &self.server_ca_cert {
             if ca.len() > MAX_PEM {
                 out.push(("serverCaCert", format!("at most {MAX_PEM} bytes of PEM")));
-            } else if !matches!(certs(ca), Ok(n) if n > 0) {
+            } else if !matches!(certs(ca), Ok(n) if n > 0) || !trust_anchors(ca) {
                 out.push((
                     "serverCaCert",
                     "serverCaCert must be certificates in PEM (-----BEGIN CERTIFICATE-----)"
@@ -388,6 +408,15 @@ mod tests {
             .map(|(f, _)| f)
             .collect();
         assert_eq!(fields, vec!["clientSecret", "extraParams"]);
+        let mut o = oauth(OAuthMethod::Post);
+        o.token_url = "redis://127.0.0.1:6379/?stream=s".into();
+        assert_eq!(
+            EndpointAuth::OAuth(o).problems(),
+            vec![(
+                "tokenUrl",
+                "tokenUrl must be an http:// or https:// URL, not redis://".to_owned()
+            )]
+        );
         let t = EndpointAuth::Bearer {
             token: "a\nb".into(),
         };
@@ -457,5 +486,23 @@ mod mtls_tests {
         };
         let fields: Vec<_> = junk.problems().into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, vec!["identity", "identity", "serverCaCert"]);
+        // PEM armour around base64 that is no certificate.
+        let armoured = Mtls {
+            identity: IDENTITY.into(),
+            server_ca_cert: Some(
+                "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n".into(),
+            ),
+        };
+        let problems = armoured.problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "serverCaCert");
+        // Two good ones and a bad one: refused too.
+        let mixed = Mtls {
+            identity: IDENTITY.into(),
+            server_ca_cert: Some(format!(
+                "{CA}\n-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n"
+            )),
+        };
+        assert_eq!(mixed.problems().len(), 1, "{:?}", mixed.problems());
     }
 }

@@ -304,6 +304,16 @@ impl EndpointKey {
         }
     }
 
+    /// What may leave hookd: the HMAC secret (receivers verify with it) or, for ed25519, the
+    /// public key only. The private half of an ed25519 key stays inside: whoever holds it can
+    /// sign as the sender, and receivers never need it.
+    pub fn shareable(&self) -> String {
+        match self {
+            EndpointKey::Hmac(s) => s.to_string(),
+            EndpointKey::Ed25519(k) => k.public_key(),
+        }
+    }
+
     /// The public key receivers verify with (ed25519 only).
     pub fn public_key(&self) -> Option<String> {
         match self {

@@ -529,8 +529,21 @@ async fn migrate(settings: Settings) -> Result<(), BoxError> {
 
 async fn rekey(settings: Settings) -> Result<(), BoxError> {
     let store = open_store(&settings).await?;
-    if *store.key_source() == store::KeySource::Process {
-        return Err("hookd rekey needs the servers' secret_keys (or secret_keys_file)".into());
+    // Without the servers' keys (none set, or a key file not made yet) it would seal under a
+    // key nobody keeps.
+    if matches!(
+        store.key_source(),
+        store::KeySource::Process
+            | store::KeySource::File {
+                generated: true,
+                ..
+            }
+    ) {
+        return Err(
+            "hookd rekey needs the servers' secret_keys (or secret_keys_file, or the \
+             key file hookd.key beside the database)"
+                .into(),
+        );
     }
     let current = store.keyring().current_id().to_owned();
     let r = store

@@ -194,7 +194,7 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "login_attempts_per_minute",
         default: "20",
-        help: "login attempts one client address (an IPv6 /64) may make per minute, whatever the email (1-10000); over it, 429 with Retry-After",
+        help: "password checks one client address (an IPv6 /64) gets per minute, whatever the email (1-10000); over it a login waits for its turn (429 with Retry-After only past 30 s), so the right password still logs in",
     },
     SettingSpec {
         name: "signups_per_hour",
@@ -219,7 +219,7 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "metrics_bind",
         default: "",
-        help: "IP:PORT to serve /metrics on instead of the main address (e.g. a private interface); empty serves it on bind",
+        help: "IP:PORT to serve /metrics on instead of the main address (e.g. a private interface); empty serves it on bind, except in a process with the receive role and not the api role (the public edge), which serves it on bind only with metrics_token",
     },
     SettingSpec {
         name: "metrics_token",
@@ -864,6 +864,13 @@ impl Settings {
             (
                 "metrics_bind",
                 self.metrics_bind.map(|a| a.to_string()).unwrap_or_default(),
+            ),
+            (
+                "delivery_proxy",
+                self.delivery_proxy
+                    .as_ref()
+                    .map(|u| store::redact_url(u.expose_secret()))
+                    .unwrap_or_default(),
             ),
             (
                 "secret_keys",
@@ -1563,6 +1570,33 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         let text = s.describe();
         assert!(
             text.contains("postgres://u:***@db/hookd") && !text.contains("hunter2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn describe_shows_every_setting() {
+        let e = env(&[(
+            "HOOKD_DELIVERY_PROXY",
+            "http://user:hunter2@proxy.internal:3128",
+        )]);
+        let text = Settings::load_from(None, &e, &Overrides::default())
+            .unwrap()
+            .describe();
+        for spec in SETTINGS {
+            // `secret_keys_file` is read into `secret_keys`, which is shown.
+            if spec.name != "secret_keys_file" {
+                assert!(
+                    text.lines()
+                        .any(|l| l.starts_with(&format!("{} = ", spec.name))),
+                    "{} missing from:\n{text}",
+                    spec.name
+                );
+            }
+        }
+        assert!(
+            text.contains("delivery_proxy = \"http://user:***@proxy.internal:3128")
+                && !text.contains("hunter2"),
             "{text}"
         );
     }

@@ -127,45 +127,81 @@ pub const RESEAL_BATCH: u64 = 500;
 
 /// Before serving: the keys must be ones every process shares (configured, or the key file of
 /// a single machine), what was stored before sealing existed is sealed now, and nothing may be
-/// sealed under a key this process was not given: it would fail every delivery to its
-/// endpoint, so hookd refuses to start and names the key instead.
+/// sealed under a key this process was not given, or under a key id whose configured key is
+/// another: it would fail every delivery to its endpoint, so hookd refuses to start and names
+/// the key instead. A start that is refused writes nothing (no key file, no sealing).
 pub async fn seal_at_start(store: &Store) -> Result<(), StartError> {
-    match store.key_source() {
-        store::KeySource::Process => {
-            return Err(StartError::Config(
-                "secret_keys (or secret_keys_file) must be set on PostgreSQL: every hookd \
-                 process on the database seals and opens secrets with the same keys. Make one \
-                 with: echo \"k1:$(openssl rand -base64 32)\""
-                    .to_owned(),
-            ));
+    if *store.key_source() == store::KeySource::Process {
+        return Err(StartError::Config(
+            "secret_keys (or secret_keys_file) must be set on PostgreSQL: every hookd \
+             process on the database seals and opens secrets with the same keys. Make one \
+             with: echo \"k1:$(openssl rand -base64 32)\""
+                .to_owned(),
+        ));
+    }
+    // Checked before anything is written.
+    let check = store
+        .system()
+        .reseal(store::Reseal::Check, RESEAL_BATCH)
+        .await?;
+    if let store::KeySource::File {
+        path,
+        generated: true,
+    } = store.key_source()
+    {
+        // The key file is missing: values sealed before mean it was lost, and a new key
+        // written in its place would only stand in the way of the backup. (The new key may
+        // even have the lost one's id: ids are made from the time.)
+        let lost: std::collections::BTreeSet<&String> =
+            check.unknown_keys.keys().chain(&check.wrong_keys).collect();
+        if !lost.is_empty() {
+            let ids: Vec<String> = lost.iter().map(|id| format!("{id:?}")).collect();
+            return Err(StartError::Config(format!(
+                "the key file {} is missing, and stored secrets are sealed under key {}. Put \
+                 the key file back from your backup (or set secret_keys) and start again; \
+                 nothing was written",
+                path.display(),
+                ids.join(", ")
+            )));
         }
-        store::KeySource::File {
-            path,
-            generated: true,
-        } => tracing::warn!(
+        store.save_key_file()?;
+        tracing::warn!(
             key_file = %path.display(),
             "NO secret_keys SET: generated a key to seal endpoint secrets at rest and saved it \
              in the key file. Back it up apart from the database: without it no stored secret \
              can be read. To move it into your settings, set secret_keys to the file's line \
              (or secret_keys_file to its path)."
-        ),
-        _ => {}
+        );
     }
-    let r = store
-        .system()
-        .reseal(store::Reseal::PlainOnly, RESEAL_BATCH)
-        .await?;
-    if r.sealed_plain > 0 {
+    if !check.unknown_keys.is_empty() {
+        return Err(StartError::Config(unknown_keys_text(&check.unknown_keys)));
+    }
+    if !check.wrong_keys.is_empty() {
+        return Err(StartError::Config(wrong_keys_text(&check.wrong_keys)));
+    }
+    if check.sealed_plain > 0 {
+        let r = store
+            .system()
+            .reseal(store::Reseal::PlainOnly, RESEAL_BATCH)
+            .await?;
         tracing::info!(
             sealed = r.sealed_plain,
             key = store.keyring().current_id(),
             "sealed the secrets stored before sealing at rest"
         );
     }
-    if !r.unknown_keys.is_empty() {
-        return Err(StartError::Config(unknown_keys_text(&r.unknown_keys)));
-    }
     Ok(())
+}
+
+/// Names the configured keys that open nothing sealed under their id.
+pub fn wrong_keys_text(wrong: &std::collections::BTreeSet<String>) -> String {
+    let ids: Vec<String> = wrong.iter().map(|id| format!("{id:?}")).collect();
+    format!(
+        "stored secrets sealed under key id {} do not open with the key configured under that \
+         id: two different keys were given the same id. Give back the key that sealed them \
+         under that id (a new key needs an id of its own) and start again",
+        ids.join(", ")
+    )
 }
 
 /// Names the keys values are sealed under that this process was not given.
@@ -478,8 +514,16 @@ fn http_server(
         unwritten_replies: Default::default(),
         public_url: settings.public_url(),
     };
-    // `/metrics` is served here unless it has an address of its own.
+    // `/metrics` is served here unless it has an address of its own; on the receiving edge,
+    // which faces senders on the internet, only behind a token.
     let metrics_here = settings.metrics_bind.is_none();
+    let metrics_on_edge = metrics_here && settings.metrics_token.is_some();
+    if !settings.roles.api && metrics_here && !metrics_on_edge {
+        tracing::info!(
+            "/metrics is not served on the receiving edge's address without metrics_token; \
+             set metrics_bind (a private address) or metrics_token to scrape it"
+        );
+    }
     let metrics = web::Data::new(metrics);
     let metrics_access = web::Data::new(MetricsAccess(settings.metrics_token.clone()));
     let api_data = web::Data::new(api_config.clone());
@@ -514,7 +558,7 @@ fn http_server(
         if !roles.api {
             // The receiving edge: inbound webhooks and health, nothing else.
             let app = app.configure(|c| api::configure_receiving(c, &api_config));
-            return if metrics_here {
+            return if metrics_on_edge {
                 app.app_data(metrics.clone())
                     .app_data(metrics_access.clone())
                     .route("/metrics", web::get().to(serve_metrics))

@@ -100,6 +100,7 @@ pub(crate) async fn connect(
                 options = options.pragma(*name, *value);
             }
             ensure_parent_dir(options.get_filename())?;
+            create_private(options.get_filename())?;
             sqlite_file = Some(options.get_filename().to_path_buf());
             let pool = SqlitePoolOptions::new()
                 .max_connections(opts.max_connections)
@@ -123,6 +124,27 @@ pub(crate) async fn connect(
         }
     };
     Ok((db, backend, sqlite_file))
+}
+
+/// A new database file is made readable by its owner only (SQLite would make it 0644 less
+/// the umask): it holds password hashes, message payloads and sealed secrets. SQLite gives
+/// the write-ahead log and shared-memory files the database file's mode, so they follow.
+fn create_private(file: &Path) -> Result<(), StoreError> {
+    if file.as_os_str() == ":memory:" || file.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    match opts.open(file) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(StoreError::DataDir {
+            path: file.display().to_string(),
+            source,
+        }),
+    }
 }
 
 /// `sqlite://data/hookd.db` in an empty directory must just work: make `data/`.

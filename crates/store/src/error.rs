@@ -14,7 +14,7 @@ pub enum StoreError {
     EndpointDisabled { endpoint_id: String },
     #[error("invalid database URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
-    #[error("cannot create the data directory {path}: {source}")]
+    #[error("cannot create the data directory or database file {path}: {source}")]
     DataDir {
         path: String,
         #[source]

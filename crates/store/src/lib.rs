@@ -43,7 +43,7 @@ pub use egress::{GrantOrigin, Grants};
 pub use error::{StoreError, redact_url};
 pub use inbound::{HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
-pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart};
+pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};
 pub use page::{ListParams, Page};
 pub use portal::{
     NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, PORTAL_TOKEN_PREFIX, PortalGrant,
@@ -100,6 +100,8 @@ pub struct Store {
     /// The keys secrets are sealed under at rest (see `sealed`), and where they came from.
     seal: sealed::SharedKeys,
     key_source: std::sync::Arc<KeySource>,
+    /// A key made at connect for a missing key file, not yet written (see `sealed`).
+    unsaved_key: std::sync::Arc<Option<sealed::UnsavedKey>>,
 }
 
 /// A turn at SQLite's single writer, from [`Store::write_turn`]; writes made in it do not wait
@@ -150,10 +152,10 @@ impl Store {
     /// created when missing.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {
         let (db, backend, sqlite_file) = connect::connect(url, opts).await?;
-        let (keys, key_source) = match (&opts.keys, &sqlite_file) {
-            (Some(keys), _) => (keys.clone(), KeySource::Configured),
+        let (keys, key_source, unsaved_key) = match (&opts.keys, &sqlite_file) {
+            (Some(keys), _) => (keys.clone(), KeySource::Configured, None),
             (None, Some(file)) if file.as_os_str() != ":memory:" => sealed::key_file_keys(file)?,
-            (None, _) => (sealed::process_keys(), KeySource::Process),
+            (None, _) => (sealed::process_keys(), KeySource::Process, None),
         };
         let mut store = Store {
             db,
@@ -172,6 +174,7 @@ impl Store {
             checkpointer: Default::default(),
             seal: std::sync::Arc::new(keys),
             key_source: std::sync::Arc::new(key_source),
+            unsaved_key: std::sync::Arc::new(unsaved_key),
         };
         match sqlite_file {
             Some(file) => {

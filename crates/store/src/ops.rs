@@ -16,6 +16,11 @@ use crate::entities::Owned;
 use crate::entities::{email, job, node_heartbeat, operational_event};
 use crate::{ListParams, Page, Result, Store, page::fetch_page};
 
+/// What a sent email to no tenant keeps as its body. Those are the sign-up mails, whose body
+/// holds a link that creates an account: once sent, the row stays for the record but no
+/// longer carries the link for whoever reads the database or its backups.
+pub const SENT_SIGNUP_BODY: &str = "(sent; the body held a sign-up link and was removed)";
+
 /// A new outbox row, due at once: the one shape of every email hookd queues.
 pub(crate) fn email_row(
     tenant: Option<TenantId>,
@@ -294,7 +299,17 @@ impl crate::System<'_> {
         update = match outcome {
             Ok(()) => update
                 .col_expr(email::Column::State, Expr::value(EmailState::Sent.as_str()))
-                .col_expr(email::Column::SentAt, Expr::value(now.as_millis())),
+                .col_expr(email::Column::SentAt, Expr::value(now.as_millis()))
+                .col_expr(
+                    email::Column::BodyText,
+                    sea_orm::sea_query::CaseStatement::new()
+                        .case(
+                            email::Column::TenantId.is_null(),
+                            Expr::value(SENT_SIGNUP_BODY),
+                        )
+                        .finally(Expr::col(email::Column::BodyText))
+                        .into(),
+                ),
             Err((reason, Some(retry_at))) => update
                 .col_expr(email::Column::LastError, Expr::value(reason))
                 .col_expr(

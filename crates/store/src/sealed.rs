@@ -34,9 +34,22 @@ pub enum KeySource {
     Process,
 }
 
-/// The keys for `sqlite_file` when none are configured: the key file beside it, made (mode
-/// 0600, never overwritten: two processes starting at once read the same one) when missing.
-pub(crate) fn key_file_keys(sqlite_file: &Path) -> Result<(Keyring, KeySource)> {
+/// A key made for a key file that does not exist yet: written by [`Store::save_key_file`]
+/// once the start knows it will go on, so a start that is refused leaves no file behind.
+#[derive(Clone)]
+pub(crate) struct UnsavedKey(String);
+
+impl std::fmt::Debug for UnsavedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UnsavedKey(<redacted>)")
+    }
+}
+
+/// The keys for `sqlite_file` when none are configured: the key file beside it, or when it is
+/// missing a new key, kept in memory until [`Store::save_key_file`].
+pub(crate) fn key_file_keys(
+    sqlite_file: &Path,
+) -> Result<(Keyring, KeySource, Option<UnsavedKey>)> {
     let dir = sqlite_file
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -45,29 +58,50 @@ pub(crate) fn key_file_keys(sqlite_file: &Path) -> Result<(Keyring, KeySource)> 
     let unreadable = |e: &dyn std::fmt::Display| {
         StoreError::Keys(format!("cannot use the key file {}: {e}", path.display()))
     };
-    let mut generated = false;
     if !path.exists() {
         let id = format!("local-{}", time_tag());
-        let (_, text) = OperatorKey::generate(&id, &mut rand::rng()).map_err(|e| unreadable(&e))?;
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        match opts.open(&path) {
-            Ok(mut f) => {
-                use std::io::Write;
-                f.write_all(format!("{text}\n").as_bytes())
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| unreadable(&e))?;
-                generated = true;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(unreadable(&e)),
-        }
+        let (key, text) =
+            OperatorKey::generate(&id, &mut rand::rng()).map_err(|e| unreadable(&e))?;
+        let keys = Keyring::new(vec![key]).map_err(|e| unreadable(&e))?;
+        let source = KeySource::File {
+            path,
+            generated: true,
+        };
+        return Ok((keys, source, Some(UnsavedKey(text))));
     }
+    check_private(&path)?;
     let text = std::fs::read_to_string(&path).map_err(|e| unreadable(&e))?;
     let keys = Keyring::parse(&text).map_err(|e| unreadable(&e))?;
-    Ok((keys, KeySource::File { path, generated }))
+    let source = KeySource::File {
+        path,
+        generated: false,
+    };
+    Ok((keys, source, None))
+}
+
+/// A file of keys must be readable by its owner only, as ssh asks of a private key: anyone
+/// else who can read it can open every stored secret.
+fn check_private(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| {
+                StoreError::Keys(format!("cannot use the key file {}: {e}", path.display()))
+            })?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(StoreError::Keys(format!(
+                "the key file {} can be read by other users (mode {:o}); it seals every stored \
+                 secret, so hookd will not use it until only its owner can: chmod 600 {}",
+                path.display(),
+                mode & 0o777,
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn time_tag() -> String {
@@ -218,6 +252,41 @@ impl Store {
         &self.seal
     }
 
+    /// Writes the key made at connect to the key file (mode 0600, never over another one), when
+    /// there was none; a no-op otherwise. Called once the start knows it goes on: before that,
+    /// the key lives in memory only.
+    pub fn save_key_file(&self) -> Result<()> {
+        let (KeySource::File { path, .. }, Some(UnsavedKey(text))) =
+            (&*self.key_source, &*self.unsaved_key)
+        else {
+            return Ok(());
+        };
+        let failed = |e: &dyn std::fmt::Display| {
+            StoreError::Keys(format!("cannot write the key file {}: {e}", path.display()))
+        };
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        match opts.open(path) {
+            Ok(mut f) => {
+                use std::io::Write;
+                f.write_all(format!("{text}\n").as_bytes())
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| failed(&e))
+            }
+            // Another process starting at the same moment made its own: ours must not seal.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(StoreError::Keys(format!(
+                    "another hookd process made the key file {} while this one started; start \
+                     again to use it",
+                    path.display()
+                )))
+            }
+            Err(e) => Err(failed(&e)),
+        }
+    }
+
     /// Where [`Store::keyring`] came from.
     pub fn key_source(&self) -> &KeySource {
         &self.key_source
@@ -242,6 +311,8 @@ impl Store {
 /// Which stored values [`System::reseal`] seals again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reseal {
+    /// None: only counts and checks (before a start that may be refused writes anything).
+    Check,
     /// Only values stored before sealing existed (every start).
     PlainOnly,
     /// Those, and values sealed under any key but the current one (`hookd rekey`).
@@ -259,6 +330,11 @@ pub struct Resealed {
     pub rekeyed: u64,
     /// Values sealed under keys this process was not given, by key id: left as they are.
     pub unknown_keys: BTreeMap<String, u64>,
+    /// Ids of keys this process was given that open none of the values sealed under their id:
+    /// another key was given that id (two keys, one id).
+    pub wrong_keys: std::collections::BTreeSet<String>,
+    /// Key ids known to open at least one stored value.
+    opened: std::collections::BTreeSet<String>,
 }
 
 impl Resealed {
@@ -271,13 +347,36 @@ impl Resealed {
             }
             (Ok(true), domain::seal::Sealing::Plain) => {
                 self.sealed_plain += 1;
-                true
+                mode != Reseal::Check
             }
             (Ok(true), _) if mode == Reseal::All => {
                 self.rekeyed += 1;
                 true
             }
             _ => false,
+        }
+    }
+}
+
+impl Resealed {
+    /// Opens values under each configured key id until one opens: a key given the id of
+    /// another opens none, which would otherwise show only as failed deliveries. One open per
+    /// key id when the keys are right.
+    fn probe(&mut self, keys: &Keyring, stored: &str, context: &str) {
+        let domain::seal::Sealing::Sealed(id) = domain::seal::Sealing::of(stored) else {
+            return;
+        };
+        if self.opened.contains(id) || !keys.ids().contains(&id) {
+            return;
+        }
+        match keys.open(stored, context) {
+            Ok(_) => {
+                self.wrong_keys.remove(id);
+                self.opened.insert(id.to_owned());
+            }
+            Err(_) => {
+                self.wrong_keys.insert(id.to_owned());
+            }
         }
     }
 }
@@ -303,6 +402,7 @@ impl System<'_> {
             after = Some(last.id);
             let mut changes = Vec::new();
             for row in &rows {
+                report.probe(&keys, &row.secret, &secret_context(&row.id));
                 if report.count(&keys, &row.secret, mode) {
                     let plain = open_secret(&keys, row)?;
                     changes.push((
@@ -347,6 +447,9 @@ impl System<'_> {
             for (id, stored, auth, mtls) in rows {
                 for (kind, value) in [(SealedJson::Auth, auth), (SealedJson::Mtls, mtls)] {
                     let (column, context) = (kind.column(), kind.context(&id));
+                    if let Some(value) = &value {
+                        report.probe(&keys, value, &context);
+                    }
                     if let Some(value) = value
                         && report.count(&keys, &value, mode)
                     {
@@ -360,6 +463,7 @@ impl System<'_> {
                 let mut changed = false;
                 let mut out = BTreeMap::new();
                 for (name, value) in map {
+                    report.probe(&keys, &value, &header_context(&id, &name));
                     let value = if report.count(&keys, &value, mode) {
                         changed = true;
                         let plain = keys.open(&value, &header_context(&id, &name))?;
@@ -420,8 +524,9 @@ impl System<'_> {
             after = Some(last.id);
             let mut changes = Vec::new();
             for row in rows {
+                let context = crate::inbound::context(&row.id);
+                report.probe(keys, &row.verification, &context);
                 if report.count(keys, &row.verification, mode) {
-                    let context = crate::inbound::context(&row.id);
                     let plain = keys.open(&row.verification, &context)?;
                     changes.push((row.id, row.verification, keys.seal(&plain, &context)));
                 }

@@ -282,12 +282,13 @@ pub async fn get_secret(
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::not_found("secret"))?;
-    let public_key = EndpointKey::parse(&current.secret)
-        .ok()
-        .and_then(|k| k.public_key());
+    let key = EndpointKey::parse(&current.secret).map_err(|e| {
+        tracing::error!(error = %e, "a stored signing key does not parse");
+        ApiError::internal()
+    })?;
     Ok(HttpResponse::Ok().json(EndpointSecretOut {
-        key: current.secret,
-        public_key,
+        key: key.shareable(),
+        public_key: key.public_key(),
     }))
 }
 
@@ -328,7 +329,7 @@ pub async fn rotate_secret(
     .await?;
     Ok(HttpResponse::Ok().json(EndpointSecretOut {
         public_key: key.public_key(),
-        key: key.to_string(),
+        key: key.shareable(),
     }))
 }
 

@@ -183,6 +183,32 @@ async fn failed_logins_are_slowed_down_but_the_right_password_still_logs_in() {
 }
 
 #[tokio::test]
+async fn a_guesser_on_the_same_address_slows_logins_but_never_locks_the_owner_out() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.sign_up("Acme", "owner@acme.example").await;
+    // 25 wrong guesses from the owner's address (a proxy, a NAT), across accounts, past the
+    // 20 a minute: each one is checked and answered, the ones past the bucket only later.
+    let mut other = Browser::new(&app);
+    let started = std::time::Instant::now();
+    for i in 0..25 {
+        other
+            .log_in(&format!("user{i}@acme.example"), "wrong password!")
+            .await
+            .assert(401, "do not match an account");
+    }
+    // Five past the burst of 20 at one every 3 s: guessing stays at the limit's rate.
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(12),
+        "25 guesses in {:?}",
+        started.elapsed()
+    );
+    let mut owner = Browser::new(&app);
+    let r = owner.log_in("owner@acme.example", PASSWORD).await;
+    assert_eq!((r.status.as_u16(), r.location()), (303, "/"), "{}", r.body);
+}
+
+#[tokio::test]
 async fn login_and_signup_forms_need_their_token() {
     let app = spawn_app().await;
     let mut b = Browser::new(&app);

@@ -417,7 +417,8 @@ async fn set_the_endpoints_authentication_and_switch_to_an_ed25519_key() {
         .await;
     assert_eq!(api_get(&app, &key, &api_auth).await["type"], "none");
 
-    // Switching to ed25519: the page shows the public key, the API's secret is a whsk_ key.
+    // Switching to ed25519: the page shows the public key, and so do the API's secret and the
+    // page's "Reveal secret": the private key never leaves hookd.
     let done = b
         .post(&format!("{ep_page}/rotate-ed25519"), &[("csrf", &csrf)])
         .await;
@@ -432,8 +433,11 @@ async fn set_the_endpoints_authentication_and_switch_to_an_ed25519_key() {
         .as_str()
         .expect("a public key")
         .to_owned();
-    assert!(secret["key"].as_str().unwrap().starts_with("whsk_"));
+    assert_eq!(secret["key"].as_str(), Some(public.as_str()), "{secret}");
     b.get(&ep_page).await.assert(200, &public);
+    let revealed = b.get(&format!("{ep_page}/secret")).await;
+    revealed.assert(200, &public);
+    assert!(!revealed.body.contains("whsk_"), "{}", revealed.body);
     // Rotating again keeps the kind.
     b.post(&format!("{ep_page}/rotate-secret"), &[("csrf", &csrf)])
         .await;
@@ -444,7 +448,7 @@ async fn set_the_endpoints_authentication_and_switch_to_an_ed25519_key() {
     )
     .await;
     assert!(
-        again["key"].as_str().unwrap().starts_with("whsk_"),
+        again["key"].as_str().unwrap().starts_with("whpk_"),
         "{again}"
     );
     assert_ne!(again["publicKey"], secret["publicKey"]);

@@ -373,6 +373,40 @@ async fn metrics_can_require_a_token_or_live_on_an_address_of_their_own() {
     assert!(r.text().await.unwrap().contains("hookd_database_up 1"));
 }
 
+#[tokio::test]
+async fn the_receiving_edge_serves_metrics_only_when_asked() {
+    let c = client();
+    // The public edge, as configured by default: no /metrics for the internet.
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir, &[("HOOKD_ROLES", "receive")]);
+    let r = c
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let health = c
+        .get(format!("{}/api/v1/health", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(health.status().is_success(), "the edge is up");
+    drop(server);
+    // With a token, behind it.
+    let dir = tempfile::tempdir().unwrap();
+    let token = "s3cret-metrics-token-0123";
+    let server = serve(
+        &dir,
+        &[("HOOKD_ROLES", "receive"), ("HOOKD_METRICS_TOKEN", token)],
+    );
+    let url = format!("{}/metrics", server.base);
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = c.get(&url).bearer_auth(token).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("hookd_database_up 1"));
+}
+
 /// A stand-in forward proxy that answers every request itself with 200, recording the
 /// request lines it saw (`POST http://host:port/path HTTP/1.1` for a proxied request).
 async fn fake_proxy() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {

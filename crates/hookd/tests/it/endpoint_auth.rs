@@ -290,6 +290,11 @@ async fn misconfigured_authentication_is_refused_or_fails_clearly() {
                 "tokenUrl",
             ),
             (oauth("not a url", "clientSecretPost"), "tokenUrl"),
+            // A broker URL is an endpoint URL, but no token endpoint.
+            (
+                oauth("redis://127.0.0.1:6379/?stream=s", "clientSecretPost"),
+                "tokenUrl must be an http",
+            ),
             (
                 oauth(&format!("{}/token", r.base), "clientSecretJwt"),
                 "authMethod",
@@ -337,6 +342,65 @@ fn node_verify(doc: &Value) -> std::process::Output {
 }
 
 #[tokio::test]
+async fn an_ed25519_private_key_never_leaves_hookd() {
+    use domain::signing::EndpointKey;
+    for app in apps().await {
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "asym"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let private = "whsk_BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+        let given = EndpointKey::parse(private).unwrap();
+        // The base64 after `whsk_`: the part that must not show in any answer.
+        let body = private.trim_start_matches("whsk_").to_owned();
+        let created = app
+            .call(
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(json!({"url": "http://127.0.0.1:9/hook", "secret": private})),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+        assert!(
+            !created.body.to_string().contains(&body),
+            "{}",
+            created.body
+        );
+        let e = created.body["id"].as_str().unwrap().to_owned();
+        let secret = app
+            .call(Method::GET, &format!("/app/{a}/endpoint/{e}/secret"), None)
+            .await;
+        assert_eq!(secret.status, 200, "{}", secret.body);
+        assert!(!secret.body.to_string().contains(&body), "{}", secret.body);
+        assert_eq!(
+            secret.body["key"].as_str(),
+            given.public_key().as_deref(),
+            "{}",
+            secret.body
+        );
+        // A rotation hookd generates answers only the new public key too.
+        let rotated = app
+            .call(
+                Method::POST,
+                &format!("/app/{a}/endpoint/{e}/secret/rotate"),
+                Some(json!({"keyType": "ed25519"})),
+            )
+            .await;
+        assert_eq!(rotated.status, 200, "{}", rotated.body);
+        assert!(
+            !rotated.body.to_string().contains("whsk_"),
+            "{}",
+            rotated.body
+        );
+        assert_eq!(rotated.body["key"], rotated.body["publicKey"]);
+        let after = app
+            .call(Method::GET, &format!("/app/{a}/endpoint/{e}/secret"), None)
+            .await;
+        assert_eq!(after.body["key"], rotated.body["key"], "{}", after.body);
+    }
+}
+
+#[tokio::test]
 async fn an_ed25519_endpoint_signs_v1a_that_its_public_key_verifies_across_a_rotation() {
     use bench::sink::Behaviour;
     for app in apps().await {
@@ -370,12 +434,10 @@ async fn an_ed25519_endpoint_signs_v1a_that_its_public_key_verifies_across_a_rot
                 200,
             )
             .await;
-        assert!(
-            secret["key"].as_str().unwrap().starts_with("whsk_"),
-            "{secret}"
-        );
+        // As Svix: `key` is the public key.
         let first = secret["publicKey"].as_str().unwrap().to_owned();
         assert!(first.starts_with("whpk_"));
+        assert_eq!(secret["key"], secret["publicKey"], "{secret}");
         for n in 0..3 {
             send(&app, &a, json!({"n": n})).await;
         }
@@ -394,6 +456,7 @@ async fn an_ed25519_endpoint_signs_v1a_that_its_public_key_verifies_across_a_rot
             .await;
         let second = rotated["publicKey"].as_str().unwrap().to_owned();
         assert_ne!(second, first);
+        assert_eq!(rotated["key"], rotated["publicKey"], "{rotated}");
         send(&app, &a, json!({"n": 3})).await;
         eventually(Duration::from_secs(10), "4 delivered", || async {
             s.state.report().received >= 4
@@ -621,6 +684,26 @@ async fn mutual_tls_delivers_with_the_client_certificate_and_fails_clearly_witho
             .await;
         assert_eq!(bad.status.as_u16(), 422, "{}", bad.body);
         assert!(bad.body.to_string().contains("identity"), "{}", bad.body);
+        // PEM lines around something that is no certificate: refused now, not at send time.
+        let bad = app
+            .call(
+                Method::PUT,
+                &format!("/app/{a}/endpoint/{none}/mtls"),
+                Some(mtls(
+                    "client-identity.pem",
+                    Some(
+                        "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n"
+                            .to_owned(),
+                    ),
+                )),
+            )
+            .await;
+        assert_eq!(bad.status.as_u16(), 422, "{}", bad.body);
+        assert!(
+            bad.body.to_string().contains("serverCaCert"),
+            "{}",
+            bad.body
+        );
 
         send(&app, &a, json!({"n": 1})).await;
         eventually(

@@ -291,6 +291,89 @@ async fn a_single_machine_makes_its_key_file_and_a_missing_key_stops_the_start_b
     );
 }
 
+#[cfg(unix)]
+#[tokio::test]
+async fn the_key_file_and_the_database_are_private_and_a_bad_key_stops_the_start_untouched() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let key_file = data.join(store::KEY_FILE);
+    let server = Server::start(serve(dir.path(), None));
+    let (_, key) = crate::helpers::create_tenant(dir.path());
+    let api = Api {
+        base: server.base.clone(),
+        key,
+        client: reqwest::Client::new(),
+    };
+    let (_, a) = api
+        .call(Method::POST, "/app", Some(json!({"name": "a"})))
+        .await;
+    let a = a["id"].as_str().unwrap().to_owned();
+    let (status, e) = api
+        .call(
+            Method::POST,
+            &format!("/app/{a}/endpoint"),
+            Some(json!({"url": "http://127.0.0.1:9/h", "secret": SECRET})),
+        )
+        .await;
+    assert_eq!(status, 201, "{e}");
+    let e = e["id"].as_str().unwrap().to_owned();
+    // The database, its write-ahead log and shared memory: the owner's only.
+    for name in ["hookd.db", "hookd.db-wal", "hookd.db-shm"] {
+        assert_eq!(mode(&data.join(name)), 0o600, "{name}");
+    }
+    drop(server);
+    let made = std::fs::read_to_string(&key_file).unwrap();
+    let key_id = made.split(':').next().unwrap().to_owned();
+    let refused = |keys: Option<&str>| {
+        let out = run(serve(dir.path(), keys).arg("serve"));
+        assert!(!out.status.success(), "started");
+        let text = stderr(&out) + &stdout(&out);
+        assert!(!text.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{text}");
+        text
+    };
+
+    // Readable by others: refused, saying how to mend it, as ssh does.
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = refused(None);
+    assert!(
+        err.contains(&format!(
+            "chmod 600 {}",
+            Path::new("data").join(store::KEY_FILE).display()
+        )),
+        "{err}"
+    );
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    // Lost: refused, naming the key it needs, and no new key file stands in the backup's way.
+    let backup = dir.path().join("hookd.key.backup");
+    std::fs::rename(&key_file, &backup).unwrap();
+    let err = refused(None);
+    assert!(err.contains("is missing"), "{err}");
+    assert!(err.contains(&format!("key {key_id:?}")), "{err}");
+    assert!(!key_file.exists(), "a refused start wrote a key file");
+    std::fs::rename(&backup, &key_file).unwrap();
+
+    // Another key under the same id: refused, naming the id, rather than failing deliveries.
+    let err = refused(Some(&format!("{key_id}:{}", K1.split_once(':').unwrap().1)));
+    assert!(
+        err.contains(&format!("key id {key_id:?}")) && err.contains("same id"),
+        "{err}"
+    );
+
+    // Put right, it starts and reads the secret back.
+    let server = Server::start(serve(dir.path(), None));
+    let api = Api {
+        base: server.base.clone(),
+        ..api
+    };
+    let (status, got) = api
+        .call(Method::GET, &format!("/app/{a}/endpoint/{e}/secret"), None)
+        .await;
+    assert_eq!((status, &got["key"]), (200, &json!(SECRET)), "{got}");
+}
+
 #[tokio::test]
 async fn rekey_moves_every_value_to_the_new_key_while_deliveries_go_on() {
     let dir = tempfile::tempdir().unwrap();

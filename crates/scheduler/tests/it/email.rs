@@ -59,6 +59,50 @@ async fn dead_port() -> u16 {
 }
 
 #[tokio::test]
+async fn a_sent_sign_up_link_does_not_stay_in_the_outbox() {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    each_backend(|store| async move {
+        let server = TestSmtpServer::start().await;
+        let mailer = Mailer::from_url(&server.url(), FROM).unwrap();
+        let link = format!("{PUBLIC_URL}/signup/confirm?token=s3cr3t-one-use-token");
+        store
+            .system()
+            .enqueue_email_to("new@owner.test", "Confirm your hookd account", &link)
+            .await
+            .unwrap();
+        // A tenant's own notice keeps its body: the tenant reads it through the API.
+        let t = tenant(&store).await;
+        let (notice, _) = enqueue_disabled_email(&store, t).await;
+        let sent = send_due(&store, Some(&mailer), Timestamp::now())
+            .await
+            .unwrap();
+        assert_eq!(sent, 2);
+        // The recipient got the link ...
+        assert!(
+            server
+                .received()
+                .iter()
+                .any(|m| m.data.contains("s3cr3t-one-use-token")),
+            "{:?}",
+            server.received()
+        );
+        // ... and the row stays, sent, without it.
+        let row = email::Entity::find()
+            .filter(email::Column::ToAddr.eq("new@owner.test"))
+            .one(store.connection())
+            .await
+            .unwrap()
+            .expect("the row stays for the record");
+        assert_eq!(row.state, "sent");
+        assert!(!row.body_text.contains("s3cr3t"), "{}", row.body_text);
+        assert_eq!(row.body_text, store::SENT_SIGNUP_BODY);
+        let kept = outbox(&store, t).await;
+        assert_eq!(kept[0].body_text, notice.body_text);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_queued_email_is_delivered_over_smtp_with_recipient_subject_and_link() {
     each_backend(|store| async move {
         let server = TestSmtpServer::start().await;
