@@ -39,7 +39,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 pub use columns::EXPUNGED;
 pub use connect::{Backend, ConnectOptions};
 pub use error::{StoreError, redact_url};
-pub use inbound::{HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
+pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart};
 pub use page::{ListParams, Page};
