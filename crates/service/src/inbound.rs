@@ -282,10 +282,14 @@ async fn take(
     if let (Err(_), Some(Claim::Fresh { expires_at }), Some(digest)) =
         (&answer, claim, &verified.signed_digest)
     {
-        // Not taken: the sender's retry of it must not count as a replay.
-        store
+        // Not taken: the sender's retry of it must not count as a replay. The answer stays
+        // the first error; a digest left behind only makes that retry a duplicate.
+        if let Err(e) = store
             .release_signed(source.row.id, digest, expires_at)
-            .await?;
+            .await
+        {
+            tracing::warn!(source = %source.row.id, error = %e, "releasing a signed digest");
+        }
     }
     answer
 }
