@@ -1001,6 +1001,27 @@ async fn a_captured_github_or_hmac_request_replayed_with_a_new_id_is_a_duplicate
         let stored = messages(&app, &a).await;
         assert_eq!(stored.len(), 1, "{stored:?}");
         assert_eq!(stored[0]["eventType"], "pull_request");
+        // Five copies at once, each under its own delivery id: one event.
+        let body = r#"{"action":"closed","number":7}"#;
+        let sig = format!("sha256={}", hex_hmac(GITHUB_SECRET, body.as_bytes()));
+        let copy = |n: u32| {
+            let headers = vec![
+                ("X-Hub-Signature-256", sig.clone()),
+                ("X-GitHub-Delivery", format!("c-{n}")),
+            ];
+            let app = &app;
+            let github = github.clone();
+            async move { post(app, &github, &headers, body).await }
+        };
+        let (c1, c2, c3, c4, c5) = tokio::join!(copy(1), copy(2), copy(3), copy(4), copy(5));
+        let copies = [c1, c2, c3, c4, c5];
+        let taken = copies.iter().filter(|(_, a)| a["id"].is_string()).count();
+        let dups = copies
+            .iter()
+            .filter(|(_, a)| a["duplicate"] == true)
+            .count();
+        assert_eq!((taken, dups), (1, 4), "{copies:?}");
+        assert_eq!(messages(&app, &a).await.len(), 2);
 
         let (hmac, _) = source(
             &app,
@@ -1024,7 +1045,7 @@ async fn a_captured_github_or_hmac_request_replayed_with_a_new_id_is_a_duplicate
             let (status, answer) = post(&app, &hmac, &signed("[1]"), "[1]").await;
             assert_eq!(status, 422, "{answer}");
         }
-        assert_eq!(messages(&app, &a).await.len(), 3);
+        assert_eq!(messages(&app, &a).await.len(), 4);
         s.stop().await;
     }
 }
