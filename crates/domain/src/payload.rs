@@ -64,7 +64,7 @@ pub fn json_problem(raw: &[u8]) -> Option<String> {
 
 /// A received body as a JSON text: whitespace around it (which JSON allows) is dropped, and
 /// what is left must parse whole. Nesting past [`MAX_DEPTH`] is left to that rule's own check
-/// (the parser's limit of 128 levels would otherwise answer first, in other words).
+/// and message (serde_json's own limit, 128 levels, would otherwise answer first).
 pub fn json_body(raw: &[u8]) -> Result<&[u8], String> {
     let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
     let start = raw.iter().position(|b| !is_space(b)).unwrap_or(raw.len());
