@@ -21,6 +21,7 @@ mod m0012_inbound_sources;
 mod m0013_inbound_ordering;
 mod m0014_source_tolerance;
 mod m0015_egress_grants;
+mod m0016_inbound_signed;
 
 pub struct Migrator;
 
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0013_inbound_ordering::Migration),
             Box::new(m0014_source_tolerance::Migration),
             Box::new(m0015_egress_grants::Migration),
+            Box::new(m0016_inbound_signed::Migration),
         ]
     }
 }

@@ -148,6 +148,10 @@ impl Default for Ordering {
     }
 }
 
+/// The highest sequence an event may carry: its key then expects the next one, which must
+/// still be a number.
+pub const MAX_SEQUENCE: i64 = i64::MAX - 1;
+
 /// An event's place in its key's order, where it names one.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Place {
@@ -174,8 +178,13 @@ impl Ordering {
     }
 
     /// The key and sequence of a verified event. A sequence that is not an integer from 1 is
-    /// ignored (the event keeps its key's arrival order).
-    pub fn place(&self, header: &dyn Fn(&str) -> Option<String>, body: &[u8]) -> Place {
+    /// ignored (the event keeps its key's arrival order); one past [`MAX_SEQUENCE`] is refused,
+    /// naming where it came from: its key could never move past it.
+    pub fn place(
+        &self,
+        header: &dyn Fn(&str) -> Option<String>,
+        body: &[u8],
+    ) -> Result<Place, String> {
         let json = (self.key_pointer.is_some() || self.sequence_pointer.is_some())
             .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
             .flatten();
@@ -188,12 +197,29 @@ impl Ordering {
             None => header(name),
         };
         let key = at(&self.key_pointer, ORDERING_KEY_HEADER).filter(|k| !k.is_empty());
-        let seq = key
+        let Some(given) = key
             .as_ref()
             .and_then(|_| at(&self.sequence_pointer, SEQUENCE_HEADER))
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|n| *n >= 1);
-        Place { key, seq }
+        else {
+            return Ok(Place { key, seq: None });
+        };
+        let given = given.trim();
+        let too_large = || {
+            let from = match &self.sequence_pointer {
+                Some(p) => format!("the body's {p}"),
+                None => SEQUENCE_HEADER.to_owned(),
+            };
+            Err(format!(
+                "{from} is {given}: a sequence may be at most {MAX_SEQUENCE}"
+            ))
+        };
+        match given.parse::<i64>() {
+            Ok(n) if (1..=MAX_SEQUENCE).contains(&n) => Ok(Place { key, seq: Some(n) }),
+            Ok(n) if n > MAX_SEQUENCE => too_large(),
+            Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => too_large(),
+            // 0, negative, not a number: the key's arrival order.
+            _ => Ok(Place { key, seq: None }),
+        }
     }
 }
 
@@ -260,6 +286,22 @@ pub struct Verified {
     pub event_id: Option<String>,
     /// Stripe's body `type`, GitHub's `X-GitHub-Event`.
     pub event_type: Option<String>,
+    /// SHA-256 (hex) of the signed bytes, where the signature does not cover both a timestamp
+    /// and the id (GitHub; `hmac` without `timestamp_header` or with `id_header`): the id and
+    /// type come from headers anyone may change, so a captured request is known again by what
+    /// was signed.
+    pub signed_digest: Option<String>,
+}
+
+/// The shortest secret a source of the `stripe`, `github` or `hmac` scheme takes: 128 bits
+/// even for a secret of random bytes (Stripe issues `whsec_` and 32 characters; GitHub takes
+/// any string and advises a long random one).
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// The hex SHA-256 of what a signature covers.
+fn digest_of(signed: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&Sha256::digest(signed))
 }
 
 /// Verifies a request to a source. `header` looks a header up by name (any case).
@@ -294,6 +336,7 @@ pub fn verify(
                 Ok(Verified {
                     event_id: event.as_ref().and_then(|e| json_member(e, "id")),
                     event_type: event.as_ref().and_then(|e| json_member(e, "type")),
+                    signed_digest: None,
                 })
             } else {
                 Err(Refused::NoMatch)
@@ -310,6 +353,7 @@ pub fn verify(
                 Ok(Verified {
                     event_id: header("x-github-delivery"),
                     event_type: header("x-github-event"),
+                    signed_digest: Some(digest_of(body)),
                 })
             } else {
                 Err(Refused::NoMatch)
@@ -349,6 +393,7 @@ fn standard(
     Ok(Verified {
         event_id: Some(id),
         event_type: None,
+        signed_digest: None,
     })
 }
 
@@ -400,6 +445,10 @@ fn generic(
     Ok(Verified {
         event_id,
         event_type: None,
+        // Without a signed timestamp nothing makes a copy stale, and an id from a header is
+        // not signed: such a copy is known by its bytes.
+        signed_digest: (h.timestamp_header.is_none() || h.id_header.is_some())
+            .then(|| digest_of(&signed)),
     })
 }
 
@@ -499,10 +548,10 @@ mod tests {
         let h = headers(&pairs);
         assert_eq!(
             ordering.place(&h, b"{}"),
-            Place {
+            Ok(Place {
                 key: Some("cust-1".into()),
                 seq: Some(7)
-            }
+            })
         );
         // A sequence that is not an integer from 1 keeps the key (arrival order) only.
         for bad in ["0", "-3", "x", ""] {
@@ -511,12 +560,12 @@ mod tests {
                 ("webhook-sequence", bad.to_owned()),
             ];
             let h = headers(&pairs);
-            assert_eq!(ordering.place(&h, b"{}").seq, None, "{bad:?}");
+            assert_eq!(ordering.place(&h, b"{}").unwrap().seq, None, "{bad:?}");
         }
         // A sequence without a key orders nothing.
         let pairs = [("webhook-sequence", "3".to_owned())];
         let h = headers(&pairs);
-        assert_eq!(ordering.place(&h, b"{}"), Place::default());
+        assert_eq!(ordering.place(&h, b"{}"), Ok(Place::default()));
         let by_body = Ordering {
             key_pointer: Some("/data/customer".into()),
             sequence_pointer: Some("/data/version".into()),
@@ -525,15 +574,36 @@ mod tests {
         let body = br#"{"data": {"customer": 42, "version": 3}}"#;
         assert_eq!(
             by_body.place(&|_: &str| None, body),
-            Place {
+            Ok(Place {
                 key: Some("42".into()),
                 seq: Some(3)
-            }
+            })
         );
         assert_eq!(
             by_body.place(&|_: &str| None, b"not json"),
-            Place::default()
+            Ok(Place::default())
         );
+        // A sequence whose successor is past i64 is refused, naming where it came from: its
+        // key could never move past it.
+        for huge in ["9223372036854775807", "99999999999999999999"] {
+            let pairs = [
+                ("webhook-ordering-key", "k".to_owned()),
+                ("webhook-sequence", huge.to_owned()),
+            ];
+            let e = ordering.place(&headers(&pairs), b"{}").unwrap_err();
+            assert!(e.starts_with("webhook-sequence is "), "{e}");
+        }
+        let last = [
+            ("webhook-ordering-key", "k".to_owned()),
+            ("webhook-sequence", MAX_SEQUENCE.to_string()),
+        ];
+        assert_eq!(
+            ordering.place(&headers(&last), b"{}").unwrap().seq,
+            Some(MAX_SEQUENCE)
+        );
+        let body = br#"{"data": {"customer": 42, "version": 9223372036854775807}}"#;
+        let e = by_body.place(&|_: &str| None, body).unwrap_err();
+        assert!(e.starts_with("the body's /data/version is "), "{e}");
         assert!(by_body.problem().is_none());
         let wrong = Ordering {
             key_pointer: Some("data.customer".into()),
@@ -615,6 +685,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.event_id.as_deref(), Some("72d3162e"));
+        // The delivery id and event type are not signed: a replay that changes them has the
+        // same digest, which is what tells it apart.
+        let replay = check(
+            &s,
+            &[
+                ("X-Hub-Signature-256", sig.clone()),
+                ("X-GitHub-Delivery", "another".into()),
+                ("X-GitHub-Event", "push".into()),
+            ],
+            body,
+        )
+        .unwrap();
+        assert_eq!(replay.signed_digest, ok.signed_digest);
+        assert_eq!(
+            ok.signed_digest.as_deref(),
+            Some("dffd6021bb2bd5b0af676290809ec3a53191dd81c7f70a4b28688a362182986f")
+        );
         assert_eq!(
             check(&s, &[("X-Hub-Signature-256", sig)], b"Hello, World?"),
             Err(Refused::NoMatch)
@@ -681,10 +768,9 @@ mod tests {
             ("X-Timestamp", NOW.to_string()),
             ("X-Request-Id", "r-9".into()),
         ];
-        assert_eq!(
-            check(&s, &pairs, body).unwrap().event_id.as_deref(),
-            Some("r-9")
-        );
+        let ok = check(&s, &pairs, body).unwrap();
+        assert_eq!(ok.event_id.as_deref(), Some("r-9"));
+        assert!(ok.signed_digest.is_some(), "the id header is not signed");
         let late = [
             ("X-Signature", sig),
             ("X-Timestamp", (NOW + 3600).to_string()),
@@ -701,9 +787,26 @@ mod tests {
         });
         let body = br#"{"id": 42}"#;
         let pairs = [("X-Signature", hex(&hmac256(b"k3y", body)))];
+        let ok = check(&plain, &pairs, body).unwrap();
+        assert_eq!(ok.event_id.as_deref(), Some("42"));
+        assert_eq!(ok.signed_digest, Some(digest_of(body)), "no signed time");
+        let timed = Scheme::Hmac(GenericHmac {
+            timestamp_header: Some("X-Timestamp".into()),
+            ..match plain.clone() {
+                Scheme::Hmac(h) => h,
+                _ => unreachable!(),
+            }
+        });
+        let mut signed = format!("{NOW}.").into_bytes();
+        signed.extend_from_slice(body);
+        let pairs = [
+            ("X-Signature", hex(&hmac256(b"k3y", &signed))),
+            ("X-Timestamp", NOW.to_string()),
+        ];
         assert_eq!(
-            check(&plain, &pairs, body).unwrap().event_id.as_deref(),
-            Some("42")
+            check(&timed, &pairs, body).unwrap().signed_digest,
+            None,
+            "time and body id both signed"
         );
         assert_eq!(check(&Scheme::None, &[], b"x").unwrap().event_id, None);
     }

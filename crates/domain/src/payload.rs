@@ -42,9 +42,73 @@ pub fn json_depth(text: &[u8]) -> usize {
     deepest
 }
 
+/// Why bytes are not a JSON text: the first problem, as serde_json or the UTF-8 check names it
+/// with its place (`trailing characters at line 1 column 9`).
+pub fn json_problem(raw: &[u8]) -> Option<String> {
+    let text = match std::str::from_utf8(raw) {
+        Ok(text) => text,
+        Err(e) => {
+            return Some(format!(
+                "not UTF-8: an invalid byte at offset {}",
+                e.valid_up_to()
+            ));
+        }
+    };
+    // Parsed to the end without building a value: trailing text, bad escapes and raw control
+    // characters in strings are all refused here (the UTF-8 check above is needed: serde_json
+    // skips strings it only ignores without checking them).
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .err()
+        .map(|e| format!("not JSON: {e}"))
+}
+
+/// A received body as a JSON text: whitespace around it (which JSON allows) is dropped, and
+/// what is left must parse whole. Nesting past [`MAX_DEPTH`] is left to that rule's own check
+/// and message (serde_json's own limit, 128 levels, would otherwise answer first).
+pub fn json_body(raw: &[u8]) -> Result<&[u8], String> {
+    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let start = raw.iter().position(|b| !is_space(b)).unwrap_or(raw.len());
+    let end = raw
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |i| i + 1);
+    let trimmed = &raw[start..end];
+    if trimmed.is_empty() {
+        return Err("the body is empty: a JSON object is expected".to_owned());
+    }
+    if !depth_within(trimmed, MAX_DEPTH) {
+        return Ok(trimmed);
+    }
+    match json_problem(trimmed) {
+        Some(problem) => Err(format!("the body is {problem}")),
+        None => Ok(trimmed),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_must_be_whole_json_with_only_whitespace_around_it() {
+        assert_eq!(json_body(b" \r\n\t{\"a\":1}\n "), Ok(&b"{\"a\":1}"[..]));
+        assert_eq!(json_body(b"[1]"), Ok(&b"[1]"[..]));
+        for (bad, says) in [
+            (
+                &b"{\"a\":\"\xff\xfe\"}"[..],
+                "not UTF-8: an invalid byte at offset 6",
+            ),
+            (b"{\"a\":\"\x00\"}", "control character"),
+            (b"{\"a\":1} x", "trailing characters at line 1 column 9"),
+            (b"{\"a\":", "EOF while parsing"),
+            (b"{\"a\":\"\\q\"}", "invalid escape"),
+            (b"  ", "empty"),
+        ] {
+            let e = json_body(bad).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
+        assert_eq!(json_problem(b"{\"a\":\"\\u0000\"}"), None);
+    }
 
     #[test]
     fn depth_counts_brackets_outside_strings() {

@@ -97,6 +97,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "most events one inbound source holds ahead of gaps in their keys' sequences, per receiving process (1-1000000); past it an event that would be held answers 429 and the sender retries",
     },
     SettingSpec {
+        name: "inbound_replay_window",
+        default: "24h",
+        help: "how long a github source, or an hmac one without timestamp_header or with id_header, knows a request by the digest of its signed bytes, so a copy sent again with a new id header is a duplicate (1m-30d)",
+    },
+    SettingSpec {
         name: "delivery_max_in_flight",
         default: "1024",
         help: "most HTTP requests in flight from one dispatcher process (1-100000)",
@@ -271,6 +276,7 @@ pub struct Settings {
     pub roles: Roles,
     pub delivery_lease: Duration,
     pub inbound_max_held: u64,
+    pub inbound_replay_window: Duration,
     pub delivery_max_in_flight: usize,
     pub delivery_batch_size: u64,
     pub delivery_poll_interval: Duration,
@@ -586,6 +592,11 @@ impl Settings {
             inbound_max_held: field("inbound_max_held", get("inbound_max_held"), |v| {
                 number_between(v, 1, 1_000_000)
             })?,
+            inbound_replay_window: field(
+                "inbound_replay_window",
+                get("inbound_replay_window"),
+                |v| duration_between(v, Duration::from_secs(60), Duration::from_secs(30 * 86_400)),
+            )?,
             delivery_max_in_flight: field(
                 "delivery_max_in_flight",
                 get("delivery_max_in_flight"),
@@ -800,6 +811,10 @@ impl Settings {
             ("roles", self.roles.to_string()),
             ("delivery_lease", format_duration(self.delivery_lease)),
             ("inbound_max_held", self.inbound_max_held.to_string()),
+            (
+                "inbound_replay_window",
+                format_duration(self.inbound_replay_window),
+            ),
             (
                 "delivery_max_in_flight",
                 self.delivery_max_in_flight.to_string(),
@@ -1257,7 +1272,7 @@ tenant = "{tenant}"
 name = "stripe"
 appId = "stripe-in"
 eventType = "stripe.event"
-verification = {{ scheme = "stripe", secret = "whsec_x" }}
+verification = {{ scheme = "stripe", secret = "whsec_0123456789abcdef" }}
 toleranceSecs = 600
 
 [[sources]]
@@ -1277,7 +1292,7 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         assert_eq!(
             s.sources[0].spec.settings.scheme,
             domain::inbound::Scheme::Stripe {
-                secret: "whsec_x".into()
+                secret: "whsec_0123456789abcdef".into()
             }
         );
         assert_eq!(s.sources[0].spec.settings.tolerance_secs, Some(600));
@@ -1289,7 +1304,7 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         );
         let described = s.describe();
         assert!(described.contains("verification stripe"), "{described}");
-        assert!(!described.contains("whsec_x"), "{described}");
+        assert!(!described.contains("whsec_0123456789abcdef"), "{described}");
     }
 
     #[test]

@@ -470,6 +470,7 @@ fn service_config(
         ingest_limits,
         inbound_counts,
         max_held_per_source: settings.inbound_max_held,
+        inbound_replay_window: settings.inbound_replay_window,
     }
 }
 

@@ -123,26 +123,42 @@ impl Receiver {
                 .ok_or(Rejected::NoEventId)?,
             event_type: verified.event_type,
         };
+        // Where the signature does not cover the id (GitHub, an HMAC without signed time or
+        // with an id header), the digest of the signed bytes is recorded beside it, in the
+        // same statement: the same bytes under a new id are then a duplicate too, for as long
+        // as the inbox keeps its rows ([`Receiver::prune`]).
+        let keys: Vec<String> = std::iter::once(event.id.clone())
+            .chain(verified.signed_digest.map(|d| format!("sha256:{d}")))
+            .collect();
         let backend = self.db.get_database_backend();
+        let rows: Vec<String> = (0..keys.len())
+            .map(|i| {
+                format!(
+                    "({}, {}, {})",
+                    placeholder(backend, 3 * i + 1),
+                    placeholder(backend, 3 * i + 2),
+                    placeholder(backend, 3 * i + 3)
+                )
+            })
+            .collect();
         let sql = format!(
-            "INSERT INTO {INBOX_TABLE} (source, event_id, received_at) VALUES ({}) \
+            "INSERT INTO {INBOX_TABLE} (source, event_id, received_at) VALUES {} \
              ON CONFLICT DO NOTHING",
-            placeholders(backend, 3)
+            rows.join(", ")
         );
+        let values = keys.iter().flat_map(|k| {
+            [
+                self.source.clone().into(),
+                k.clone().into(),
+                now.as_millis().into(),
+            ]
+        });
         let inserted = self
             .db
-            .execute(Statement::from_sql_and_values(
-                backend,
-                sql,
-                [
-                    self.source.clone().into(),
-                    event.id.clone().into(),
-                    now.as_millis().into(),
-                ],
-            ))
+            .execute(Statement::from_sql_and_values(backend, sql, values))
             .await?
             .rows_affected();
-        Ok(if inserted == 1 {
+        Ok(if inserted == keys.len() as u64 {
             Received::New(event)
         } else {
             Received::Duplicate(event)
@@ -176,13 +192,6 @@ fn placeholder(backend: DbBackend, n: usize) -> String {
         DbBackend::Postgres => format!("${n}"),
         _ => "?".to_owned(),
     }
-}
-
-fn placeholders(backend: DbBackend, count: usize) -> String {
-    (1..=count)
-        .map(|n| placeholder(backend, n))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]
@@ -321,7 +330,64 @@ mod tests {
                     );
                 }
             }
-            assert_eq!(inbox_rows(&conn).await, 1, "only the one that fits");
+            assert_eq!(
+                inbox_rows(&conn).await,
+                2,
+                "only the one that fits, and its body's digest"
+            );
+        }
+    }
+
+    /// GitHub signs the body only: the same signed body under another `X-GitHub-Delivery`,
+    /// or none, is a duplicate, not a new event; another body is new.
+    #[tokio::test]
+    async fn a_github_body_replayed_under_a_new_delivery_id_is_a_duplicate() {
+        for db in TestDb::all().await {
+            let conn = db.store.connection().clone();
+            let secret = "gh-secret-0123456789";
+            let r = Receiver::new(
+                conn.clone(),
+                "github",
+                Scheme::Github {
+                    secret: secret.into(),
+                },
+            );
+            r.create_inbox().await.unwrap();
+            let sign = |body: &[u8]| {
+                let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+                m.update(body);
+                let hex: String = m
+                    .finalize()
+                    .into_bytes()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                format!("sha256={hex}")
+            };
+            let receive = |body: &'static [u8], delivery: &'static str| {
+                let sig = sign(body);
+                let r = &r;
+                async move {
+                    let header = |n: &str| match n {
+                        "x-hub-signature-256" => Some(sig.clone()),
+                        "x-github-delivery" => Some(delivery.to_owned()),
+                        "x-github-event" => Some("push".to_owned()),
+                        _ => None,
+                    };
+                    r.receive(&header, body).await.unwrap()
+                }
+            };
+            let body: &[u8] = br#"{"ref":"refs/heads/main"}"#;
+            assert!(matches!(receive(body, "d-1").await, Received::New(_)));
+            for delivery in ["d-2", "d-1"] {
+                assert!(
+                    matches!(receive(body, delivery).await, Received::Duplicate(_)),
+                    "{}: {delivery}",
+                    db.backend_name
+                );
+            }
+            let other: &[u8] = br#"{"ref":"refs/heads/dev"}"#;
+            assert!(matches!(receive(other, "d-3").await, Received::New(_)));
         }
     }
 }

@@ -15,9 +15,11 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, MessageId, SourceId, TenantId};
-use domain::inbound::{MAX_TOLERANCE_SECS, Ordering, Scheme, verify};
+use domain::inbound::{
+    GenericHmac, MAX_TOLERANCE_SECS, MIN_SECRET_BYTES, Ordering, Scheme, verify,
+};
 use store::entities::application;
-use store::{NewMessage, Offer, Source, SourceSettings, Store, StoreError, Tally};
+use store::{Claim, NewMessage, Offer, Source, SourceSettings, Store, StoreError, Tally};
 
 use crate::{Config, Result, ServiceError, messages, rules};
 
@@ -42,6 +44,10 @@ pub enum Refusal {
     /// The signature does not verify: counted, never processed.
     #[error("{0}")]
     Unverified(domain::inbound::Refused),
+    /// Verified, but not something that can be stored: answered 400 with `code` and the
+    /// problem, nothing stored.
+    #[error("{detail}")]
+    Invalid { code: &'static str, detail: String },
     /// Verified, ahead of a gap in its key's sequence, and its source already holds this many:
     /// not taken (the sender retries; the gap may have filled by then).
     #[error(
@@ -199,6 +205,12 @@ pub async fn receive(
         });
         Refusal::Unverified(why)
     })?;
+    // Every reader of a message (the API, the pages, the receivers) expects JSON: a body
+    // that is not is refused here rather than stored.
+    let body = domain::payload::json_body(body).map_err(|detail| Refusal::Invalid {
+        code: "invalid_payload",
+        detail,
+    })?;
     let answer = take(store, cfg, &source, verified, header, body).await;
     match answer {
         Ok(Received::Duplicate) => cfg
@@ -231,7 +243,14 @@ async fn take(
         .filter(|t| rules::ident("eventType", t).is_ok())
         .unwrap_or_else(|| source.settings.event_type.clone());
     messages::admit(store, cfg, tenant).await?;
-    let place = source.settings.ordering.place(header, body);
+    let place = source
+        .settings
+        .ordering
+        .place(header, body)
+        .map_err(|detail| Refusal::Invalid {
+            code: "invalid_sequence",
+            detail,
+        })?;
     let key = place.key.filter(|k| rules::ordering_key(k).is_ok());
     let seq = place
         .seq
@@ -242,9 +261,52 @@ async fn take(
         // An ordered event without an id is known by its key and sequence: a repeat of it,
         // or its second forwarding after a crash, is then a duplicate like any other.
         .or_else(|| Some(domain::inbound::sequence_id(key.as_deref()?, seq?)));
+    let claim = match &verified.signed_digest {
+        Some(digest) => Some(
+            store
+                .claim_signed(
+                    source,
+                    digest,
+                    event_id.as_deref(),
+                    cfg.inbound_replay_window,
+                )
+                .await?,
+        ),
+        None => None,
+    };
     let new = forwarded(source, event_type, event_id, body.to_vec(), key.clone());
+    let answer = match claim {
+        Some(Claim::Replay) => return Ok(Received::Duplicate),
+        _ => store_or_hold(store, cfg, source, &app, new, key, seq).await,
+    };
+    if let (Err(_), Some(Claim::Fresh { expires_at }), Some(digest)) =
+        (&answer, claim, &verified.signed_digest)
+    {
+        // Not taken: the sender's retry of it must not count as a replay. The answer stays
+        // the first error; a digest left behind only makes that retry a duplicate.
+        if let Err(e) = store
+            .release_signed(source.row.id, digest, expires_at)
+            .await
+        {
+            tracing::warn!(source = %source.row.id, error = %e, "releasing a signed digest");
+        }
+    }
+    answer
+}
+
+/// Stores a verified event, or holds it for its turn in its key's sequence.
+async fn store_or_hold(
+    store: &Store,
+    cfg: &Config,
+    source: &Source,
+    app: &application::Model,
+    new: NewMessage,
+    key: Option<String>,
+    seq: Option<i64>,
+) -> std::result::Result<Received, Refusal> {
+    let tenant = source.row.tenant_id;
     let (Some(key), Some(seq)) = (key, seq) else {
-        return stored(messages::create(store, cfg, tenant, &app, new).await);
+        return stored(messages::create(store, cfg, tenant, app, new).await);
     };
     // Checked before it may be held: a held event must be one that can be created later.
     messages::check(cfg, &new)?;
@@ -262,7 +324,7 @@ async fn take(
             Ok(Received::Held)
         }
         Offer::Late => {
-            let answer = stored(messages::create(store, cfg, tenant, &app, new).await);
+            let answer = stored(messages::create(store, cfg, tenant, app, new).await);
             if matches!(answer, Ok(Received::Stored(_))) {
                 cfg.inbound_counts.late.fetch_add(1, Relaxed);
             }
@@ -270,7 +332,7 @@ async fn take(
         }
         Offer::Turn => {
             // The key is ours until advanced: forwarded now, in one write either side.
-            let answer = stored(messages::create(store, cfg, tenant, &app, new).await);
+            let answer = stored(messages::create(store, cfg, tenant, app, new).await);
             if answer.is_err() {
                 // Not taken: the sender was not answered 2xx and sends it again; the key is
                 // let go for the events behind it.
@@ -279,7 +341,7 @@ async fn take(
             }
             if store.advance_inbound(source.row.id, &key, seq).await? {
                 // Events held behind it meanwhile: forwarded now, in sequence.
-                if let Err(e) = forward_turns(store, cfg, source, &app, &key).await {
+                if let Err(e) = forward_turns(store, cfg, source, app, &key).await {
                     tracing::warn!(source = %source.row.id, error = %e, "forwarding held events");
                 }
             }
@@ -592,6 +654,20 @@ pub fn check_source(name: &str, settings: &SourceSettings) -> Result<()> {
         return Err(ServiceError::field(
             "verification",
             "a verifying scheme needs its secret (Standard Webhooks: whsec_… secrets)",
+        ));
+    }
+    if let Scheme::Stripe { secret }
+    | Scheme::Github { secret }
+    | Scheme::Hmac(GenericHmac { secret, .. }) = scheme
+        && secret.len() < MIN_SECRET_BYTES
+    {
+        return Err(ServiceError::field(
+            "verification.secret",
+            format!(
+                "the {} secret is {} bytes long; at least {MIN_SECRET_BYTES} are needed (a short secret can be guessed)",
+                scheme.name(),
+                secret.len()
+            ),
         ));
     }
     Ok(())

@@ -47,4 +47,7 @@ pub struct Config {
     pub inbound_counts: Arc<inbound::Counts>,
     /// Most events one source holds ahead of gaps (`inbound_max_held`).
     pub max_held_per_source: u64,
+    /// How long a source knows a request by the digest of its signed bytes, where the
+    /// signature covers neither a timestamp nor the id (`inbound_replay_window`).
+    pub inbound_replay_window: std::time::Duration,
 }

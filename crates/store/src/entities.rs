@@ -562,6 +562,28 @@ pub mod inbound_held {
     entity_boilerplate!();
 }
 
+/// The digest of what a source was sent, where the signature covers neither a timestamp nor
+/// the id: a copy sent again within the replay window is a duplicate, whatever its id header.
+pub mod inbound_signed {
+    use domain::ids::{SourceId, TenantId};
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "inbound_signed")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub source_id: SourceId,
+        /// Hex SHA-256 of the signed bytes.
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub digest: String,
+        pub tenant_id: TenantId,
+        /// The id header of the request that was taken: the same request sent again (a retry
+        /// after an error) goes on to the event-id dedup instead of being refused here.
+        pub event_id: Option<String>,
+        pub expires_at: i64,
+    }
+    entity_boilerplate!();
+}
+
 macro_rules! owned {
     ($($table:ident),* $(,)?) => {$(
         impl Owned for $table::Entity {
@@ -593,4 +615,5 @@ owned!(
     inbound_key,
     inbound_held,
     egress_grant,
+    inbound_signed,
 );

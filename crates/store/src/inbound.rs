@@ -12,7 +12,9 @@ use sea_orm::{
     QuerySelect, Set, Statement,
 };
 
-use crate::entities::{Owned, application, inbound_held, inbound_key, inbound_source};
+use crate::entities::{
+    Owned, application, inbound_held, inbound_key, inbound_signed, inbound_source,
+};
 use crate::error::conflict_as;
 use crate::resources::check_owner;
 use crate::sealed::{open_json, seal_json};
@@ -194,8 +196,12 @@ impl System<'_> {
     }
 }
 
-/// Deletes sources with their held events and ordering keys.
+/// Deletes sources with their held events, ordering keys and signed digests.
 async fn delete_sources(db: &impl ConnectionTrait, ids: Vec<SourceId>) -> Result<()> {
+    inbound_signed::Entity::delete_many()
+        .filter(inbound_signed::Column::SourceId.is_in(ids.clone()))
+        .exec(db)
+        .await?;
     inbound_held::Entity::delete_many()
         .filter(inbound_held::Column::SourceId.is_in(ids.clone()))
         .exec(db)
@@ -577,6 +583,102 @@ impl Store {
             .into_tuple()
             .all(&self.db)
             .await?)
+    }
+}
+
+/// What a source made of the digest of a request's signed bytes ([`Store::claim_signed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Not seen within the window: now recorded until `expires_at` (milliseconds).
+    Fresh { expires_at: i64 },
+    /// Seen within the window with the same event id: the same request again (a sender's
+    /// retry), left to the event-id dedup.
+    Same,
+    /// Seen within the window under another id, or with none: a replay.
+    Replay,
+}
+
+impl Store {
+    /// Records that `source` was sent the bytes whose digest is `digest`, under `event_id`,
+    /// for `window`, in one write; or says it was within the window already. A row whose
+    /// window ended is taken over.
+    pub async fn claim_signed(
+        &self,
+        source: &Source,
+        digest: &str,
+        event_id: Option<&str>,
+        window: Duration,
+    ) -> Result<Claim> {
+        let now = Timestamp::now().as_millis();
+        let expires_at = until(now, window);
+        let id = source.row.id;
+        let txn = self.write_txn().await?;
+        let inserted = inbound_signed::Entity::insert(inbound_signed::ActiveModel {
+            source_id: Set(id),
+            digest: Set(digest.to_owned()),
+            tenant_id: Set(source.row.tenant_id),
+            event_id: Set(event_id.map(str::to_owned)),
+            expires_at: Set(expires_at),
+        })
+        .on_conflict(
+            OnConflict::columns([
+                inbound_signed::Column::SourceId,
+                inbound_signed::Column::Digest,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(&*txn)
+        .await?;
+        if inserted == 1 {
+            txn.commit().await?;
+            return Ok(Claim::Fresh { expires_at });
+        }
+        let seen = inbound_signed::Entity::find()
+            .filter(inbound_signed::Column::SourceId.eq(id))
+            .filter(inbound_signed::Column::Digest.eq(digest))
+            .lock_exclusive()
+            .one(&*txn)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("an inbound digest vanished".into()))?;
+        if seen.expires_at <= now {
+            inbound_signed::Entity::update_many()
+                .col_expr(
+                    inbound_signed::Column::EventId,
+                    Expr::value(event_id.map(str::to_owned)),
+                )
+                .col_expr(inbound_signed::Column::ExpiresAt, Expr::value(expires_at))
+                .filter(inbound_signed::Column::SourceId.eq(id))
+                .filter(inbound_signed::Column::Digest.eq(digest))
+                .exec(&*txn)
+                .await?;
+            txn.commit().await?;
+            return Ok(Claim::Fresh { expires_at });
+        }
+        drop(txn);
+        Ok(match (event_id, seen.event_id.as_deref()) {
+            (Some(mine), Some(theirs)) if mine == theirs => Claim::Same,
+            _ => Claim::Replay,
+        })
+    }
+
+    /// Lets a digest recorded by [`Store::claim_signed`] go, when its event was not taken:
+    /// the sender's retry must not be a replay. A later claim of it is left alone.
+    pub async fn release_signed(
+        &self,
+        source: SourceId,
+        digest: &str,
+        expires_at: i64,
+    ) -> Result<()> {
+        let txn = self.write_txn().await?;
+        inbound_signed::Entity::delete_many()
+            .filter(inbound_signed::Column::SourceId.eq(source))
+            .filter(inbound_signed::Column::Digest.eq(digest))
+            .filter(inbound_signed::Column::ExpiresAt.eq(expires_at))
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        Ok(())
     }
 }
 

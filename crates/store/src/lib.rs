@@ -41,7 +41,7 @@ pub use columns::EXPUNGED;
 pub use connect::{Backend, ConnectOptions};
 pub use egress::{GrantOrigin, Grants};
 pub use error::{StoreError, redact_url};
-pub use inbound::{HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
+pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};
 pub use page::{ListParams, Page};

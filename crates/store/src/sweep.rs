@@ -29,6 +29,8 @@ pub struct Swept {
     pub jobs: u64,
     /// Inbound ordering keys idle past the metadata horizon, none of their events held.
     pub inbound_keys: u64,
+    /// Digests of signed inbound requests whose replay window ended.
+    pub inbound_signed: u64,
 }
 
 /// Creation times before which the history tables' rows go (see [`crate::System::sweep_expired`]).
@@ -74,7 +76,7 @@ impl Store {
 /// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
 impl crate::System<'_> {
     /// Deletes idempotency records, operational events, emails and jobs older than their
-    /// horizons, and sessions and sign-ups that expired before `now`. Emails still to be sent
+    /// horizons, and sessions, sign-ups and inbound digests that expired before `now`. Emails still to be sent
     /// and jobs still running stay whatever their age.
     pub async fn sweep_expired(&self, horizons: Horizons, now: Timestamp) -> Result<Swept> {
         let p = match self.backend {
@@ -110,6 +112,11 @@ impl crate::System<'_> {
                  WHERE h.source_id = k.source_id AND h.ordering_key = k.ordering_key) \
                LIMIT {SWEEP_BATCH})"
         );
+        let signed = format!(
+            "DELETE FROM inbound_signed WHERE (source_id, digest) IN ( \
+               SELECT source_id, digest FROM inbound_signed WHERE expires_at < {p} \
+               LIMIT {SWEEP_BATCH})"
+        );
         let emails = by_id("email_outbox", Some(EmailState::Pending.as_str()));
         let jobs = by_id("jobs", Some(JobState::Running.as_str()));
         Ok(Swept {
@@ -133,6 +140,7 @@ impl crate::System<'_> {
             inbound_keys: self
                 .delete_in_batches(&keys, horizons.events.as_millis())
                 .await?,
+            inbound_signed: self.delete_in_batches(&signed, now.as_millis()).await?,
         })
     }
 }

@@ -613,7 +613,7 @@ pub async fn list_messages(
         let (status, status_text) = state_code(d.state);
         let (channels, tags) = crate::routes::messages::labels(&m)?;
         data.push(EndpointMessageOut {
-            payload: raw_payload(&m.payload, with_content)?,
+            payload: raw_payload(&m, with_content),
             channels,
             tags,
             id: m.id.to_string(),

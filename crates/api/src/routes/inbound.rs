@@ -21,7 +21,8 @@ pub struct SourceIn {
     /// The event type of what arrives, unless the scheme names one (Stripe's `type`, GitHub's
     /// `X-GitHub-Event`).
     pub event_type: String,
-    /// How requests are verified: `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
+    /// How requests are verified (`stripe`, `github` and `hmac` secrets: at least 16 bytes):
+    /// `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
     /// `{"scheme": "stripe", "secret": "whsec_…"}`, `{"scheme": "github", "secret": "…"}`,
     /// `{"scheme": "hmac", "secret", "header", "algorithm", "encoding", "prefix",
     /// "timestamp_header", "id_header"}` or `{"scheme": "none"}`.
@@ -147,11 +148,13 @@ pub async fn delete_source(
     params(("source_id" = String, Path)),
     request_body(content = Object, description = "the sender's webhook, verified on its raw bytes"),
     responses((status = 200, description = "stored (`id`) or a duplicate (`duplicate: true`)"),
+        (status = 400, body = crate::error::HttpErrorOut, description = "verified, but the body is not JSON (`invalid_payload`) or its sequence is too large (`invalid_sequence`)"),
         (status = 401, body = crate::error::HttpErrorOut), (status = 404, body = crate::error::HttpErrorOut),
         (status = 413, body = crate::error::HttpErrorOut)))]
 /// `POST /in/{source_id}`: unauthenticated but for its signature. A bad signature answers 401
-/// and stores nothing; a verified event is stored and answered 200 at once (a copy of one seen
-/// before: 200 with `duplicate`), then forwarded.
+/// and stores nothing; a body that is not JSON answers 400 and stores nothing; a verified event
+/// is stored and answered 200 at once (a copy of one seen before: 200 with `duplicate`), then
+/// forwarded.
 pub async fn receive(
     req: HttpRequest,
     store: web::Data<Store>,
@@ -174,6 +177,7 @@ pub async fn receive(
         Err(Refusal::Unverified(_)) => crate::InboundResult::Refused,
         Err(Refusal::NotFound) => crate::InboundResult::UnknownSource,
         Err(Refusal::Full(_)) => crate::InboundResult::Full,
+        Err(Refusal::Invalid { .. }) => crate::InboundResult::Failed,
         Err(Refusal::Service(_)) => crate::InboundResult::Failed,
     });
     match answer {
@@ -193,6 +197,7 @@ pub async fn receive(
                 why.to_string(),
             ))
         }
+        Err(Refusal::Invalid { code, detail }) => Err(ApiError::bad_request(code, detail)),
         Err(full @ Refusal::Full(_)) => Err(ApiError {
             retry_after: Some(FULL_RETRY_AFTER_SECS),
             ..ApiError::new(

@@ -11,17 +11,37 @@ use crate::dto::{
 use crate::extract::{App, JsonBody, Tenant};
 use crate::{ApiConfig, ApiError, IngestResult};
 
-/// The stored payload as raw JSON (or `{}` when content was not asked for).
-pub fn raw_payload(bytes: &[u8], with_content: bool) -> Result<Box<RawValue>, ApiError> {
-    let text = if with_content && bytes.is_empty() {
+/// The stored payload as raw JSON (or `{}` when content was not asked for). One that is not
+/// JSON (stored before inbound bodies were checked) is shown as an error value of its own,
+/// `{"unreadable": true, "error": "…"}`, so that the message, and any list holding it, can
+/// still be read.
+pub fn raw_payload(m: &message::Model, with_content: bool) -> Box<RawValue> {
+    let text = if !with_content {
+        "{}".to_owned()
+    } else if m.payload.is_empty() {
         // Expunged (`message::Model::is_expunged`): Svix's marker.
         r#"{"expired":true}"#.to_owned()
-    } else if with_content {
-        String::from_utf8(bytes.to_vec()).map_err(|_| ApiError::internal())?
     } else {
-        "{}".to_owned()
+        match std::str::from_utf8(&m.payload)
+            .ok()
+            .and_then(|t| RawValue::from_string(t.to_owned()).ok())
+        {
+            Some(raw) => return raw,
+            None => unreadable(m),
+        }
     };
-    RawValue::from_string(text).map_err(|_| ApiError::internal())
+    RawValue::from_string(text).expect("the texts above are JSON")
+}
+
+fn unreadable(m: &message::Model) -> String {
+    let problem =
+        domain::payload::json_problem(&m.payload).unwrap_or_else(|| "not a JSON value".to_owned());
+    tracing::warn!(message = %m.id, problem, "a stored payload is not JSON; shown as an error value");
+    serde_json::json!({
+        "unreadable": true,
+        "error": format!("the stored payload cannot be shown: it is {problem}"),
+    })
+    .to_string()
 }
 
 /// A message's channels and tags, decoded from their JSON columns.
@@ -34,7 +54,7 @@ pub fn labels(m: &message::Model) -> Result<Labels, ApiError> {
 pub fn out(m: message::Model, with_content: bool) -> Result<MessageOut, ApiError> {
     let (channels, tags) = labels(&m)?;
     Ok(MessageOut {
-        payload: raw_payload(&m.payload, with_content)?,
+        payload: raw_payload(&m, with_content),
         channels,
         tags,
         id: m.id.to_string(),

@@ -427,7 +427,7 @@ async fn the_sources_page_lists_each_source_and_links_to_the_events_it_received(
         &key,
         "/inbound/source",
         json!({"name": "stripe", "appId": app_id, "eventType": "stripe.event",
-               "verification": {"scheme": "stripe", "secret": "whsec_x"}}),
+               "verification": {"scheme": "stripe", "secret": "whsec_0123456789abcdef"}}),
     )
     .await;
     let client = reqwest::Client::new();

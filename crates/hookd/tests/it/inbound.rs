@@ -52,11 +52,20 @@ async fn source_with(app: &TestApp, body: Value) -> (String, String) {
 }
 
 async fn post(app: &TestApp, id: &str, headers: &[(&str, String)], body: &str) -> (u16, Value) {
+    post_bytes(app, id, headers, body.as_bytes()).await
+}
+
+async fn post_bytes(
+    app: &TestApp,
+    id: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, Value) {
     let mut req = app
         .client
         .post(format!("{}/in/{id}", app.base))
         .header("content-type", "application/json")
-        .body(body.to_owned());
+        .body(body.to_vec());
     for (k, v) in headers {
         req = req.header(*k, v);
     }
@@ -873,5 +882,285 @@ async fn a_source_holds_so_many_events_ahead_of_gaps_and_then_asks_the_sender_to
         })
         .await;
         assert_eq!(arrived(&s, "k"), (1..=r + 2).collect::<Vec<_>>());
+    }
+}
+
+/// Bodies that are not JSON (bad UTF-8, a raw NUL in a string, trailing text) are refused with
+/// 400 `invalid_payload` naming the problem, and nothing is stored; JSON with whitespace around
+/// it is taken. A payload stored before that check (written here through the store) reads as an
+/// error value on its own message while the lists holding it keep answering 200.
+#[tokio::test]
+async fn inbound_stores_only_json_and_a_stored_payload_that_is_not_still_reads() {
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, ep) = endpoint_at(&app, &s, json!({})).await;
+        let (src, _) = source(&app, "open", &a, json!({"scheme": "none"})).await;
+        for (body, says) in [
+            (&b"{\"a\":\"\xff\xfe\"}"[..], "not UTF-8"),
+            (b"{\"a\":\"\x00\"}", "control character"),
+            (b"{\"a\":1} x", "trailing characters at line 1 column 9"),
+        ] {
+            let (status, answer) = post_bytes(&app, &src, &[], body).await;
+            assert_eq!(status, 400, "{answer}");
+            assert_eq!(answer["code"], "invalid_payload", "{answer}");
+            let detail = answer["detail"].as_str().unwrap();
+            assert!(detail.contains(says), "{detail}");
+        }
+        assert!(messages(&app, &a).await.is_empty(), "nothing stored");
+        let (status, answer) = post(&app, &src, &[], " \r\n\t{\"a\": 1}\n ").await;
+        assert_eq!(status, 200, "whitespace around JSON: {answer}");
+
+        let model = app.store.get_application(app.tenant, &a).await.unwrap();
+        let bad = app
+            .store
+            .create_message(
+                app.tenant,
+                &model,
+                store::NewMessage {
+                    event_type: "inbound.event".into(),
+                    event_id: None,
+                    payload: b"{\"a\":\"\xff\xfe\"}".to_vec(),
+                    channels: Vec::new(),
+                    tags: Vec::new(),
+                    ordering_key: None,
+                    to_endpoint: None,
+                    deliver_at: None,
+                },
+                |_, now| now.plus(Duration::from_secs(3600)),
+            )
+            .await
+            .unwrap()
+            .message
+            .id
+            .to_string();
+        let list = app.get(&format!("/app/{a}/msg?limit=100")).await;
+        assert_eq!(list.status, 200, "{}", list.body);
+        let data = list.body["data"].as_array().unwrap();
+        assert_eq!(data.len(), 2, "{}", list.body);
+        let shown = |m: &Value| m["payload"].clone();
+        let bad_one = data.iter().find(|m| m["id"] == bad.as_str()).unwrap();
+        assert_eq!(shown(bad_one)["unreadable"], true, "{bad_one}");
+        assert!(
+            shown(bad_one)["error"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be shown: it is not UTF-8"),
+            "{bad_one}"
+        );
+        let good = data.iter().find(|m| m["id"] != bad.as_str()).unwrap();
+        assert_eq!(shown(good), json!({"a": 1}), "the good one as it was");
+        let one = app.get(&format!("/app/{a}/msg/{bad}")).await;
+        assert_eq!(one.status, 200, "{}", one.body);
+        assert_eq!(one.body["payload"]["unreadable"], true);
+        let by_endpoint = app.get(&format!("/app/{a}/endpoint/{ep}/msg")).await;
+        assert_eq!(by_endpoint.status, 200, "{}", by_endpoint.body);
+        assert_eq!(by_endpoint.body["data"].as_array().unwrap().len(), 2);
+        s.stop().await;
+    }
+}
+
+/// GitHub's signature covers the body only: the same signed body sent again with another
+/// `X-GitHub-Delivery` (and another `X-GitHub-Event`) is a duplicate and makes no message, as
+/// a repeated delivery id is; so is an `hmac` body without a signed timestamp or id sent again.
+/// A different body is a new event; one not taken (refused by a message rule) may be sent again.
+#[tokio::test]
+async fn a_captured_github_or_hmac_request_replayed_with_a_new_id_is_a_duplicate() {
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        let (github, _) = source(
+            &app,
+            "github",
+            &a,
+            json!({"scheme": "github", "secret": GITHUB_SECRET}),
+        )
+        .await;
+        let body = r#"{"action":"opened","number":7}"#;
+        let sig = format!("sha256={}", hex_hmac(GITHUB_SECRET, body.as_bytes()));
+        let gh = |delivery: &str, event: &str| {
+            vec![
+                ("X-Hub-Signature-256", sig.clone()),
+                ("X-GitHub-Delivery", delivery.to_owned()),
+                ("X-GitHub-Event", event.to_owned()),
+            ]
+        };
+        let (status, answer) = post(&app, &github, &gh("d-1", "pull_request"), body).await;
+        assert_eq!((status, answer["id"].is_string()), (200, true), "{answer}");
+        for (delivery, event) in [
+            ("d-2", "pull_request"),
+            ("d-3", "push"),
+            ("d-1", "pull_request"),
+        ] {
+            let (status, answer) = post(&app, &github, &gh(delivery, event), body).await;
+            assert_eq!(status, 200, "{answer}");
+            assert_eq!(answer, json!({"duplicate": true}), "{delivery} {event}");
+        }
+        let (status, answer) =
+            post(&app, &github, &[("X-Hub-Signature-256", sig.clone())], body).await;
+        assert_eq!(answer, json!({"duplicate": true}), "{status}: no id at all");
+        let stored = messages(&app, &a).await;
+        assert_eq!(stored.len(), 1, "{stored:?}");
+        assert_eq!(stored[0]["eventType"], "pull_request");
+        // Five copies at once, each under its own delivery id: one event.
+        let body = r#"{"action":"closed","number":7}"#;
+        let sig = format!("sha256={}", hex_hmac(GITHUB_SECRET, body.as_bytes()));
+        let copy = |n: u32| {
+            let headers = vec![
+                ("X-Hub-Signature-256", sig.clone()),
+                ("X-GitHub-Delivery", format!("c-{n}")),
+            ];
+            let app = &app;
+            let github = github.clone();
+            async move { post(app, &github, &headers, body).await }
+        };
+        let (c1, c2, c3, c4, c5) = tokio::join!(copy(1), copy(2), copy(3), copy(4), copy(5));
+        let copies = [c1, c2, c3, c4, c5];
+        let taken = copies.iter().filter(|(_, a)| a["id"].is_string()).count();
+        let dups = copies
+            .iter()
+            .filter(|(_, a)| a["duplicate"] == true)
+            .count();
+        assert_eq!((taken, dups), (1, 4), "{copies:?}");
+        assert_eq!(messages(&app, &a).await.len(), 2);
+
+        let (hmac, _) = source(
+            &app,
+            "hmac",
+            &a,
+            json!({"scheme": "hmac", "secret": "0123456789abcdef", "header": "X-Sig"}),
+        )
+        .await;
+        let signed = |body: &str| vec![("X-Sig", hex_hmac("0123456789abcdef", body.as_bytes()))];
+        let first = r#"{"n":1}"#;
+        let (status, answer) = post(&app, &hmac, &signed(first), first).await;
+        assert_eq!((status, answer["id"].is_string()), (200, true), "{answer}");
+        let (_, answer) = post(&app, &hmac, &signed(first), first).await;
+        assert_eq!(answer, json!({"duplicate": true}));
+        let second = r#"{"n":2}"#;
+        let (_, answer) = post(&app, &hmac, &signed(second), second).await;
+        assert!(answer["id"].is_string(), "another body: {answer}");
+        // Not taken (a payload must be an object): the same request again is refused the
+        // same way, not acknowledged as a duplicate of something never stored.
+        for _ in 0..2 {
+            let (status, answer) = post(&app, &hmac, &signed("[1]"), "[1]").await;
+            assert_eq!(status, 422, "{answer}");
+        }
+        assert_eq!(messages(&app, &a).await.len(), 4);
+        s.stop().await;
+    }
+}
+
+/// The digests are kept for the window only: once it ends the sweep deletes them, and the
+/// same signed bytes are taken as new.
+#[tokio::test]
+async fn signed_digests_are_swept_when_their_window_ends() {
+    for app in apps().await {
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "win"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let (id, _) = source(
+            &app,
+            "gh",
+            &a,
+            json!({"scheme": "github", "secret": GITHUB_SECRET}),
+        )
+        .await;
+        let src = app.store.system().source(&id).await.unwrap();
+        let short = Duration::from_millis(50);
+        let claim = |d: &'static str| app.store.claim_signed(&src, d, Some("x"), short);
+        assert!(matches!(
+            claim("d1").await.unwrap(),
+            store::Claim::Fresh { .. }
+        ));
+        assert!(matches!(
+            claim("d2").await.unwrap(),
+            store::Claim::Fresh { .. }
+        ));
+        assert_eq!(claim("d1").await.unwrap(), store::Claim::Same);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = domain::Timestamp::now();
+        let keep = store::Horizons {
+            idempotency: domain::Timestamp::from_millis(0),
+            events: domain::Timestamp::from_millis(0),
+            done: domain::Timestamp::from_millis(0),
+        };
+        let swept = app.store.system().sweep_expired(keep, now).await.unwrap();
+        assert_eq!(swept.inbound_signed, 2);
+        assert!(matches!(
+            claim("d1").await.unwrap(),
+            store::Claim::Fresh { .. }
+        ));
+    }
+}
+
+/// A source's secret is at least 16 bytes (422 naming `verification.secret`); a sequence
+/// whose successor would overflow is refused with 400 naming the header, and the key's later
+/// events go on as before.
+#[tokio::test]
+async fn short_source_secrets_and_overflowing_sequences_are_refused() {
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        for verification in [
+            json!({"scheme": "github", "secret": "x"}),
+            json!({"scheme": "stripe", "secret": "whsec_short"}),
+            json!({"scheme": "hmac", "secret": "123456789012345", "header": "X-Sig"}),
+        ] {
+            let r = app
+                .call(
+                    Method::POST,
+                    "/inbound/source",
+                    Some(json!({"name": "weak", "appId": a, "eventType": "e",
+                        "verification": verification})),
+                )
+                .await;
+            assert_eq!(r.status, 422, "{}", r.body);
+            assert_eq!(
+                r.body["detail"][0]["loc"],
+                json!(["body", "verification", "secret"]),
+                "{}",
+                r.body
+            );
+            assert!(r.body.to_string().contains("at least 16"), "{}", r.body);
+        }
+
+        let (src, _) = source_with(
+            &app,
+            json!({"name": "ordered", "appId": a, "eventType": "inbound.event",
+                   "verification": {"scheme": "none"}, "ordering": {"holdGapSecs": 600}}),
+        )
+        .await;
+        let (status, answer) = post(
+            &app,
+            &src,
+            &[
+                ("webhook-ordering-key", "k".to_owned()),
+                ("webhook-sequence", i64::MAX.to_string()),
+            ],
+            r#"{"key":"k","seq":0}"#,
+        )
+        .await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["code"], "invalid_sequence");
+        assert!(
+            answer["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("webhook-sequence is 9223372036854775807"),
+            "{answer}"
+        );
+        for seq in 1..=3 {
+            assert!(
+                post_seq(&app, &src, "k", seq).await["id"].is_string(),
+                "{seq} in turn"
+            );
+        }
+        eventually(Duration::from_secs(10), "1 to 3 forwarded", || async {
+            arrived(&s, "k").len() >= 3
+        })
+        .await;
+        assert_eq!(arrived(&s, "k"), vec![1, 2, 3]);
+        s.stop().await;
     }
 }
