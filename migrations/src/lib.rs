@@ -20,6 +20,7 @@ mod m0011_endpoint_auth;
 mod m0012_inbound_sources;
 mod m0013_inbound_ordering;
 mod m0014_source_tolerance;
+mod m0017_portal_capabilities;
 
 pub struct Migrator;
 
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0012_inbound_sources::Migration),
             Box::new(m0013_inbound_ordering::Migration),
             Box::new(m0014_source_tolerance::Migration),
+            Box::new(m0017_portal_capabilities::Migration),
         ]
     }
 }

@@ -82,9 +82,9 @@ pub async fn prune(
 }
 
 /// Rows this process's prunes removed, by kind, since it started (for `/metrics`).
-static PRUNED: [std::sync::atomic::AtomicU64; 10] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 10];
-const PRUNED_KINDS: [&str; 10] = [
+static PRUNED: [std::sync::atomic::AtomicU64; 11] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 11];
+const PRUNED_KINDS: [&str; 11] = [
     "messages",
     "deliveries",
     "attempts",
@@ -95,10 +95,11 @@ const PRUNED_KINDS: [&str; 10] = [
     "emails",
     "jobs",
     "inbound_keys",
+    "portal_tokens",
 ];
 
 impl PruneReport {
-    fn by_kind(&self) -> [u64; 10] {
+    fn by_kind(&self) -> [u64; 11] {
         let (p, s) = (self.retention, self.swept);
         [
             p.messages,
@@ -111,6 +112,7 @@ impl PruneReport {
             s.emails,
             s.jobs,
             s.inbound_keys,
+            s.portal_tokens,
         ]
     }
 }
@@ -167,6 +169,7 @@ async fn prune_and_log(store: &Store, retention: Retention) -> bool {
                     emails = r.swept.emails,
                     jobs = r.swept.jobs,
                     inbound_keys = r.swept.inbound_keys,
+                    portal_tokens = r.swept.portal_tokens,
                     "pruned expired rows"
                 );
             }
