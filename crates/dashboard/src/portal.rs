@@ -21,7 +21,6 @@ use domain::portal::PortalSettings;
 use serde::Deserialize;
 use store::ListParams;
 
-use crate::auth::see_other;
 use crate::error::PageError;
 use crate::session::{self, PORTAL_COOKIE, PORTAL_ROOT, Session, SessionKind};
 use crate::views::{
@@ -32,16 +31,18 @@ use crate::views::{
 const HOME_ENDPOINTS: u64 = 50;
 const HOME_EVENT_TYPES: u64 = 100;
 
-/// GET `/portal/`: straight to the application with a valid portal cookie; otherwise the page
-/// whose script opens the session from the link's fragment.
+/// GET `/portal/`: the page whose script opens the session from the link's fragment. With a
+/// portal session open, the script goes on to its application unless the address carries a
+/// link (which the server cannot see): that link is posted, and `open` asks before it
+/// replaces a session of another application.
 pub async fn landing(req: HttpRequest) -> Result<HttpResponse, PageError> {
-    if let Some(Session {
-        kind: SessionKind::Portal { app, .. },
-        ..
-    }) = session::current(&req).await?
-    {
-        return Ok(see_other(&format!("{PORTAL_ROOT}/app/{app}")));
-    }
+    let home = match session::current(&req).await? {
+        Some(Session {
+            kind: SessionKind::Portal { app, .. },
+            ..
+        }) => Some(format!("{PORTAL_ROOT}/app/{app}")),
+        _ => None,
+    };
     // Framed anywhere: it shows nothing and has no control, and a portal embedded on the
     // tenant's site starts here before the server can know the tenant (the token is in the
     // fragment). What it posts to answers with the token's tenant's rule.
@@ -51,6 +52,7 @@ pub async fn landing(req: HttpRequest) -> Result<HttpResponse, PageError> {
         &PortalLanding {
             csrf: None,
             root: PORTAL_ROOT,
+            home,
         },
     )?)
 }

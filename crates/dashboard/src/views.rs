@@ -484,6 +484,8 @@ pub struct OverviewApps {
 pub struct PortalLanding {
     pub csrf: Option<String>,
     pub root: &'static str,
+    /// The open portal session's application page, if there is one.
+    pub home: Option<String>,
 }
 
 /// Asks before a portal link replaces an open portal session of another application.
