@@ -240,7 +240,13 @@ async fn portal_session(req: &HttpRequest) -> Result<Option<Session>, PageError>
     let Some((token, grant)) = portal_cookie_grant(req).await? else {
         return Ok(None);
     };
-    if !grant.capabilities.changes_anything() && req.method() != actix_web::http::Method::GET {
+    // A link that may change nothing posts nothing, except signing out (which only ends
+    // itself).
+    let signing_out = req.path() == format!("{PORTAL_ROOT}/logout");
+    if !grant.capabilities.changes_anything()
+        && req.method() != actix_web::http::Method::GET
+        && !signing_out
+    {
         return Err(PageError::BadInput(
             actix_web::http::StatusCode::FORBIDDEN,
             "This portal link is read-only: it shows your endpoints and messages but cannot \

@@ -313,6 +313,15 @@ async fn a_read_only_link_reads_and_signing_out_ends_the_link() {
         )
         .await;
     refused.assert(403, "read-only");
+    // It signs out all the same: that changes nothing but itself.
+    customer
+        .post("/portal/logout", &[("csrf", &page.csrf())])
+        .await
+        .assert(200, "signed out");
+    customer
+        .get(&format!("/portal/app/{app_a}"))
+        .await
+        .assert(401, "This link is not valid");
 
     // A full token's holder signs out: the token no longer works, in the portal or the API.
     let token = portal_token(&app, &key, &app_a, json!({})).await;
