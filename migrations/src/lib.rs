@@ -22,6 +22,7 @@ mod m0013_inbound_ordering;
 mod m0014_source_tolerance;
 mod m0015_egress_grants;
 mod m0016_inbound_signed;
+mod m0017_portal_capabilities;
 
 pub struct Migrator;
 
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0014_source_tolerance::Migration),
             Box::new(m0015_egress_grants::Migration),
             Box::new(m0016_inbound_signed::Migration),
+            Box::new(m0017_portal_capabilities::Migration),
         ]
     }
 }

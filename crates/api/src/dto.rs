@@ -355,6 +355,8 @@ pub struct EventTypeListQuery {
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointIn {
+    /// Where deliveries go. Changing it to another host or port drops the endpoint's
+    /// credentials (bearer, basic, OAuth, mTLS): set them again for the new receiver.
     #[schema(min_length = 1, max_length = 2048)]
     pub url: String,
     #[serde(default)]
@@ -411,6 +413,8 @@ pub struct EndpointExtIn {
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointPatch {
+    /// Where deliveries go. Changing it to another host or port drops the endpoint's
+    /// credentials (bearer, basic, OAuth, mTLS): set them again for the new receiver.
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub url: Patch<String>,

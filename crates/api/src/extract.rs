@@ -7,6 +7,7 @@ use actix_web::dev::Payload;
 use actix_web::http::{StatusCode, header};
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use domain::ids::TenantId;
+use domain::portal::Capability;
 use serde::de::DeserializeOwned;
 use service::trace::{Field, note};
 use store::entities::{application, endpoint};
@@ -158,7 +159,8 @@ pub(crate) async fn identify(req: &HttpRequest) -> Result<TenantId, ApiError> {
 /// reading the tenant's event-type catalogue, and logging out. Anything else — another
 /// application, the tenant's own resources, issuing or expiring portal tokens — answers 404 as
 /// if it did not exist. Within its application a token neither changes nor deletes the
-/// application itself nor sends messages (the tenant does), and a read-only token only reads.
+/// application itself nor sends messages (the tenant does), a read-only token only reads, and
+/// a token issued with `capabilities` does only what they allow (see [`capability_for`]).
 async fn portal_allows(req: &HttpRequest, grant: &store::PortalGrant) -> Result<(), ApiError> {
     let pattern = req.match_pattern().unwrap_or_default();
     let reads = matches!(
@@ -194,6 +196,17 @@ async fn portal_allows(req: &HttpRequest, grant: &store::PortalGrant) -> Result<
             "messages are sent by the tenant's API key, not a portal token",
         ));
     }
+    let needed = capability_for(reads, &pattern);
+    if !grant.capabilities.allows(needed) {
+        return Err(ApiError::new(
+            actix_web::http::StatusCode::FORBIDDEN,
+            "missing_capability",
+            format!(
+                "this portal token was issued without the {} capability",
+                needed.name()
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -214,6 +227,38 @@ impl FromRequest for Caller {
                 None => service::endpoints::Actor::Tenant,
             }))
         })
+    }
+}
+
+/// The capability (Svix's) a portal token needs for a route of its application: reading
+/// needs `ViewBase`, except an endpoint's secret and custom header values; sending again
+/// needs `CreateAttempts`; rotating a secret `ManageEndpointSecret`; every other change
+/// `ManageEndpoint`.
+fn capability_for(reads: bool, pattern: &str) -> Capability {
+    const ENDPOINT: &str = "/api/v1/app/{app_id}/endpoint/{endpoint_id}";
+    let Some(rest) = pattern.strip_prefix(ENDPOINT).or_else(|| {
+        pattern.strip_prefix("/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}")
+    }) else {
+        return if reads {
+            Capability::ViewBase
+        } else {
+            Capability::ManageEndpoint
+        };
+    };
+    match (reads, rest) {
+        (true, "/secret" | "/headers") => Capability::ViewEndpointSecret,
+        (true, _) => Capability::ViewBase,
+        (false, "/secret/rotate") => Capability::ManageEndpointSecret,
+        (
+            false,
+            "/recover"
+            | "/replay-missing"
+            | "/send-example"
+            | "/replay-from-message"
+            | "/resend"
+            | "/skip",
+        ) => Capability::CreateAttempts,
+        (false, _) => Capability::ManageEndpoint,
     }
 }
 

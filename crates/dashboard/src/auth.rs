@@ -437,10 +437,42 @@ pub fn see_other(to: &str) -> HttpResponse {
         .finish()
 }
 
-/// `scheme://host` as the browser sees it, for examples on the pages.
+/// `scheme://host` as the browser sees it: for links (a portal link, examples on the pages)
+/// and for telling the server's own origin from another site's.
 pub fn base_url(req: &HttpRequest) -> String {
-    let info = req.connection_info();
-    format!("{}://{}", info.scheme(), info.host())
+    let (scheme, host) = scheme_and_host(req);
+    format!("{scheme}://{host}")
+}
+
+/// The request's scheme as the browser used it (`https` decides cookies' `Secure`).
+pub fn scheme(req: &HttpRequest) -> String {
+    scheme_and_host(req).0
+}
+
+/// `Forwarded` and `X-Forwarded-Host`/`-Proto` are believed only from a trusted proxy
+/// (`trusted_proxies`): from anyone else they would let a client choose where a portal link
+/// points (`https://evil.test/portal/#token=…`). Otherwise: the connection's own scheme and
+/// the `Host` header the browser sent.
+fn scheme_and_host(req: &HttpRequest) -> (String, String) {
+    let trusted = req
+        .app_data::<web::Data<AuthLimits>>()
+        .is_some_and(|l| l.from_trusted_proxy(req));
+    if trusted {
+        let info = req.connection_info();
+        return (info.scheme().to_owned(), info.host().to_owned());
+    }
+    let scheme = if req.app_config().secure() {
+        "https"
+    } else {
+        "http"
+    };
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or_else(|| req.app_config().host());
+    (scheme.to_owned(), host.to_owned())
 }
 
 /// One `@`, something on both sides, a dot in the domain, no spaces; the mailbox proves the

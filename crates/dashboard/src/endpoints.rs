@@ -11,6 +11,7 @@ use domain::Timestamp;
 use domain::endpoint_auth::EndpointAuth;
 use domain::ids::{ApplicationId, EndpointId};
 use domain::jobs::{JobKind, JobState};
+use domain::portal::Capability;
 use serde::Deserialize;
 use store::entities::{application, endpoint};
 use store::{AttemptFilter, EndpointChanges, ListParams, Store};
@@ -235,6 +236,7 @@ pub async fn detail(
     let auth = auth_text(&store.endpoint_auth(&ep)?);
     let mtls = store.endpoint_mtls(&ep)?.is_some();
     let page = EndpointPage {
+        can: session.allowed(),
         public_key,
         auth,
         mtls,
@@ -428,6 +430,7 @@ pub async fn dead_letters(
         })
         .collect();
     let view = DeadLettersPage {
+        can: session.allowed(),
         csrf: Some(session.csrf),
         root: session.root,
         app_id: app.id.to_string(),
@@ -540,6 +543,11 @@ pub async fn act(
     session.check_csrf(&req, &form.csrf)?;
     let store = session::store_of(&req)?;
     let (app_id, ep_id, action) = path.into_inner();
+    session.require(match action.as_str() {
+        "rotate-secret" | "rotate-ed25519" => Capability::ManageEndpointSecret,
+        "recover" | "recover-all" | "test" => Capability::CreateAttempts,
+        _ => Capability::ManageEndpoint,
+    })?;
     let (app, ep) = load(store, &session, &app_id, &ep_id).await?;
     let page = format!("{}/app/{}/endpoint/{}", session.root, app.id, ep.id);
     match action.as_str() {

@@ -19,6 +19,9 @@ pub enum PageError {
     PortalLink,
     #[error("not found")]
     NotFound,
+    /// A portal link posted by a page of another site (see `session::from_this_origin`).
+    #[error("cross-site portal link")]
+    CrossSite,
     /// The form's CSRF token is missing or is not the session's.
     #[error("CSRF token mismatch")]
     Csrf,
@@ -81,7 +84,7 @@ impl ResponseError for PageError {
             PageError::NotFound | PageError::Store(store::StoreError::NotFound { .. }) => {
                 StatusCode::NOT_FOUND
             }
-            PageError::Csrf => StatusCode::FORBIDDEN,
+            PageError::Csrf | PageError::CrossSite => StatusCode::FORBIDDEN,
             PageError::BadInput(status, _) => *status,
             PageError::TooBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             PageError::Store(
@@ -120,6 +123,13 @@ impl PageError {
                 "Request refused",
                 "This form has expired or did not come from this dashboard. Reload the page \
                  and try again."
+                    .to_owned(),
+            ),
+            PageError::CrossSite => (
+                "This link was not opened",
+                "Another website tried to open a portal in your browser, so nothing was \
+                 changed. To open your portal, paste the link you were given into the \
+                 address bar."
                     .to_owned(),
             ),
             PageError::BadInput(_, msg) => ("That did not work", msg.clone()),

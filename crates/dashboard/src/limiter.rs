@@ -205,6 +205,13 @@ impl AuthLimits {
         client_ip(peer, forwarded_for(req), &self.config.trusted_proxies)
     }
 
+    /// Whether the request came straight from a trusted proxy, whose `X-Forwarded-*` headers
+    /// are then believed.
+    pub fn from_trusted_proxy(&self, req: &actix_web::HttpRequest) -> bool {
+        req.peer_addr()
+            .is_some_and(|a| self.config.trusted_proxies.contains(a.ip()))
+    }
+
     /// Drops idle buckets (called now and then).
     pub fn shrink(&self) {
         self.logins.retain_recent();

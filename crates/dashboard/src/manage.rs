@@ -9,6 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
 use domain::duration::format_duration;
+use domain::portal::Capability;
 use domain::signing::SigningSecret;
 use serde::Deserialize;
 use service::{FieldError, ServiceError, rules};
@@ -338,6 +339,7 @@ pub async fn new_form(
     session: Session,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
+    session.require(Capability::ManageEndpoint)?;
     let app = session.app(session::store_of(&req)?, &path).await?;
     form_page(
         &req,
@@ -359,6 +361,7 @@ pub async fn create_endpoint(
     form: web::Form<EndpointFormValues>,
 ) -> Result<HttpResponse, PageError> {
     session.check_csrf(&req, &form.csrf)?;
+    session.require(Capability::ManageEndpoint)?;
     let store = session::store_of(&req)?;
     let cfg = service_config(&req)?;
     let app = session.app(store, &path).await?;
@@ -412,6 +415,8 @@ pub async fn edit_form(
     session: Session,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
+    // The form shows the custom header values.
+    session.require(Capability::ManageEndpoint)?;
     let store = session::store_of(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
     let values = values_of(&ep, store.endpoint_headers(&ep)?)?;
@@ -436,6 +441,7 @@ pub async fn update_endpoint(
     form: web::Form<EndpointFormValues>,
 ) -> Result<HttpResponse, PageError> {
     session.check_csrf(&req, &form.csrf)?;
+    session.require(Capability::ManageEndpoint)?;
     let store = session::store_of(&req)?;
     let cfg = service_config(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
@@ -475,6 +481,7 @@ pub async fn secret(
     session: Session,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
+    session.require(Capability::ViewEndpointSecret)?;
     let store = session::store_of(&req)?;
     let (_, ep) = load(store, &session, &path.0, &path.1).await?;
     let stored = store

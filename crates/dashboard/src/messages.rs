@@ -262,6 +262,7 @@ pub async fn detail(
     };
 
     let page = MessageDetail {
+        can: session.allowed(),
         csrf: Some(session.csrf),
         root: session.root,
         app_id: app.id.to_string(),
@@ -319,6 +320,7 @@ pub async fn act(
     if action != "resend" && action != "replay" {
         return Err(PageError::NotFound);
     }
+    session.require(domain::portal::Capability::CreateAttempts)?;
     let app = session.app(store, &app_id).await?;
     let msg = session.message(store, app.id, &msg_id).await?;
     let ep = session.endpoint(store, app.id, &ep_id).await?;

@@ -16,46 +16,69 @@ use actix_web::http::{StatusCode, header};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use domain::Timestamp;
+use domain::ids::{ApplicationId, TenantId};
 use domain::portal::PortalSettings;
 use serde::Deserialize;
 use store::ListParams;
 
-use crate::auth::see_other;
 use crate::error::PageError;
 use crate::session::{self, PORTAL_COOKIE, PORTAL_ROOT, Session, SessionKind};
-use crate::views::{self, EndpointRow, EventTypeRow, MessagePage, PortalHome, PortalLanding};
+use crate::views::{
+    self, EndpointRow, EventTypeRow, MessagePage, PortalHome, PortalLanding, PortalSwitch,
+};
 
 /// Endpoints and event types shown on the portal's home page.
 const HOME_ENDPOINTS: u64 = 50;
 const HOME_EVENT_TYPES: u64 = 100;
 
-/// GET `/portal/`: straight to the application with a valid portal cookie; otherwise the page
-/// whose script opens the session from the link's fragment.
+/// GET `/portal/`: the page whose script opens the session from the link's fragment. With a
+/// portal session open, the script goes on to its application unless the address carries a
+/// link (which the server cannot see): that link is posted, and `open` asks before it
+/// replaces a session of another application.
 pub async fn landing(req: HttpRequest) -> Result<HttpResponse, PageError> {
-    if let Some(Session {
-        kind: SessionKind::Portal { app, .. },
-        ..
-    }) = session::current(&req).await?
-    {
-        return Ok(see_other(&format!("{PORTAL_ROOT}/app/{app}")));
-    }
+    let home = match session::current(&req).await? {
+        Some(Session {
+            kind: SessionKind::Portal { app, .. },
+            ..
+        }) => Some(format!("{PORTAL_ROOT}/app/{app}")),
+        _ => None,
+    };
+    // Framed anywhere: it shows nothing and has no control, and a portal embedded on the
+    // tenant's site starts here before the server can know the tenant (the token is in the
+    // fragment). What it posts to answers with the token's tenant's rule.
+    req.extensions_mut().insert(FrameAnywhere);
     Ok(views::render(
         StatusCode::OK,
         &PortalLanding {
             csrf: None,
             root: PORTAL_ROOT,
+            home,
         },
     )?)
 }
+
+/// Marks the one portal response any site may frame (see [`landing`]).
+#[derive(Clone, Copy)]
+struct FrameAnywhere;
 
 #[derive(Deserialize)]
 pub struct OpenForm {
     #[serde(default)]
     token: String,
+    /// On the "switch portal?" page: the open session's CSRF token, proving the customer
+    /// chose to leave it.
+    #[serde(default)]
+    confirm: String,
 }
 
-/// POST `/portal/session`: the link's token becomes the portal cookie.
+/// POST `/portal/session`: the link's token becomes the portal cookie. Only a page of this
+/// server may post it (any other site could otherwise sign a customer into a portal of its
+/// own: login CSRF), and an open session for another application is replaced only when the
+/// customer confirms, on a page that names both.
 pub async fn open(req: HttpRequest, form: web::Form<OpenForm>) -> Result<HttpResponse, PageError> {
+    if !session::from_this_origin(&req) {
+        return Err(PageError::CrossSite);
+    }
     let token = form.token.trim();
     let store = session::store_of(&req)?;
     let grant = match token {
@@ -65,6 +88,19 @@ pub async fn open(req: HttpRequest, form: web::Form<OpenForm>) -> Result<HttpRes
     let Some(grant) = grant else {
         return Err(PageError::PortalLink);
     };
+    if let Some((open_token, open)) = session::portal_cookie_grant(&req).await?
+        && open.app != grant.app
+    {
+        let csrf = session::portal_csrf(&open_token);
+        if form.confirm.is_empty() {
+            return switch_page(store, &open, &grant, token, csrf).await;
+        }
+        if !session::tokens_equal(&form.confirm, &csrf) {
+            return Err(PageError::Csrf);
+        }
+    }
+    // The response may be framed only where the token's tenant allows.
+    session::put_portal_settings(&req, grant.tenant).await?;
     let left = grant.expires_at.as_millis() - Timestamp::now().as_millis();
     let mut resp = HttpResponse::SeeOther();
     resp.insert_header((header::LOCATION, format!("{PORTAL_ROOT}/app/{}", grant.app)));
@@ -73,6 +109,33 @@ pub async fn open(req: HttpRequest, form: web::Form<OpenForm>) -> Result<HttpRes
         portal_cookie(&req, token, Duration::from_millis(left.max(0) as u64)),
     ));
     Ok(resp.finish())
+}
+
+/// "You are signed in to X's portal; switch to Y's?": the button posts the new token with the
+/// open session's CSRF token, which no other site can read.
+async fn switch_page(
+    store: &store::Store,
+    open: &store::PortalGrant,
+    new: &store::PortalGrant,
+    token: &str,
+    confirm: String,
+) -> Result<HttpResponse, PageError> {
+    let name = |tenant: TenantId, app: ApplicationId| async move {
+        let t = store.get_tenant(tenant).await?;
+        let a = store.get_application(tenant, &app.to_string()).await?;
+        let owner = t.portal_settings().display_name.unwrap_or(t.name);
+        Ok::<_, PageError>(format!("{owner} ({})", a.name))
+    };
+    let view = PortalSwitch {
+        csrf: None,
+        root: PORTAL_ROOT,
+        open_name: name(open.tenant, open.app).await?,
+        open_app: open.app.to_string(),
+        new_name: name(new.tenant, new.app).await?,
+        token: token.to_owned(),
+        confirm,
+    };
+    Ok(views::render(StatusCode::OK, &view)?)
 }
 
 #[derive(Deserialize)]
@@ -132,12 +195,14 @@ pub async fn home(
             ..
         }
     );
+    let can = session.allowed();
     let view = PortalHome {
         csrf: Some(session.csrf),
         root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
         read_only,
+        can,
         endpoints: eps.data.iter().map(|e| EndpointRow::of(e, now)).collect(),
         more_endpoints: !eps.done,
         event_types: types.data.iter().map(EventTypeRow::of).collect(),
@@ -151,7 +216,7 @@ pub async fn home(
 /// browser keeps it apart per embedding site); over plain http browsers refuse `None` without
 /// `Secure`, so it is `Lax` there.
 fn portal_cookie(req: &HttpRequest, value: &str, max_age: Duration) -> String {
-    let site = if req.connection_info().scheme() == "https" {
+    let site = if crate::auth::scheme(req) == "https" {
         "SameSite=None; Secure; Partitioned"
     } else {
         "SameSite=Lax"
@@ -162,22 +227,24 @@ fn portal_cookie(req: &HttpRequest, value: &str, max_age: Duration) -> String {
     )
 }
 
-/// Middleware of every portal response: who may frame it. A page of a portal session may be
-/// framed only by the tenant's allowed origins (none listed: by nobody). A response without a
-/// session (the landing page, "this link is not valid") shows nothing of anyone's and may be
-/// framed anywhere, so a portal embedded on the tenant's site can open its link; the page it
-/// then goes to is refused to every site the tenant did not list. Images may also come from
-/// https (the tenant's logo).
+/// Middleware of every portal response: who may frame it. A response of a portal session, or
+/// of a valid link being opened, may be framed only by that tenant's allowed origins (none
+/// listed: by nobody); any other response (this link is not valid, a refused request) by
+/// nobody, except the landing page (see [`landing`]). Images may also come from https (the
+/// tenant's logo).
 pub async fn frame_policy(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let mut res = next.call(req).await?;
-    let ancestors = res
-        .request()
-        .extensions()
-        .get::<PortalSettings>()
-        .map_or_else(|| "*".to_owned(), PortalSettings::frame_ancestors);
+    let ancestors = {
+        let ext = res.request().extensions();
+        match ext.get::<PortalSettings>() {
+            Some(settings) => settings.frame_ancestors(),
+            None if ext.get::<FrameAnywhere>().is_some() => "*".to_owned(),
+            None => "'none'".to_owned(),
+        }
+    };
     let csp = crate::error::content_security_policy(&ancestors, "https:");
     if let Ok(v) = header::HeaderValue::from_str(&csp) {
         res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);

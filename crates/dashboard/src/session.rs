@@ -16,6 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::Timestamp;
 use domain::ids::{ApplicationId, SessionId, TenantId};
+use domain::portal::{Capabilities, Capability};
 use rand::RngCore;
 use service::trace::{Field, note};
 use store::Store;
@@ -51,8 +52,13 @@ pub struct Session {
 pub enum SessionKind {
     /// A tenant's user, logged in with a password.
     Tenant { id: SessionId },
-    /// A portal token's holder: one application of the tenant, nothing else.
-    Portal { app: ApplicationId, read_only: bool },
+    /// A portal token's holder: one application of the tenant, nothing else, and there only
+    /// what the token's capabilities allow.
+    Portal {
+        app: ApplicationId,
+        read_only: bool,
+        capabilities: Capabilities,
+    },
 }
 
 impl Session {
@@ -61,6 +67,47 @@ impl Session {
         match self.kind {
             SessionKind::Tenant { .. } => service::endpoints::Actor::Tenant,
             SessionKind::Portal { .. } => service::endpoints::Actor::Portal,
+        }
+    }
+
+    /// Whether the session may do `c`: a tenant's user may do everything, a portal session
+    /// what its token was issued for.
+    pub fn can(&self, c: Capability) -> bool {
+        match self.kind {
+            SessionKind::Tenant { .. } => true,
+            SessionKind::Portal { capabilities, .. } => capabilities.allows(c),
+        }
+    }
+
+    /// Refuses (403, with a page saying what the link does not allow) unless [`Self::can`].
+    pub fn require(&self, c: Capability) -> Result<(), PageError> {
+        if self.can(c) {
+            return Ok(());
+        }
+        let what = match c {
+            Capability::ViewBase => "see this",
+            Capability::ViewEndpointSecret => "see signing secrets or header values",
+            Capability::ManageEndpointSecret => "rotate signing secrets",
+            Capability::ManageTransformations => "change transformations",
+            Capability::CreateAttempts => "send messages again or send test events",
+            Capability::ManageEndpoint => "add, change or delete endpoints",
+        };
+        Err(PageError::BadInput(
+            actix_web::http::StatusCode::FORBIDDEN,
+            format!(
+                "This portal link does not let you {what}. Ask the service that gave it to you \
+                 if you need to."
+            ),
+        ))
+    }
+
+    /// Which of the pages' buttons to show.
+    pub fn allowed(&self) -> crate::views::Can {
+        crate::views::Can {
+            manage: self.can(Capability::ManageEndpoint),
+            rotate: self.can(Capability::ManageEndpointSecret),
+            see_secret: self.can(Capability::ViewEndpointSecret),
+            resend: self.can(Capability::CreateAttempts),
         }
     }
 
@@ -171,8 +218,12 @@ pub async fn current(req: &HttpRequest) -> Result<Option<Session>, PageError> {
     }))
 }
 
-/// The portal session behind the portal cookie. A read-only token's session can only read.
-async fn portal_session(req: &HttpRequest) -> Result<Option<Session>, PageError> {
+/// The live portal token of the portal cookie and what it allows, with the tenant's portal
+/// settings put on the request: its response may be framed only by the tenant's sites, and
+/// its pages wear the tenant's brand (see `portal`).
+pub async fn portal_cookie_grant(
+    req: &HttpRequest,
+) -> Result<Option<(String, store::PortalGrant)>, PageError> {
     let Some(token) = cookie(req, PORTAL_COOKIE) else {
         return Ok(None);
     };
@@ -181,11 +232,29 @@ async fn portal_session(req: &HttpRequest) -> Result<Option<Session>, PageError>
         return Ok(None);
     };
     note(Field::Tenant, grant.tenant);
-    // The tenant's portal settings go with the request: its response may be framed only by
-    // the tenant's sites, and its pages wear the tenant's brand (see `portal`).
-    let settings = store.get_tenant(grant.tenant).await?.portal_settings();
+    put_portal_settings(req, grant.tenant).await?;
+    Ok(Some((token, grant)))
+}
+
+/// Puts `tenant`'s portal settings on the request (see [`portal_cookie_grant`]).
+pub async fn put_portal_settings(req: &HttpRequest, tenant: TenantId) -> Result<(), PageError> {
+    let settings = store_of(req)?.get_tenant(tenant).await?.portal_settings();
     req.extensions_mut().insert(settings);
-    if grant.read_only && req.method() != actix_web::http::Method::GET {
+    Ok(())
+}
+
+/// The portal session behind the portal cookie. A read-only token's session can only read.
+async fn portal_session(req: &HttpRequest) -> Result<Option<Session>, PageError> {
+    let Some((token, grant)) = portal_cookie_grant(req).await? else {
+        return Ok(None);
+    };
+    // A link that may change nothing posts nothing, except signing out (which only ends
+    // itself).
+    let signing_out = req.path() == format!("{PORTAL_ROOT}/logout");
+    if !grant.capabilities.changes_anything()
+        && req.method() != actix_web::http::Method::GET
+        && !signing_out
+    {
         return Err(PageError::BadInput(
             actix_web::http::StatusCode::FORBIDDEN,
             "This portal link is read-only: it shows your endpoints and messages but cannot \
@@ -199,6 +268,7 @@ async fn portal_session(req: &HttpRequest) -> Result<Option<Session>, PageError>
         kind: SessionKind::Portal {
             app: grant.app,
             read_only: grant.read_only,
+            capabilities: grant.capabilities,
         },
         root: PORTAL_ROOT,
     }))
@@ -231,7 +301,7 @@ pub fn cookie(req: &HttpRequest, name: &str) -> Option<String> {
 }
 
 /// Adds a `Set-Cookie`. `max_age` zero deletes the cookie. Secure when the request came over
-/// https (directly or per `X-Forwarded-Proto`/`Forwarded`).
+/// https (directly, or per a trusted proxy's `X-Forwarded-Proto`/`Forwarded`).
 pub fn set_cookie(
     resp: &mut HttpResponseBuilder,
     req: &HttpRequest,
@@ -240,7 +310,7 @@ pub fn set_cookie(
     max_age: Duration,
     same_site: &str,
 ) {
-    let secure = if req.connection_info().scheme() == "https" {
+    let secure = if crate::auth::scheme(req) == "https" {
         "; Secure"
     } else {
         ""
@@ -269,6 +339,23 @@ pub fn tokens_equal(a: &str, b: &str) -> bool {
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
+}
+
+/// Whether a form post came from a page of this server, as browsers tell: `Sec-Fetch-Site`
+/// when sent (every current browser sends it) must be `same-origin`; without it, `Origin`
+/// must be this server's own. A request with neither proves nothing and is refused: a
+/// browser old enough to send neither is rare, and a script is not a browser being misled.
+pub fn from_this_origin(req: &HttpRequest) -> bool {
+    let text = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(site) = text("sec-fetch-site") {
+        return site.eq_ignore_ascii_case("same-origin");
+    }
+    text("origin").is_some_and(|o| o.eq_ignore_ascii_case(&crate::auth::base_url(req)))
 }
 
 /// The pre-session form token: the browser's `hookd_form` cookie, or a new one.

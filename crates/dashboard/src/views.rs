@@ -114,10 +114,23 @@ pub struct EndpointRow {
     pub status: Status,
 }
 
+/// Which buttons a page shows: everything for a tenant's user; in the portal, what the
+/// token's capabilities allow (the handlers refuse the rest all the same).
+#[derive(Clone, Copy, Debug)]
+pub struct Can {
+    /// Add, edit, enable, disable and delete endpoints, and set their authentication.
+    pub manage: bool,
+    pub rotate: bool,
+    pub see_secret: bool,
+    /// Resend, recover, replay and test events.
+    pub resend: bool,
+}
+
 #[derive(Template)]
 #[template(path = "endpoint.html")]
 pub struct EndpointPage {
     pub csrf: Option<String>,
+    pub can: Can,
     /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
     pub root: &'static str,
     pub app_id: String,
@@ -206,6 +219,7 @@ pub struct MessageRow {
 #[template(path = "message_detail.html")]
 pub struct MessageDetail {
     pub csrf: Option<String>,
+    pub can: Can,
     /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
     pub root: &'static str,
     pub app_id: String,
@@ -268,6 +282,7 @@ pub struct SourceRow {
 #[template(path = "dead_letters.html")]
 pub struct DeadLettersPage {
     pub csrf: Option<String>,
+    pub can: Can,
     /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
     pub root: &'static str,
     pub app_id: String,
@@ -471,6 +486,24 @@ pub struct OverviewApps {
 pub struct PortalLanding {
     pub csrf: Option<String>,
     pub root: &'static str,
+    /// The open portal session's application page, if there is one.
+    pub home: Option<String>,
+}
+
+/// Asks before a portal link replaces an open portal session of another application.
+#[derive(Template)]
+#[template(path = "portal_switch.html")]
+pub struct PortalSwitch {
+    pub csrf: Option<String>,
+    pub root: &'static str,
+    /// "Acme (Customer Co)": the open session's tenant and application.
+    pub open_name: String,
+    pub open_app: String,
+    /// The same of the link being opened.
+    pub new_name: String,
+    pub token: String,
+    /// The open session's CSRF token.
+    pub confirm: String,
 }
 
 /// The portal's home: one application's endpoints and the tenant's event types.
@@ -482,6 +515,7 @@ pub struct PortalHome {
     pub app_id: String,
     pub app_name: String,
     pub read_only: bool,
+    pub can: Can,
     pub endpoints: Vec<EndpointRow>,
     pub more_endpoints: bool,
     pub event_types: Vec<EventTypeRow>,

@@ -220,6 +220,12 @@ impl EndpointUrl {
         self.ip
     }
 
+    /// Whether `other` reaches the same receiver: the same host and port. Credentials given
+    /// for one receiver must not follow the URL to another.
+    pub fn same_receiver(&self, other: &EndpointUrl) -> bool {
+        self.host == other.host && self.port() == other.port()
+    }
+
     /// Everything after the authority, verbatim: `/path?query`, possibly empty.
     pub fn path_and_query(&self) -> &str {
         &self.serialized[self.path_start..]

@@ -214,3 +214,165 @@ mod tests {
         assert_eq!(e[0].0, "logoUrl");
     }
 }
+
+/// What a portal token's holder may do with its application: Svix's `capabilities`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capability {
+    /// Read the application's endpoints, messages and attempts (never a secret or a header
+    /// value).
+    ViewBase,
+    /// See an endpoint's signing secret and custom header values.
+    ViewEndpointSecret,
+    /// Rotate an endpoint's signing secret (and see it).
+    ManageEndpointSecret,
+    /// Change endpoints' transformations (hookd has none; accepted for Svix).
+    ManageTransformations,
+    /// Send again: resend, retry, recover, replay, send test events.
+    CreateAttempts,
+    /// Create, change and delete endpoints, their headers and authentication (and see and
+    /// rotate their secrets, as in Svix).
+    ManageEndpoint,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 6] = [
+        Capability::ViewBase,
+        Capability::ViewEndpointSecret,
+        Capability::ManageEndpointSecret,
+        Capability::ManageTransformations,
+        Capability::CreateAttempts,
+        Capability::ManageEndpoint,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::ViewBase => "ViewBase",
+            Capability::ViewEndpointSecret => "ViewEndpointSecret",
+            Capability::ManageEndpointSecret => "ManageEndpointSecret",
+            Capability::ManageTransformations => "ManageTransformations",
+            Capability::CreateAttempts => "CreateAttempts",
+            Capability::ManageEndpoint => "ManageEndpoint",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
+    /// What holding `self` also grants (Svix: managing endpoints includes their secrets;
+    /// rotating a secret includes seeing it).
+    fn implied(self) -> &'static [Capability] {
+        match self {
+            Capability::ManageEndpoint => &[
+                Capability::ViewEndpointSecret,
+                Capability::ManageEndpointSecret,
+            ],
+            Capability::ManageEndpointSecret => &[Capability::ViewEndpointSecret],
+            _ => &[],
+        }
+    }
+}
+
+/// A set of [`Capability`]. Every set includes `ViewBase`: a portal token always reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities(u8);
+
+impl Capabilities {
+    /// What a token issued without `capabilities` may do: everything, or only read (without
+    /// secrets) when it is read-only.
+    pub fn default_for(read_only: bool) -> Capabilities {
+        if read_only {
+            Capabilities(Capability::ViewBase.bit())
+        } else {
+            Capabilities::of(&Capability::ALL)
+        }
+    }
+
+    pub fn of(caps: &[Capability]) -> Capabilities {
+        let bits = caps
+            .iter()
+            .flat_map(|c| std::iter::once(*c).chain(c.implied().iter().copied()))
+            .fold(Capability::ViewBase.bit(), |acc, c| acc | c.bit());
+        Capabilities(bits)
+    }
+
+    /// Parses Svix's names; an unknown one is refused, naming the known ones.
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Vec<Capability>, String> {
+        names
+            .iter()
+            .map(|n| {
+                let n = n.as_ref();
+                Capability::ALL
+                    .into_iter()
+                    .find(|c| c.name() == n)
+                    .ok_or_else(|| {
+                        let known: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
+                        format!("unknown capability {n:?}: one of {}", known.join(", "))
+                    })
+            })
+            .collect()
+    }
+
+    /// A token's capabilities: those it was issued with (none given: the default), never more
+    /// than reading when it is read-only.
+    pub fn granted(read_only: bool, given: Option<&[Capability]>) -> Capabilities {
+        let caps = given.map_or_else(|| Capabilities::default_for(read_only), Capabilities::of);
+        if read_only {
+            let reads = Capability::ViewBase.bit() | Capability::ViewEndpointSecret.bit();
+            Capabilities(caps.0 & reads)
+        } else {
+            caps
+        }
+    }
+
+    pub fn allows(self, c: Capability) -> bool {
+        self.0 & c.bit() != 0
+    }
+
+    /// Whether anything beyond reading is allowed.
+    pub fn changes_anything(self) -> bool {
+        let reads = Capability::ViewBase.bit() | Capability::ViewEndpointSecret.bit();
+        self.0 & !reads != 0
+    }
+}
+
+#[cfg(test)]
+mod capability_tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_follow_svix_and_read_only_wins() {
+        let all = Capabilities::default_for(false);
+        assert!(Capability::ALL.iter().all(|c| all.allows(*c)));
+        let ro = Capabilities::default_for(true);
+        assert!(ro.allows(Capability::ViewBase));
+        assert!(!ro.allows(Capability::ViewEndpointSecret));
+        assert!(!ro.changes_anything());
+
+        let base = Capabilities::granted(false, Some(&[Capability::ViewBase]));
+        assert!(!base.allows(Capability::ManageEndpointSecret));
+        assert!(!base.allows(Capability::ViewEndpointSecret));
+        assert!(!base.changes_anything());
+        // Even an empty list reads.
+        assert!(Capabilities::granted(false, Some(&[])).allows(Capability::ViewBase));
+
+        let manage = Capabilities::granted(false, Some(&[Capability::ManageEndpoint]));
+        assert!(manage.allows(Capability::ManageEndpointSecret));
+        assert!(manage.allows(Capability::ViewEndpointSecret));
+        assert!(!manage.allows(Capability::CreateAttempts));
+
+        let ro_manage = Capabilities::granted(true, Some(&[Capability::ManageEndpoint]));
+        assert!(ro_manage.allows(Capability::ViewEndpointSecret));
+        assert!(!ro_manage.changes_anything());
+
+        assert_eq!(
+            Capabilities::parse(&["ViewBase", "CreateAttempts"]),
+            Ok(vec![Capability::ViewBase, Capability::CreateAttempts])
+        );
+        assert!(
+            Capabilities::parse(&["viewbase"])
+                .unwrap_err()
+                .contains("one of ViewBase")
+        );
+    }
+}

@@ -593,6 +593,7 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
         total.swept.emails += r.swept.emails;
         total.swept.jobs += r.swept.jobs;
         total.swept.inbound_keys += r.swept.inbound_keys;
+        total.swept.portal_tokens += r.swept.portal_tokens;
         // A dry pass changes nothing, so another would count the same rows again.
         if !p.more || dry_run {
             break;
@@ -621,7 +622,8 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
     } else {
         println!(
             "removed: {} idempotency records, {} sessions, {} sign-ups, {} statistics rows, \
-             {} operational events, {} emails, {} background jobs, {} idle inbound ordering keys",
+             {} operational events, {} emails, {} background jobs, {} idle inbound ordering keys, \
+             {} expired or revoked portal tokens",
             total.swept.idempotency_keys,
             total.swept.sessions,
             total.swept.pending_signups,
@@ -629,7 +631,8 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
             total.swept.events,
             total.swept.emails,
             total.swept.jobs,
-            total.swept.inbound_keys
+            total.swept.inbound_keys,
+            total.swept.portal_tokens
         );
         if store.system().reclaim_space().await? == store::Reclaim::Vacuumed {
             println!(

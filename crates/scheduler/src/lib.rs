@@ -82,9 +82,9 @@ pub async fn prune(
 }
 
 /// Rows this process's prunes removed, by kind, since it started (for `/metrics`).
-static PRUNED: [std::sync::atomic::AtomicU64; 11] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 11];
-const PRUNED_KINDS: [&str; 11] = [
+static PRUNED: [std::sync::atomic::AtomicU64; 12] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 12];
+const PRUNED_KINDS: [&str; 12] = [
     "messages",
     "deliveries",
     "attempts",
@@ -96,10 +96,11 @@ const PRUNED_KINDS: [&str; 11] = [
     "jobs",
     "inbound_keys",
     "inbound_signed",
+    "portal_tokens",
 ];
 
 impl PruneReport {
-    fn by_kind(&self) -> [u64; 11] {
+    fn by_kind(&self) -> [u64; 12] {
         let (p, s) = (self.retention, self.swept);
         [
             p.messages,
@@ -113,6 +114,7 @@ impl PruneReport {
             s.jobs,
             s.inbound_keys,
             s.inbound_signed,
+            s.portal_tokens,
         ]
     }
 }
@@ -170,6 +172,7 @@ async fn prune_and_log(store: &Store, retention: Retention) -> bool {
                     jobs = r.swept.jobs,
                     inbound_keys = r.swept.inbound_keys,
                     inbound_signed = r.swept.inbound_signed,
+                    portal_tokens = r.swept.portal_tokens,
                     "pruned expired rows"
                 );
             }

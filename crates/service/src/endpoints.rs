@@ -247,10 +247,27 @@ pub async fn update(
     // Names the endpoint already listed stay allowed (their type may have been archived since).
     let had = current.filter_types()?.unwrap_or_default();
     known_event_types(store, tenant, new.filter_types.as_deref(), &had).await?;
+    let mut moved = false;
     if new.url != current.url {
         new.url = check_url(store, cfg, tenant, actor, &new.url).await?;
+        moved = !same_receiver(&current.url, &new.url);
     }
-    Ok(store.update_endpoint(tenant, current, new).await?)
+    Ok(store.update_endpoint(tenant, current, new, moved).await?)
+}
+
+/// Whether two endpoint URLs reach the same receiver (host and port). Credentials (bearer,
+/// basic, OAuth client, mTLS identity) were given for one receiver: when the URL moves to
+/// another, they are dropped in the same write, so that whoever can change the URL cannot
+/// send them elsewhere. No update request carries credentials; they are set again with their
+/// own requests.
+fn same_receiver(old: &str, new: &str) -> bool {
+    match (
+        EndpointUrl::parse(old, false),
+        EndpointUrl::parse(new, false),
+    ) {
+        (Ok(a), Ok(b)) => a.same_receiver(&b),
+        _ => false,
+    }
 }
 
 /// An endpoint may only filter on event types the tenant has defined (and not archived), as

@@ -439,8 +439,12 @@ pub mod portal_token {
         /// JSON array of the feature flags the tenant attached.
         pub feature_flags: String,
         pub created_at: i64,
+        /// Brought forward to the revocation time when revoked, so pruning finds both.
         pub expires_at: i64,
         pub revoked_at: Option<i64>,
+        /// JSON array of Svix capability names it was issued with; None: the default
+        /// (`domain::portal::Capabilities::default_for`).
+        pub capabilities: Option<String>,
     }
     entity_boilerplate!();
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, PortalTokenId, TenantId};
+use domain::portal::{Capabilities, Capability};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
@@ -35,6 +36,7 @@ pub struct PortalGrant {
     pub tenant: TenantId,
     pub app: ApplicationId,
     pub read_only: bool,
+    pub capabilities: Capabilities,
     pub expires_at: Timestamp,
 }
 
@@ -45,6 +47,31 @@ pub struct NewPortalToken {
     pub read_only: bool,
     pub session_id: Option<String>,
     pub feature_flags: Vec<String>,
+    /// Svix's `capabilities`; None: the default for `read_only`.
+    pub capabilities: Option<Vec<Capability>>,
+}
+
+/// A stored token's capabilities. Names this version does not know (a newer version wrote
+/// them) grant nothing, and are logged.
+fn capabilities_of(row: &portal_token::Model) -> Capabilities {
+    let given = row.capabilities.as_deref().map(|json| {
+        let names: Vec<String> = serde_json::from_str(json).unwrap_or_else(|e| {
+            tracing::warn!(token = %row.id, error = %e, "unreadable portal capabilities");
+            Vec::new()
+        });
+        names
+            .iter()
+            .filter_map(|n| {
+                Capabilities::parse(std::slice::from_ref(n))
+                    .inspect_err(
+                        |e| tracing::warn!(token = %row.id, error = %e, "portal capability"),
+                    )
+                    .ok()
+            })
+            .flatten()
+            .collect::<Vec<_>>()
+    });
+    Capabilities::granted(row.read_only, given.as_deref())
 }
 
 impl Store {
@@ -69,6 +96,9 @@ impl Store {
             created_at: Set(now.as_millis()),
             expires_at: Set(now.plus(new.expiry).as_millis()),
             revoked_at: Set(None),
+            capabilities: Set(new
+                .capabilities
+                .map(|caps| crate::to_json(&caps.iter().map(|c| c.name()).collect::<Vec<_>>()))),
         }
         .insert(&self.db)
         .await?;
@@ -112,6 +142,7 @@ impl crate::System<'_> {
                 tenant: t.tenant_id,
                 app: t.app_id,
                 read_only: t.read_only,
+                capabilities: capabilities_of(&t),
                 expires_at: Timestamp::from_millis(t.expires_at),
             }))
         };
@@ -122,11 +153,11 @@ impl crate::System<'_> {
 
     /// Revokes one portal token (logout). Returns whether it was live.
     pub async fn revoke_portal_token(&self, token: &str) -> Result<bool> {
+        let now = Timestamp::now().as_millis();
         let res = portal_token::Entity::update_many()
-            .col_expr(
-                portal_token::Column::RevokedAt,
-                Expr::value(Timestamp::now().as_millis()),
-            )
+            .col_expr(portal_token::Column::RevokedAt, Expr::value(now))
+            // Expired from now on too, so pruning by expiry finds it.
+            .col_expr(portal_token::Column::ExpiresAt, Expr::value(now))
             .filter(portal_token::Column::TokenHash.eq(hash_token(token)))
             .filter(portal_token::Column::RevokedAt.is_null())
             .exec(&self.db)

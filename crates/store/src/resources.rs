@@ -463,12 +463,14 @@ impl Store {
     }
 
     /// Replaces an endpoint's settings. Turning `disabled` on pauses its deliveries (see
-    /// `gate`); turning it off resets its health and resumes them.
+    /// `gate`); turning it off resets its health and resumes them. `drop_credentials` removes
+    /// its authentication and mTLS identity in the same write.
     pub async fn update_endpoint(
         &self,
         tenant: TenantId,
         current: endpoint::Model,
         new: NewEndpoint,
+        drop_credentials: bool,
     ) -> Result<endpoint::Model> {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
         let disabled = new.disabled;
@@ -488,6 +490,10 @@ impl Store {
             model.retry_policy = Set(new.retry_policy);
             model.status_overrides = Set(new.status_overrides);
             model.signature_headers = Set(new.signature_headers);
+            if drop_credentials {
+                model.auth = Set(None);
+                model.mtls = Set(None);
+            }
             apply_disabled(model, was_disabled, disabled, "disabled by the tenant", now);
             disabled
         })

@@ -1,7 +1,7 @@
 //! Deleting what has outlived its use, in bounded batches through indexes, yielding between
 //! batches so nothing else waits long for the database: idempotency records past their 24 h
 //! (each holds a full copy of a response, i.e. of a payload), expired dashboard sessions and
-//! unconfirmed sign-ups, and, past their horizons, operational events, sent or failed emails
+//! unconfirmed sign-ups, expired and revoked portal tokens, and, past their horizons, operational events, sent or failed emails
 //! and finished background jobs (those three by id: ids start with their creation time).
 
 use domain::Timestamp;
@@ -31,6 +31,8 @@ pub struct Swept {
     pub inbound_keys: u64,
     /// Digests of signed inbound requests whose replay window ended.
     pub inbound_signed: u64,
+    /// Portal tokens past their expiry (a revoked token expires when revoked).
+    pub portal_tokens: u64,
 }
 
 /// Creation times before which the history tables' rows go (see [`crate::System::sweep_expired`]).
@@ -95,6 +97,10 @@ impl crate::System<'_> {
             "DELETE FROM pending_signups WHERE token_hash IN ( \
                SELECT token_hash FROM pending_signups WHERE expires_at < {p} LIMIT {SWEEP_BATCH})"
         );
+        let portal_tokens = format!(
+            "DELETE FROM portal_tokens WHERE id IN ( \
+               SELECT id FROM portal_tokens WHERE expires_at < {p} LIMIT {SWEEP_BATCH})"
+        );
         let by_id = |table: &str, keep: Option<&str>| {
             let keep = keep
                 .map(|k| format!(" AND state <> '{k}'"))
@@ -141,6 +147,9 @@ impl crate::System<'_> {
                 .delete_in_batches(&keys, horizons.events.as_millis())
                 .await?,
             inbound_signed: self.delete_in_batches(&signed, now.as_millis()).await?,
+            portal_tokens: self
+                .delete_in_batches(&portal_tokens, now.as_millis())
+                .await?,
         })
     }
 }

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, web};
+use domain::portal::Capabilities;
 use serde::{Deserialize, Serialize};
 use store::{NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, Store, portal_url};
 use utoipa::ToSchema;
@@ -17,15 +18,6 @@ use crate::{ApiConfig, ApiError};
 /// Most feature flags and longest session id or flag a token carries.
 const MAX_FLAGS: usize = 64;
 const MAX_LABEL: usize = 256;
-/// Svix's capability names, accepted as given (see [`AppPortalAccessIn::capabilities`]).
-const CAPABILITIES: &[&str] = &[
-    "ViewBase",
-    "ViewEndpointSecret",
-    "ManageEndpointSecret",
-    "ManageTransformations",
-    "CreateAttempts",
-    "ManageEndpoint",
-];
 /// Longest delay `expire-all` accepts before the tokens expire.
 const MAX_EXPIRE_DELAY: Duration = Duration::from_secs(7 * 86_400);
 
@@ -41,8 +33,17 @@ pub struct AppPortalAccessIn {
     pub read_only: Option<bool>,
     /// A label `expire-all` can select tokens by.
     pub session_id: Option<String>,
-    /// Accepted for Svix compatibility; every token has every capability on its application
-    /// (a read-only token: reading only).
+    /// What the token may do with its application, as in Svix (one or more of `ViewBase`,
+    /// `ViewEndpointSecret`, `ManageEndpointSecret`, `ManageTransformations`,
+    /// `CreateAttempts`, `ManageEndpoint`), in the portal and with the token as an API bearer
+    /// credential; a call it does not allow answers 403 `missing_capability`, and the
+    /// portal shows no button for it. Every token reads (`ViewBase`); an endpoint's signing
+    /// secret and custom header values need `ViewEndpointSecret`, rotating the secret
+    /// `ManageEndpointSecret`, resend/recover/replay/test events `CreateAttempts`, and
+    /// creating, changing or deleting endpoints, their headers and authentication
+    /// `ManageEndpoint` (which includes seeing and rotating secrets). Not given: every
+    /// capability, or with `readOnly` only `ViewBase`. With `readOnly`, nothing beyond
+    /// reading is granted whatever is listed.
     pub capabilities: Option<Vec<String>>,
 }
 
@@ -120,17 +121,12 @@ pub async fn app_portal_access(
     if let Some(s) = &body.session_id {
         label("sessionId", s)?;
     }
-    for c in body.capabilities.iter().flatten() {
-        if !CAPABILITIES.contains(&c.as_str()) {
-            return Err(ApiError::field(
-                "capabilities",
-                format!(
-                    "unknown capability {c:?}: one of {}",
-                    CAPABILITIES.join(", ")
-                ),
-            ));
-        }
-    }
+    let capabilities = body
+        .capabilities
+        .as_deref()
+        .map(Capabilities::parse)
+        .transpose()
+        .map_err(|e| ApiError::field("capabilities", e))?;
     let app = crate::routes::messages::find_or_create_app(&store, &cfg, t, &path, body.application)
         .await?;
     let (token, _) = store
@@ -142,6 +138,7 @@ pub async fn app_portal_access(
                 read_only: body.read_only.unwrap_or(false),
                 session_id: body.session_id,
                 feature_flags: flags,
+                capabilities,
             },
         )
         .await?;

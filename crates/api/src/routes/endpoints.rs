@@ -135,7 +135,9 @@ pub async fn get(AppEndpoint { endpoint: ep, .. }: AppEndpoint) -> Result<HttpRe
     Ok(HttpResponse::Ok().json(out(ep)?))
 }
 
-/// Replaces the endpoint; creates it (with `endpoint_id` as its uid) when none matches.
+/// Replaces the endpoint; creates it (with `endpoint_id` as its uid) when none matches. A new
+/// `url` on another host or port drops the endpoint's stored credentials (bearer, basic,
+/// OAuth, mTLS) in the same write; set them again with `…/auth`, `…/oauth` or `…/mtls`.
 #[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint",
     params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointIn,
     responses((status = 200, body = EndpointOut), (status = 201, body = EndpointOut),
@@ -178,6 +180,9 @@ pub async fn upsert(
     }
 }
 
+/// Changes the fields given. A new `url` on another host or port drops the endpoint's stored
+/// credentials (bearer, basic, OAuth, mTLS) in the same write; set them again with
+/// `…/auth`, `…/oauth` or `…/mtls`.
 #[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint",
     params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointPatch,
     responses((status = 200, body = EndpointOut), (status = 404, body = crate::error::HttpErrorOut),

@@ -361,6 +361,16 @@ async fn session_cookie_is_httponly_lax_and_secure_behind_https() {
     );
     assert!(!cookie.contains("Secure"), "{cookie}");
 
+    // Behind a proxy the operator trusts, its `X-Forwarded-Proto` says the browser used https.
+    let app = testkit::TestApp::start(
+        store::testing::TestDb::sqlite().await,
+        &[
+            ("HOOKD_ROLES", "api"),
+            ("HOOKD_TRUSTED_PROXIES", "127.0.0.0/8"),
+        ],
+    )
+    .await;
+    Browser::new(&app).sign_up("Acme", "ops@acme.example").await;
     let mut proxied = Browser::new(&app);
     let token = proxied.get("/login").await.csrf();
     let r = proxied

@@ -5,6 +5,9 @@ use serde_json::json;
 
 use crate::helpers::{Browser, api, app_with_endpoint, send_message, spawn_app};
 
+/// What a browser adds to the landing page's post: it comes from a page of the server itself.
+const SAME_ORIGIN: &[(&str, &str)] = &[("sec-fetch-site", "same-origin")];
+
 /// A portal token for `app_id` through the API (as the tenant's code asks for it).
 async fn portal_token(
     app: &testkit::TestApp,
@@ -44,12 +47,18 @@ async fn a_portal_link_opens_its_application_and_nothing_else() {
     none.assert(401, "This link is not valid");
     assert!(!none.body.contains("/login"), "{}", none.body);
     customer
-        .post("/portal/session", &[("token", "hkp_not-a-token")])
+        .post_with(
+            "/portal/session",
+            &[("token", "hkp_not-a-token")],
+            SAME_ORIGIN,
+        )
         .await
         .assert(401, "This link is not valid");
 
     // The token becomes an HttpOnly cookie for /portal, and the customer lands on their page.
-    let opened = customer.post("/portal/session", &[("token", &token)]).await;
+    let opened = customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
     assert_eq!(opened.status, 303, "{}", opened.body);
     assert_eq!(opened.location(), format!("/portal/app/{app_a}"));
     let cookie = opened
@@ -61,13 +70,11 @@ async fn a_portal_link_opens_its_application_and_nothing_else() {
     for attr in ["HttpOnly", "Path=/portal", "SameSite=Lax"] {
         assert!(cookie.contains(attr), "{cookie}");
     }
+    // The landing page's script sends an open session on to its application.
     customer
         .get("/portal/")
         .await
-        .location()
-        .ends_with(&app_a)
-        .then_some(())
-        .expect("the landing page sends an open session to its application");
+        .assert(200, &format!(r#"data-home="/portal/app/{app_a}""#));
     let home = customer.get(&format!("/portal/app/{app_a}")).await;
     home.assert(200, "http://127.0.0.1:9/hook-a");
     assert!(!home.body.contains("hook-b"), "{}", home.body);
@@ -288,7 +295,9 @@ async fn a_read_only_link_reads_and_signing_out_ends_the_link() {
     let (app_a, ep_a) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
     let token = portal_token(&app, &key, &app_a, json!({"readOnly": true})).await;
     let mut customer = Browser::new(&app);
-    let opened = customer.post("/portal/session", &[("token", &token)]).await;
+    let opened = customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
     assert_eq!(opened.status, 303, "{}", opened.body);
     let home = customer.get(&format!("/portal/app/{app_a}")).await;
     home.assert(200, "read-only");
@@ -304,11 +313,22 @@ async fn a_read_only_link_reads_and_signing_out_ends_the_link() {
         )
         .await;
     refused.assert(403, "read-only");
+    // It signs out all the same: that changes nothing but itself.
+    customer
+        .post("/portal/logout", &[("csrf", &page.csrf())])
+        .await
+        .assert(200, "signed out");
+    customer
+        .get(&format!("/portal/app/{app_a}"))
+        .await
+        .assert(401, "This link is not valid");
 
     // A full token's holder signs out: the token no longer works, in the portal or the API.
     let token = portal_token(&app, &key, &app_a, json!({})).await;
     let mut customer = Browser::new(&app);
-    customer.post("/portal/session", &[("token", &token)]).await;
+    customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
     let home = customer.get(&format!("/portal/app/{app_a}")).await;
     let forged = customer.post("/portal/logout", &[("csrf", "forged")]).await;
     assert_eq!(forged.status.as_u16(), 403, "{}", forged.body);
@@ -338,7 +358,9 @@ async fn only_the_tenants_sites_may_frame_the_portal_which_wears_the_tenants_bra
     let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
     let mut customer = Browser::new(&app);
     let token = portal_token(&app, &key, &app_a, json!({})).await;
-    customer.post("/portal/session", &[("token", &token)]).await;
+    customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
     let csp = |p: &crate::helpers::Page| {
         p.headers
             .get("content-security-policy")
@@ -359,6 +381,16 @@ async fn only_the_tenants_sites_may_frame_the_portal_which_wears_the_tenants_bra
         csp(&landing).contains("frame-ancestors *"),
         "{}",
         csp(&landing)
+    );
+    // Any other response without a session: framed by nobody.
+    let stale = Browser::new(&app)
+        .get(&format!("/portal/app/{app_a}"))
+        .await;
+    stale.assert(401, "This link is not valid");
+    assert!(
+        csp(&stale).contains("frame-ancestors 'none'"),
+        "{}",
+        csp(&stale)
     );
     assert!(
         csp(&tenant.get("/").await).contains("frame-ancestors 'none'"),
@@ -414,6 +446,16 @@ async fn only_the_tenants_sites_may_frame_the_portal_which_wears_the_tenants_bra
         200,
         "https://app.acme.example\nhttp://127.0.0.1:3000</textarea>",
     );
+    // Opening a link answers with its tenant's rule.
+    let token = portal_token(&app, &key, &app_a, json!({})).await;
+    let opening = Browser::new(&app)
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
+    assert!(
+        csp(&opening).contains("frame-ancestors https://app.acme.example http://127.0.0.1:3000;"),
+        "{}",
+        csp(&opening)
+    );
     let home = customer.get(&format!("/portal/app/{app_a}")).await;
     assert!(
         csp(&home).contains("frame-ancestors https://app.acme.example http://127.0.0.1:3000;"),
@@ -450,4 +492,319 @@ async fn only_the_tenants_sites_may_frame_the_portal_which_wears_the_tenants_bra
         "{}",
         csp(&missing)
     );
+}
+
+#[tokio::test]
+async fn another_site_cannot_plant_a_portal_session_and_a_new_link_asks_first() {
+    let app = spawn_app().await;
+    let mut tenant = Browser::new(&app);
+    let key = tenant.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let token_a = portal_token(&app, &key, &app_a, json!({})).await;
+    // The attacker: a tenant of its own, and a portal link of its own.
+    let mut attacker = Browser::new(&app);
+    let evil_key = attacker.sign_up("Evil", "ops@evil.example").await;
+    let (app_e, _) = app_with_endpoint(&app, &evil_key, "http://127.0.0.1:9/evil").await;
+    let token_e = portal_token(&app, &evil_key, &app_e, json!({})).await;
+    let csp = |p: &crate::helpers::Page| {
+        p.headers
+            .get("content-security-policy")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+
+    let mut customer = Browser::new(&app);
+    let opened = customer
+        .post_with("/portal/session", &[("token", &token_a)], SAME_ORIGIN)
+        .await;
+    assert_eq!(opened.location(), format!("/portal/app/{app_a}"));
+    let own = customer.cookies.get("hookd_portal").cloned();
+
+    // Posts another site's page makes (as browsers label them, or by Origin alone) are
+    // refused with a page saying so; the customer's session is untouched.
+    let other = [
+        vec![("sec-fetch-site", "cross-site")],
+        vec![("sec-fetch-site", "same-site")],
+        vec![("sec-fetch-site", "none")],
+        vec![("origin", "http://evil.test")],
+        vec![("origin", "null")],
+        vec![],
+        vec![("sec-fetch-site", "cross-site"), ("origin", &app.base)],
+    ];
+    for headers in &other {
+        let refused = customer
+            .post_with("/portal/session", &[("token", &token_e)], headers)
+            .await;
+        refused.assert(403, "Another website tried to open a portal");
+        assert!(refused.set_cookies().is_empty(), "{headers:?}");
+        assert!(
+            csp(&refused).contains("frame-ancestors 'none'"),
+            "{}",
+            csp(&refused)
+        );
+    }
+    assert_eq!(customer.cookies.get("hookd_portal"), own.as_ref());
+    // An old browser sending only Origin, when it is the server's own, is believed.
+    let by_origin = Browser::new(&app)
+        .post_with(
+            "/portal/session",
+            &[("token", &token_a)],
+            &[("origin", &app.base)],
+        )
+        .await;
+    assert_eq!(by_origin.status.as_u16(), 303, "{}", by_origin.body);
+
+    // A link of another application opened in the same browser (the attacker may make the
+    // customer's browser open the portal's own page with its link): the customer is asked,
+    // and nothing changes until they confirm.
+    let asked = customer
+        .post_with("/portal/session", &[("token", &token_e)], SAME_ORIGIN)
+        .await;
+    asked.assert(200, "You are signed in to the webhook portal of Acme (");
+    assert!(
+        asked
+            .body
+            .contains("The link you\n    opened is for the portal of Evil ("),
+        "{}",
+        asked.body
+    );
+    assert!(asked.set_cookies().is_empty());
+    assert_eq!(customer.cookies.get("hookd_portal"), own.as_ref());
+    // Forged confirmation: refused.
+    let forged = customer
+        .post_with(
+            "/portal/session",
+            &[("token", &token_e), ("confirm", "forged")],
+            SAME_ORIGIN,
+        )
+        .await;
+    assert_eq!(forged.status.as_u16(), 403, "{}", forged.body);
+    assert_eq!(customer.cookies.get("hookd_portal"), own.as_ref());
+    // A new link of the same application replaces the session without asking.
+    let token_a2 = portal_token(&app, &key, &app_a, json!({})).await;
+    let same = customer
+        .post_with("/portal/session", &[("token", &token_a2)], SAME_ORIGIN)
+        .await;
+    assert_eq!(same.status.as_u16(), 303, "{}", same.body);
+    // The customer's own choice, with the page's button: switched.
+    let asked = customer
+        .post_with("/portal/session", &[("token", &token_e)], SAME_ORIGIN)
+        .await;
+    let confirm = asked
+        .body
+        .split(r#"name="confirm" value=""#)
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("confirm field")
+        .to_owned();
+    let switched = customer
+        .post_with(
+            "/portal/session",
+            &[("token", &token_e), ("confirm", &confirm)],
+            SAME_ORIGIN,
+        )
+        .await;
+    assert_eq!(switched.location(), format!("/portal/app/{app_e}"));
+    customer
+        .get(&format!("/portal/app/{app_e}"))
+        .await
+        .assert(200, "evil");
+}
+
+#[tokio::test]
+async fn forwarded_host_and_scheme_are_believed_only_from_trusted_proxies() {
+    // The dashboard's "Open portal" sends the tenant to a new portal link: where that link
+    // points must not be chosen by whoever sends the request.
+    let forged = [
+        ("x-forwarded-host", "evil.test"),
+        ("x-forwarded-proto", "https"),
+        ("forwarded", "host=evil.test;proto=https"),
+    ];
+
+    let app = spawn_app().await;
+    let base = app.base.clone();
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let csrf = b.get("/").await.csrf();
+    let opened = b
+        .post_with(&format!("/app/{app_a}/portal"), &[("csrf", &csrf)], &forged)
+        .await;
+    assert_eq!(opened.status.as_u16(), 303, "{}", opened.body);
+    assert!(
+        opened
+            .location()
+            .starts_with(&format!("{base}/portal/#token=hkp_")),
+        "{}",
+        opened.location()
+    );
+    // Nor does a client's claim of https make the session cookie `Secure`.
+    let mut other = Browser::new(&app);
+    let token = other.get("/login").await.csrf();
+    let r = other
+        .post_with(
+            "/login",
+            &[
+                ("csrf", &token),
+                ("email", "ops@acme.example"),
+                ("password", crate::helpers::PASSWORD),
+            ],
+            &[("x-forwarded-proto", "https")],
+        )
+        .await;
+    let cookie = r
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("hookd_session="))
+        .expect("session cookie")
+        .to_owned();
+    assert!(!cookie.contains("Secure"), "{cookie}");
+
+    // Behind a proxy the operator lists, its headers are believed.
+    let app = testkit::TestApp::start(
+        store::testing::TestDb::sqlite().await,
+        &[
+            ("HOOKD_ROLES", "api"),
+            ("HOOKD_TRUSTED_PROXIES", "127.0.0.0/8"),
+        ],
+    )
+    .await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let csrf = b.get("/").await.csrf();
+    let opened = b
+        .post_with(
+            &format!("/app/{app_a}/portal"),
+            &[("csrf", &csrf)],
+            &[
+                ("x-forwarded-host", "hooks.example.test"),
+                ("x-forwarded-proto", "https"),
+            ],
+        )
+        .await;
+    assert!(
+        opened
+            .location()
+            .starts_with("https://hooks.example.test/portal/#token=hkp_"),
+        "{}",
+        opened.location()
+    );
+}
+
+#[tokio::test]
+async fn a_portal_link_shows_and_does_only_what_its_capabilities_allow() {
+    let app = spawn_app().await;
+    let mut tenant = Browser::new(&app);
+    let key = tenant.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, ep_a) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let msg = send_message(&app, &key, &app_a, "order.paid", json!({"a": 1})).await;
+    let ep_path = format!("/portal/app/{app_a}/endpoint/{ep_a}");
+    let secret_of = || async {
+        reqwest::Client::new()
+            .get(format!(
+                "{}/api/v1/app/{app_a}/endpoint/{ep_a}/secret",
+                app.base
+            ))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("secret")
+            .json::<serde_json::Value>()
+            .await
+            .expect("json")["key"]
+            .clone()
+    };
+    let before = secret_of().await;
+    let buttons = [
+        "Reveal secret",
+        "Rotate secret",
+        ">Edit<",
+        ">Delete</button>",
+        ">Disable</button>",
+        "Send test event",
+        "Save authentication",
+        "Recover failed messages",
+    ];
+
+    // ViewBase only (and a read-only link, the same): every page reads, no button shows,
+    // and a forged post is refused with a page saying what the link does not allow.
+    for body in [
+        json!({"capabilities": ["ViewBase"]}),
+        json!({"readOnly": true}),
+    ] {
+        let token = portal_token(&app, &key, &app_a, body.clone()).await;
+        let mut customer = Browser::new(&app);
+        customer
+            .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+            .await;
+        let home = customer.get(&format!("/portal/app/{app_a}")).await;
+        home.assert(200, "hook-a");
+        assert!(!home.body.contains("Add an endpoint"), "{body}");
+        let page = customer.get(&ep_path).await;
+        page.assert(200, "hook-a");
+        for b in buttons {
+            assert!(!page.body.contains(b), "{body}: {b} shown");
+        }
+        let detail = customer
+            .get(&format!("/portal/app/{app_a}/msg/{msg}"))
+            .await;
+        detail.assert(200, &msg);
+        assert!(!detail.body.contains(">Resend</button>"), "{body}");
+        customer
+            .get(&format!("{ep_path}/secret"))
+            .await
+            .assert(403, "does not let you see signing secrets");
+        customer
+            .get(&format!("{ep_path}/edit"))
+            .await
+            .assert(403, "does not let you add, change or delete endpoints");
+        let forged = customer
+            .post(
+                &format!("{ep_path}/rotate-secret"),
+                &[("csrf", &page.csrf())],
+            )
+            .await;
+        assert_eq!(forged.status.as_u16(), 403, "{body}: {}", forged.body);
+        assert!(!forged.body.contains("whsec_"), "{}", forged.body);
+    }
+    assert_eq!(secret_of().await, before, "nothing rotated the secret");
+
+    // Rotating and resending, not managing: those buttons only, and they work.
+    let token = portal_token(
+        &app,
+        &key,
+        &app_a,
+        json!({"capabilities": ["ViewBase", "ManageEndpointSecret", "CreateAttempts"]}),
+    )
+    .await;
+    let mut customer = Browser::new(&app);
+    customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
+    let page = customer.get(&ep_path).await;
+    for shown in [
+        "Reveal secret",
+        "Rotate secret",
+        "Send test event",
+        "Recover failed messages",
+    ] {
+        assert!(page.body.contains(shown), "{shown} not shown");
+    }
+    for hidden in [">Edit<", ">Delete</button>", "Save authentication"] {
+        assert!(!page.body.contains(hidden), "{hidden} shown");
+    }
+    let rotated = customer
+        .post(
+            &format!("{ep_path}/rotate-secret"),
+            &[("csrf", &page.csrf())],
+        )
+        .await;
+    assert_eq!(rotated.status.as_u16(), 303, "{}", rotated.body);
+    assert_ne!(secret_of().await, before);
+    customer
+        .post(&format!("{ep_path}/delete"), &[("csrf", &page.csrf())])
+        .await
+        .assert(403, "does not let you add, change or delete endpoints");
 }

@@ -473,3 +473,334 @@ async fn every_api_operation_with_ids_not_its_own_is_not_found_to_a_portal_token
         assert_eq!(got.body["payload"], json!({"n": 1}));
     }
 }
+
+/// The PEM of a test fixture (`tests/fixtures/mtls`).
+fn mtls_fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../../tests/fixtures/mtls/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Sets a bearer token and an mTLS identity on the endpoint at `path`.
+async fn set_credentials(t: &TestApp, path: &str) {
+    t.ok(
+        Method::PUT,
+        &format!("{path}/auth"),
+        Some(json!({"type": "bearer", "token": "victims-secret-token"})),
+        204,
+    )
+    .await;
+    t.ok(
+        Method::PUT,
+        &format!("{path}/mtls"),
+        Some(json!({"identity": mtls_fixture("client-identity.pem")})),
+        204,
+    )
+    .await;
+}
+
+/// The endpoint's auth type and the status of its mTLS configuration (404: none).
+async fn credentials_held(t: &TestApp, path: &str) -> (String, u16) {
+    let auth = t.ok(Method::GET, &format!("{path}/auth"), None, 200).await;
+    let mtls = t.get(&format!("{path}/mtls")).await.status.as_u16();
+    (auth["type"].as_str().unwrap_or_default().to_owned(), mtls)
+}
+
+#[tokio::test]
+async fn moving_an_endpoint_to_another_host_drops_its_credentials() {
+    for t in TestApp::all(&[]).await {
+        let (a, ep) = t.app_with_endpoint("cust-a").await;
+        let (_, token) = portal(&t, &a, json!({})).await;
+        let path = format!("/app/{a}/endpoint/{ep}");
+        let kept = ("bearer".to_owned(), 200);
+        let dropped = ("none".to_owned(), 404);
+        set_credentials(&t, &path).await;
+        assert_eq!(credentials_held(&t, &path).await, kept, "{}", t.backend);
+
+        // Another path on the same host and port: the credentials stay.
+        t.ok(
+            Method::PATCH,
+            &path,
+            Some(json!({"url": "http://127.0.0.1:9/other-path"})),
+            200,
+        )
+        .await;
+        assert_eq!(credentials_held(&t, &path).await, kept, "{}", t.backend);
+
+        // Another host (here through a portal token, as a customer would): both are gone.
+        let moved = t
+            .call_as(
+                &token,
+                Method::PATCH,
+                &path,
+                Some(json!({"url": "http://127.0.0.2:9/hook"})),
+                &[],
+            )
+            .await;
+        assert_eq!(moved.status.as_u16(), 200, "{}", moved.body);
+        assert_eq!(credentials_held(&t, &path).await, dropped, "{}", t.backend);
+
+        // Another port of the same host is another receiver too (PUT: the whole endpoint).
+        set_credentials(&t, &path).await;
+        t.ok(
+            Method::PUT,
+            &path,
+            Some(json!({"url": "http://127.0.0.2:10/hook"})),
+            200,
+        )
+        .await;
+        assert_eq!(credentials_held(&t, &path).await, dropped, "{}", t.backend);
+    }
+}
+
+#[tokio::test]
+async fn expired_and_revoked_portal_tokens_are_pruned() {
+    for t in TestApp::all(&[]).await {
+        let (a, _) = t.app_with_endpoint("cust-a").await;
+        let (b, _) = t.app_with_endpoint("cust-b").await;
+        let (_, live) = portal(&t, &a, json!({})).await;
+        let (_, revoked) = portal(&t, &a, json!({})).await;
+        let (_, expired) = portal(&t, &b, json!({})).await;
+        assert_eq!(
+            status(&t, &revoked, Method::POST, "/auth/logout", None).await,
+            204
+        );
+        t.ok(
+            Method::POST,
+            &format!("/auth/app/{b}/expire-all"),
+            Some(json!({})),
+            204,
+        )
+        .await;
+        let sweep = || async {
+            let now = domain::Timestamp::now().plus(std::time::Duration::from_millis(5));
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            t.store
+                .system()
+                .sweep_expired(
+                    store::Horizons {
+                        idempotency: domain::Timestamp::from_millis(0),
+                        events: domain::Timestamp::from_millis(0),
+                        done: domain::Timestamp::from_millis(0),
+                    },
+                    now,
+                )
+                .await
+                .unwrap()
+                .portal_tokens
+        };
+        assert_eq!(sweep().await, 2, "the revoked and the expired one");
+        assert_eq!(sweep().await, 0, "gone");
+        let path = format!("/app/{a}/endpoint");
+        assert_eq!(status(&t, &live, Method::GET, &path, None).await, 200);
+        for gone in [&revoked, &expired] {
+            assert_eq!(status(&t, gone, Method::GET, &path, None).await, 401);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_portal_tokens_capabilities_decide_what_it_may_do_through_the_api() {
+    for t in TestApp::all(&[]).await {
+        let (a, ep) = t.app_with_endpoint("cust-a").await;
+        let path = format!("/app/{a}/endpoint/{ep}");
+        let secret = || async {
+            t.ok(Method::GET, &format!("{path}/secret"), None, 200)
+                .await["key"]
+                .clone()
+        };
+        let before = secret().await;
+        let refused = |r: testkit::Resp, cap: &str| {
+            assert_eq!(r.status.as_u16(), 403, "{cap}: {}", r.body);
+            assert_eq!(r.body["code"], "missing_capability", "{}", r.body);
+            assert!(r.body.to_string().contains(cap), "{}", r.body);
+        };
+        let since = json!({"since": "2020-01-01T00:00:00Z"});
+
+        // ViewBase alone reads, and nothing more: no secret, no header values, no changes.
+        let (_, view) = portal(&t, &a, json!({"capabilities": ["ViewBase"]})).await;
+        assert_eq!(status(&t, &view, Method::GET, &path, None).await, 200);
+        assert_eq!(
+            status(&t, &view, Method::GET, &format!("/app/{a}/msg"), None).await,
+            200
+        );
+        let call = |token: &str, m: Method, p: String, b: Option<Value>| {
+            let token = token.to_owned();
+            let t = &t;
+            async move { t.call_as(&token, m, &p, b, &[]).await }
+        };
+        refused(
+            call(&view, Method::GET, format!("{path}/secret"), None).await,
+            "ViewEndpointSecret",
+        );
+        refused(
+            call(&view, Method::GET, format!("{path}/headers"), None).await,
+            "ViewEndpointSecret",
+        );
+        refused(
+            call(
+                &view,
+                Method::POST,
+                format!("{path}/secret/rotate"),
+                Some(json!({})),
+            )
+            .await,
+            "ManageEndpointSecret",
+        );
+        refused(
+            call(
+                &view,
+                Method::PATCH,
+                path.clone(),
+                Some(json!({"url": "http://127.0.0.1:9/x"})),
+            )
+            .await,
+            "ManageEndpoint",
+        );
+        refused(
+            call(&view, Method::DELETE, path.clone(), None).await,
+            "ManageEndpoint",
+        );
+        refused(
+            call(
+                &view,
+                Method::POST,
+                format!("{path}/recover"),
+                Some(since.clone()),
+            )
+            .await,
+            "CreateAttempts",
+        );
+        refused(
+            call(
+                &view,
+                Method::POST,
+                format!("/app/{a}/endpoint"),
+                Some(json!({"url": "http://127.0.0.1:9/y"})),
+            )
+            .await,
+            "ManageEndpoint",
+        );
+        assert_eq!(
+            secret().await,
+            before,
+            "{}: the secret was not rotated",
+            t.backend
+        );
+
+        // A read-only token without capabilities reads but sees no secret either.
+        let (_, read_only) = portal(&t, &a, json!({"readOnly": true})).await;
+        assert_eq!(status(&t, &read_only, Method::GET, &path, None).await, 200);
+        refused(
+            call(&read_only, Method::GET, format!("{path}/secret"), None).await,
+            "ViewEndpointSecret",
+        );
+        refused(
+            call(&read_only, Method::GET, format!("{path}/headers"), None).await,
+            "ViewEndpointSecret",
+        );
+
+        // Each capability opens its own operations and no others.
+        let (_, attempts) = portal(
+            &t,
+            &a,
+            json!({"capabilities": ["ViewBase", "CreateAttempts"]}),
+        )
+        .await;
+        assert_eq!(
+            status(
+                &t,
+                &attempts,
+                Method::POST,
+                &format!("{path}/recover"),
+                Some(since.clone())
+            )
+            .await,
+            202
+        );
+        refused(
+            call(
+                &attempts,
+                Method::POST,
+                format!("{path}/secret/rotate"),
+                Some(json!({})),
+            )
+            .await,
+            "ManageEndpointSecret",
+        );
+        let (_, rotate) = portal(
+            &t,
+            &a,
+            json!({"capabilities": ["ViewBase", "ManageEndpointSecret"]}),
+        )
+        .await;
+        assert_eq!(
+            status(&t, &rotate, Method::GET, &format!("{path}/secret"), None).await,
+            200
+        );
+        let rotated = call(
+            &rotate,
+            Method::POST,
+            format!("{path}/secret/rotate"),
+            Some(json!({})),
+        )
+        .await;
+        assert!(rotated.status.is_success(), "{}", rotated.body);
+        assert_ne!(secret().await, before);
+        refused(
+            call(
+                &rotate,
+                Method::PATCH,
+                path.clone(),
+                Some(json!({"description": "x"})),
+            )
+            .await,
+            "ManageEndpoint",
+        );
+        let (_, manage) = portal(&t, &a, json!({"capabilities": ["ManageEndpoint"]})).await;
+        assert_eq!(
+            status(
+                &t,
+                &manage,
+                Method::PATCH,
+                &path,
+                Some(json!({"description": "x"}))
+            )
+            .await,
+            200
+        );
+        assert_eq!(
+            status(&t, &manage, Method::GET, &format!("{path}/headers"), None).await,
+            200
+        );
+        refused(
+            call(
+                &manage,
+                Method::POST,
+                format!("{path}/recover"),
+                Some(since.clone()),
+            )
+            .await,
+            "CreateAttempts",
+        );
+        // No capabilities given: everything, as before.
+        let (_, all) = portal(&t, &a, json!({})).await;
+        assert_eq!(
+            status(&t, &all, Method::GET, &format!("{path}/secret"), None).await,
+            200
+        );
+        assert_eq!(
+            status(
+                &t,
+                &all,
+                Method::POST,
+                &format!("{path}/recover"),
+                Some(since.clone())
+            )
+            .await,
+            202
+        );
+    }
+}
