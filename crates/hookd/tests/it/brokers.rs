@@ -1143,40 +1143,83 @@ async fn two_tenants_on_one_broker_each_stay_in_their_own_namespace() {
         .await;
         assert!(redis_take(REDIS, &stream).await.is_empty());
 
-        // The grant taken back: the connection A's attempts opened is still cached, and the
+        // The grant taken back: the connection A's attempts opened (to a name, so nothing
+        // but that cached connection's own check stands in the way) is still cached, and the
         // next attempt on it is refused all the same.
-        tenant_cli(&app, &["deny-network", &a.tenant, "127.0.0.1"]);
+        tenant_cli(
+            &app,
+            &[
+                "allow-network",
+                &a.tenant,
+                "localhost",
+                "--redis-prefix",
+                &a.redis_prefix,
+            ],
+        );
         tokio::time::sleep(Duration::from_millis(1200)).await;
-        let stream = format!("{}orders", a.redis_prefix);
-        let before = redis_take(REDIS, &stream).await.len();
-        let m = app
+        let late = app
             .call_as(
                 &a.key,
                 Method::POST,
-                &format!("/app/{}/msg", a.app),
-                Some(json!({"eventType": "order.created", "payload": {"late": true}})),
+                "/app",
+                Some(json!({"name": "late"})),
                 &[],
             )
             .await;
-        let m = m.body["id"].as_str().unwrap().to_owned();
-        let eps = app.get(&format!("/app/{}/endpoint", a.app)).await.body;
-        let redis_ep = eps["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| {
-                e["url"].as_str().unwrap().ends_with("orders")
-                    && e["url"].as_str().unwrap().starts_with("redis")
-            })
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let late = late.body["id"].as_str().unwrap().to_owned();
+        let stream = format!("{}late", a.redis_prefix);
+        let ep = app
+            .call_as(
+                &a.key,
+                Method::POST,
+                &format!("/app/{late}/endpoint"),
+                Some(json!({"url": format!("redis://localhost:6379?stream={stream}")})),
+                &[],
+            )
+            .await;
+        assert_eq!(ep.status, 201, "{}", ep.body);
+        let ep = ep.body["id"].as_str().unwrap().to_owned();
+        let r = app
+            .call_as(
+                &a.key,
+                Method::PUT,
+                &format!("/app/{late}/endpoint/{ep}/auth"),
+                Some(json!({"type": "basic", "username": format!("hookd-a-{u}"), "password": a.password})),
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 204, "{}", r.body);
+        let send_late = |n: u32| {
+            let (app, key, late) = (&app, &a.key, &late);
+            async move {
+                let m = app
+                    .call_as(
+                        key,
+                        Method::POST,
+                        &format!("/app/{late}/msg"),
+                        Some(json!({"eventType": "order.created", "payload": {"late": n}})),
+                        &[],
+                    )
+                    .await;
+                m.body["id"].as_str().unwrap().to_owned()
+            }
+        };
+        send_late(1).await;
+        eventually(
+            Duration::from_secs(10),
+            "the first late message",
+            || async { redis_take(REDIS, &stream).await.len() == 1 },
+        )
+        .await;
+        tenant_cli(&app, &["deny-network", &a.tenant, "127.0.0.1"]);
+        tenant_cli(&app, &["deny-network", &a.tenant, "localhost"]);
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let m = send_late(2).await;
         eventually(
             Duration::from_secs(10),
             "a refused attempt after the revoke",
             || async {
-                attempts(&app, &a.app, &redis_ep).await.iter().any(|at| {
+                attempts(&app, &late, &ep).await.iter().any(|at| {
                     at["msgId"] == m.as_str()
                         && at["errorDetail"]
                             .as_str()
@@ -1188,7 +1231,7 @@ async fn two_tenants_on_one_broker_each_stay_in_their_own_namespace() {
         .await;
         assert_eq!(
             redis_take(REDIS, &stream).await.len(),
-            before,
+            1,
             "published after the revoke"
         );
     }
