@@ -302,8 +302,11 @@ async fn connect(key: &Key, addr: SocketAddr) -> Result<Conn, (ErrorKind, String
             .set_redis_settings(settings);
             let client = redis::Client::open(info)
                 .map_err(|e| failed(ErrorKind::Connect, "connecting to Redis", e))?;
+            // The attempt's own timeout bounds the wait; redis-rs's default of 500 ms per
+            // answer would fail a publish the server took, under load, and send a copy.
+            let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
             let conn = client
-                .get_multiplexed_async_connection()
+                .get_multiplexed_async_connection_with_config(&config)
                 .await
                 .map_err(|e| failed(ErrorKind::Connect, "connecting to Redis", e))?;
             Ok(Conn::Redis(conn))

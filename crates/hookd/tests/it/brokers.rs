@@ -198,9 +198,13 @@ async fn nats_take(js: &async_nats::jetstream::Context, stream: &str) -> Vec<Con
 // ----- Redis Streams -----
 
 async fn redis_conn(addr: &str) -> redis::aio::MultiplexedConnection {
+    // redis-rs gives up on an answer after 500 ms by default: reading 5,000 entries on a
+    // loaded machine can take longer, and an error read as "no entries" fails the test.
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(30)));
     redis::Client::open(format!("redis://{addr}/"))
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap_or_else(|e| panic!("Redis on {addr} (scripts/brokers starts it): {e}"))
 }
@@ -213,7 +217,7 @@ async fn redis_take(addr: &str, stream: &str) -> Vec<Consumed> {
         .arg("+")
         .query_async(&mut c)
         .await
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("XRANGE {stream} on {addr}: {e}"));
     entries
         .into_iter()
         .map(|(_, mut f)| {
