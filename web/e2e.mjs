@@ -230,8 +230,13 @@ async function main() {
   const first = [];
   for (let n = 1; n <= 5; n++) first.push(await send(n));
   await toMessages();
-  await reloadUntil(page, 'five messages listed',
-    async (p) => (await p.locator('#message-list tbody tr').count()) === 5);
+  await reloadUntil(page, 'five messages listed, each delivered',
+    async (p) => (await p.locator('#message-list tbody tr').count()) === 5
+      && (await p.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count()) === 5);
+  step('a quick range: the last hour');
+  await go(page, page.getByRole('link', { name: 'Last hour' }), 'Last hour');
+  assert.equal(await page.locator('#message-list tbody tr').count(), 5);
+  assert.ok((await page.getByLabel('From (UTC)').inputValue()).length > 0, 'the range shows as exact times');
   step('click a message in the list: its page shows');
   await openMessage(page, first[0]);
   await reloadUntil(page, 'first message delivered', deliveryIs('succeeded'));
@@ -264,6 +269,9 @@ async function main() {
   await go(page, page.getByRole('button', { name: 'Filter' }), 'Filter');
   await reloadUntil(page, 'three dead messages listed',
     async (p) => (await p.locator('#message-list tbody tr').count()) === 3);
+  // Each reads dead in the log, not like a delivered message.
+  assert.equal(await page.locator('#message-list .statuses .badge', { hasText: 'Dead' }).count(), 3);
+  assert.equal(await page.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count(), 0);
 
   // --- Resend one --------------------------------------------------------------------------
   step('resend one failed message once the sink is back');
@@ -293,6 +301,7 @@ async function main() {
   const later = [];
   for (let n = 9; n <= 10; n++) later.push(await send(n));
   await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");
+  await page.getByRole('heading', { name: 'Messages to this endpoint' }).waitFor();
   await openMessage(page, later[1]);
   await reloadUntil(page, 'the later messages dead', deliveryIs('failed'));
   await toMessages();
@@ -459,6 +468,10 @@ async function portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage
   await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover');
   await page.getByText('Recovery started for failed messages since').waitFor();
   await waitFor(async () => (await sink.report()).unique === before + 4, 'all four reached the sink');
+  await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");
+  await page.getByRole('heading', { name: 'Messages to this endpoint' }).waitFor();
+  await reloadUntil(page, 'the log shows all four delivered',
+    async (p) => (await p.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count()) === 4);
   await go(page, page.getByRole('link', { name: 'Overview' }).first(), 'Overview');
   await reloadUntil(page, 'the endpoint healthy again', async (p) => (await portalBadge(p)) === 'Healthy');
 
