@@ -10,6 +10,12 @@
 // Screenshots of each main page (dashboard and portal) at 1440 and 360 px go to
 // web/screenshots/, and every page is checked for sideways scrolling at 360 px.
 //
+// Each journey opens one address and then moves as a person does: it clicks links and buttons
+// (`go`) and reloads to see what the dispatcher did in the background (`reloadUntil`), never
+// typing an address between steps. After every navigation `<main>` must show something: htmx
+// attributes are inherited, and a container's `hx-select` once made a boosted link inside it
+// swap in an empty page.
+//
 // Needs: target/debug/hookd (or HOOKD_BIN), Chromium at /usr/bin/chromium (or CHROMIUM).
 
 import { spawn } from 'node:child_process';
@@ -70,15 +76,62 @@ function step(text) {
   console.log(`• ${text}`);
 }
 
-/** Reloads `path` until `check(page)` holds, for what the dispatcher does in the background. */
-async function until(page, path, what, check, timeout = 30_000) {
+/**
+ * Clicks `target` (a locator) as a person does and waits for the page it leads to; fails when
+ * that page's `<main>` is missing or shows nothing.
+ */
+async function go(page, target, what) {
+  await page.evaluate(() => document.querySelector('main')?.setAttribute('data-left', ''));
+  await target.click();
+  try {
+    await page.waitForFunction(() => !document.querySelector('main[data-left]'), null, { timeout: 15_000 });
+  } catch {
+    throw new Error(`clicking ${what} did not lead anywhere (still at ${page.url()})`);
+  }
+  await page.waitForLoadState();
+  await mainShows(page, `clicking ${what}`);
+}
+
+/**
+ * Fails unless the page's `<main>` is there and shows visible text. The portal's landing page
+ * forwards a signed-in customer to their application (its links to the portal's root lead
+ * there): that forward is followed first.
+ */
+async function mainShows(page, after) {
+  for (let tries = 0; ; tries++) {
+    try {
+      await page.waitForFunction(() => !document.querySelector('#portal-open[data-home]'), null, { timeout: 15_000 });
+      const text = await page.evaluate(() => {
+        const main = document.querySelector('main');
+        if (!main || !main.checkVisibility()) return '';
+        return main.innerText.trim();
+      });
+      assert.ok(text.length > 0, `an empty <main> after ${after} (${page.url()})`);
+      return;
+    } catch (e) {
+      if (tries > 3 || !String(e).includes('Execution context was destroyed')) throw e;
+      await page.waitForLoadState();
+    }
+  }
+}
+
+/** Reloads the current page until `check(page)` holds, for what the dispatcher does in the background. */
+async function reloadUntil(page, what, check, timeout = 30_000) {
   const deadline = Date.now() + timeout;
   for (;;) {
-    await page.goto(path);
+    await mainShows(page, `waiting for ${what}`);
     if (await check(page)) return;
     if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
     await sleep(300);
+    await page.reload();
   }
+}
+
+/** Clicks the link to message `id` in a list, reloading the list until the message is in it. */
+async function openMessage(page, id) {
+  const link = page.getByRole('link', { name: id, exact: true });
+  await reloadUntil(page, `message ${id} listed`, async () => (await link.count()) > 0);
+  await go(page, link.first(), `message ${id} in the list`);
 }
 
 async function main() {
@@ -128,11 +181,11 @@ async function main() {
   await page.getByLabel('Organisation').fill('Acme Shop');
   await page.getByLabel('Email').fill('ops@acme.example');
   await page.getByLabel('Password').fill('correct horse battery');
-  await page.getByRole('button', { name: 'Sign up' }).click();
+  await go(page, page.getByRole('button', { name: 'Sign up' }), 'Sign up');
   await page.getByText('Welcome to hookd, Acme Shop').waitFor();
   const key = (await page.locator('#api-key').textContent()).trim();
   assert.match(key, /^\S{20,}$/, 'the API key is shown once');
-  await page.getByRole('link', { name: 'Continue to the overview' }).click();
+  await go(page, page.getByRole('link', { name: 'Continue to the overview' }), 'Continue to the overview');
   await page.getByText('No applications yet').waitFor();
 
   // --- Application and endpoint ------------------------------------------------------------
@@ -145,18 +198,18 @@ async function main() {
   });
   assert.equal(et.status, 201, await et.text());
   await page.getByLabel("New application's name").fill('Storefront');
-  await page.getByRole('button', { name: 'Create application' }).click();
+  await go(page, page.getByRole('button', { name: 'Create application' }), 'Create application');
   await page.getByText('Application created').waitFor();
-  await page.getByRole('link', { name: 'Add an endpoint' }).click();
+  await go(page, page.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint');
   await page.getByLabel('URL').fill(`${sinkBase}/hooks/orders`);
   await page.getByLabel('Event types').fill('order.paid');
   // Two quick tries, so failures become dead letters within a second.
   await page.locator('textarea[name=retry_policy]').fill('{"delays": ["300ms"], "maxAttempts": 2}');
-  await page.getByRole('button', { name: 'Create endpoint' }).click();
+  await go(page, page.getByRole('button', { name: 'Create endpoint' }), 'Create endpoint');
   await page.getByText('Endpoint created').waitFor();
   const [, appId, epId] = new URL(page.url()).pathname.match(/^\/app\/([^/]+)\/endpoint\/([^/?]+)/);
-  const endpointPath = `/app/${appId}/endpoint/${epId}`;
   assert.equal(await badge(page), 'Healthy');
+  const endpointUrl = `${sinkBase}/hooks/orders`;
 
   const send = async (n) => {
     const r = await fetch(`${base}/api/v1/app/${appId}/msg`, {
@@ -168,16 +221,26 @@ async function main() {
     assert.equal(r.status, 202, body);
     return JSON.parse(body).id;
   };
+  // From a message's page, its delivery's endpoint link leads to the endpoint.
+  const toEndpoint = async () => go(page, page.locator('.delivery h2 a').first(), 'the endpoint of a delivery');
+  const toMessages = async () => go(page, page.getByRole('link', { name: 'Messages', exact: true }).first(), 'Messages');
 
   // --- Delivered ---------------------------------------------------------------------------
   step('send 5 events through the API and see them delivered');
   const first = [];
   for (let n = 1; n <= 5; n++) first.push(await send(n));
-  await until(page, `/app/${appId}/msg/${first[0]}`, 'first message delivered',
-    deliveryIs('succeeded'));
+  await toMessages();
+  await reloadUntil(page, 'five messages listed, each delivered',
+    async (p) => (await p.locator('#message-list tbody tr').count()) === 5
+      && (await p.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count()) === 5);
+  step('a quick range: the last hour');
+  await go(page, page.getByRole('link', { name: 'Last hour' }), 'Last hour');
+  assert.equal(await page.locator('#message-list tbody tr').count(), 5);
+  assert.ok((await page.getByLabel('From (UTC)').inputValue()).length > 0, 'the range shows as exact times');
+  step('click a message in the list: its page shows');
+  await openMessage(page, first[0]);
+  await reloadUntil(page, 'first message delivered', deliveryIs('succeeded'));
   await page.getByText('"total": 10').waitFor();
-  await until(page, `/app/${appId}/msg`, 'five messages listed',
-    async (p) => (await p.locator('#message-list tbody tr').count()) === 5);
   await waitFor(async () => (await sink.report()).unique === 5, 'the sink acknowledged 5');
 
   // --- Failing -----------------------------------------------------------------------------
@@ -185,63 +248,72 @@ async function main() {
   await sink.behave({ failRate: 1.0, failStatus: 503 });
   const failed = [];
   for (let n = 6; n <= 8; n++) failed.push(await send(n));
+  await toMessages();
+  await openMessage(page, failed[0]);
   // Six failing attempts (3 messages × 2): the default breaker opens at the fifth failure in
   // a row and holds the sixth for its 30 s open period. Which message's retry comes sixth
   // depends on timing, so this wait outlasts one open period.
-  await until(page, `/app/${appId}/msg/${failed[0]}`, 'a dead letter',
-    deliveryIs('failed'), 45_000);
+  await reloadUntil(page, 'a dead letter', deliveryIs('failed'), 45_000);
   assert.equal(await page.locator('.delivery tbody tr').count(), 2, 'two attempts listed');
   await page.getByText('503').first().waitFor();
-  await until(page, endpointPath, 'the endpoint badge leaves healthy',
+  await toEndpoint();
+  await reloadUntil(page, 'the endpoint badge leaves healthy',
     async (p) => ['Failing', 'Breaker open'].includes(await badge(p)));
   const failingBadge = await badge(page);
-  await until(page, `/app/${appId}/msg?status=failed`, 'three dead messages listed',
-    async (p) => (await p.locator('#message-list tbody tr').count()) === 3);
-  await until(page, `${endpointPath}/dead`, 'dead letters page lists them',
+  await go(page, page.getByRole('link', { name: 'Dead letters' }), 'Dead letters');
+  await reloadUntil(page, 'dead letters page lists them',
     async (p) => (await p.locator('tbody tr').count()) === 3);
+  await go(page, page.locator('.crumbs a.url'), 'the endpoint in the crumbs');
+  await toMessages();
+  await page.getByLabel('Status').selectOption('failed');
+  await go(page, page.getByRole('button', { name: 'Filter' }), 'Filter');
+  await reloadUntil(page, 'three dead messages listed',
+    async (p) => (await p.locator('#message-list tbody tr').count()) === 3);
+  // Each reads dead in the log, not like a delivered message.
+  assert.equal(await page.locator('#message-list .statuses .badge', { hasText: 'Dead' }).count(), 3);
+  assert.equal(await page.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count(), 0);
 
   // --- Resend one --------------------------------------------------------------------------
   step('resend one failed message once the sink is back');
   await sink.behave({ failRate: 0 });
-  await page.goto(`/app/${appId}/msg/${failed[0]}`);
-  await page.getByRole('button', { name: 'Resend' }).click();
+  await openMessage(page, failed[0]);
+  await go(page, page.getByRole('button', { name: 'Resend' }), 'Resend');
   await page.getByText('Resend queued').waitFor();
-  await until(page, `/app/${appId}/msg/${failed[0]}`, 'the resent message delivered',
-    deliveryIs('succeeded'));
+  await reloadUntil(page, 'the resent message delivered', deliveryIs('succeeded'));
   await page.getByText('manual').first().waitFor();
   await waitFor(async () => (await sink.report()).unique === 6, 'the sink acknowledged the resend');
 
   // --- Recover since a date ----------------------------------------------------------------
   step('recover failed messages since a date');
-  await page.goto(endpointPath);
+  await toEndpoint();
   const since = new Date(Date.now() - 3600_000).toISOString().slice(0, 16);
   await page.getByLabel('Since (UTC)').fill(since);
-  await page.getByRole('button', { name: 'Recover', exact: true }).click();
+  await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover');
   await page.getByText('Recovery started for failed messages since').waitFor();
-  const recoverUrl = new URL(page.url()).pathname + new URL(page.url()).search;
   await waitFor(async () => (await sink.report()).unique === 8, 'the two other dead letters recovered');
-  await until(page, recoverUrl, 'the recovery confirms its count',
+  await reloadUntil(page, 'the recovery confirms its count',
     async (p) => (await p.locator('.notice').textContent()).includes('finished, 2 failed messages queued again'));
-  await until(page, endpointPath, 'the badge is healthy again', async (p) => (await badge(p)) === 'Healthy');
+  await reloadUntil(page, 'the badge is healthy again', async (p) => (await badge(p)) === 'Healthy');
 
   // --- Replay from a message ---------------------------------------------------------------
   step('replay everything failed since a message');
   await sink.behave({ failRate: 1.0, failStatus: 500 });
   const later = [];
   for (let n = 9; n <= 10; n++) later.push(await send(n));
-  await until(page, `/app/${appId}/msg/${later[1]}`, 'the later messages dead',
-    deliveryIs('failed'));
-  await until(page, `/app/${appId}/msg/${later[0]}`, 'the earlier of them dead too',
-    deliveryIs('failed'));
+  await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");
+  await page.getByRole('heading', { name: 'Messages to this endpoint' }).waitFor();
+  await openMessage(page, later[1]);
+  await reloadUntil(page, 'the later messages dead', deliveryIs('failed'));
+  await toMessages();
+  await openMessage(page, later[0]);
+  await reloadUntil(page, 'the earlier of them dead too', deliveryIs('failed'));
   await sink.behave({ failRate: 0 });
-  await page.getByRole('button', { name: 'Replay all failed since this message' }).click();
+  await go(page, page.getByRole('button', { name: 'Replay all failed since this message' }), 'Replay');
   await page.getByText('Replay started').waitFor();
-  const replayUrl = new URL(page.url()).pathname + new URL(page.url()).search;
   await waitFor(async () => (await sink.report()).unique === 10, 'both replayed');
-  await until(page, replayUrl, 'the replay confirms its count',
+  await reloadUntil(page, 'the replay confirms its count',
     async (p) => (await p.locator('.notice').textContent()).includes('finished, 2 failed messages queued again'));
-  await until(page, `/app/${appId}/msg/${later[0]}`, 'the replayed message delivered',
-    deliveryIs('succeeded'));
+  await reloadUntil(page, 'the replayed message delivered', deliveryIs('succeeded'));
 
   // --- The sink's report -------------------------------------------------------------------
   step("the sink's report shows every message delivered");
@@ -252,7 +324,7 @@ async function main() {
 
   // --- Charts ------------------------------------------------------------------------------
   step('the overview charts count what happened');
-  await page.goto('/');
+  await go(page, page.getByRole('link', { name: 'Overview' }).first(), 'Overview');
   await page.getByText('Last 24 hours').waitFor();
   const summary = await page.locator('.chart-box figcaption').first().textContent();
   const delivered = Number(summary.match(/([\d,]+) delivered/)[1].replace(/,/g, ''));
@@ -266,7 +338,7 @@ async function main() {
   const stats = await statsResp.json();
   assert.equal(statsResp.status, 200, JSON.stringify(stats));
   assert.equal(stats.success, 10, JSON.stringify(stats));
-  await page.goto(endpointPath);
+  await go(page, page.getByRole('link', { name: endpointUrl }), 'the endpoint on the overview');
   for (const [label, field] of [['succeeded', 'success'], ['pending', 'pending'], ['sending', 'sending'], ['failed', 'fail']]) {
     const shown = Number((await page.locator(`dd[data-state="${label}"]`).textContent()).replace(/,/g, ''));
     assert.equal(shown, stats[field], `${label}: the page shows ${shown}, the API ${JSON.stringify(stats)}`);
@@ -277,20 +349,26 @@ async function main() {
 
   // --- Every main page at both widths ------------------------------------------------------
   step('screenshots at 1440 and 360 px; no page scrolls sideways at 360 px');
-  const pages = {
-    overview: '/',
-    endpoint: endpointPath,
-    messages: `/app/${appId}/msg`,
-    message: `/app/${appId}/msg/${failed[0]}`,
-    'dead-letters': `${endpointPath}/dead`,
-    'endpoint-edit': `${endpointPath}/edit`,
-    settings: '/settings',
-  };
+  // Each width is a tour from one address onwards, by clicks.
+  const tour = [
+    ['overview', null],
+    ['endpoint', (p) => go(p, p.getByRole('link', { name: endpointUrl }), 'the endpoint')],
+    ['messages', (p) => go(p, p.getByRole('link', { name: 'Messages', exact: true }).first(), 'Messages')],
+    ['message', (p) => go(p, p.getByRole('link', { name: failed[0], exact: true }), 'a message')],
+    ['endpoint-again', (p) => go(p, p.locator('.delivery h2 a').first(), 'its endpoint')],
+    ['dead-letters', (p) => go(p, p.getByRole('link', { name: 'Dead letters' }), 'Dead letters')],
+    ['endpoint-back', (p) => go(p, p.locator('.crumbs a.url'), 'the endpoint in the crumbs')],
+    ['endpoint-edit', (p) => go(p, p.getByRole('link', { name: 'Edit', exact: true }), 'Edit')],
+    ['settings', (p) => go(p, p.getByRole('link', { name: 'Settings' }), 'Settings')],
+  ];
   for (const [width, height] of [[1440, 900], [360, 780]]) {
-    for (const [p, list] of [[page, pages], [portal.page, portal.pages]]) {
+    for (const [p, start, steps] of [[page, '/', tour], [portal.page, portal.home, portal.tour]]) {
       await p.setViewportSize({ width, height });
-      for (const [name, path] of Object.entries(list)) {
-        await p.goto(path);
+      await p.goto(start);
+      for (const [name, move] of steps) {
+        if (move) await move(p);
+        await mainShows(p, name);
+        if (name.endsWith('-again') || name.endsWith('-back')) continue;
         const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
         assert.ok(overflow <= 1, `${name} scrolls sideways by ${overflow}px at ${width}px`);
         await shot(p, `${name}-${width}`);
@@ -343,14 +421,12 @@ async function portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage
   assert.equal(await page.getByRole('link', { name: 'Settings' }).count(), 0, 'no dashboard links');
 
   step('portal: the customer adds an endpoint at the sink');
-  await page.getByRole('link', { name: 'Add an endpoint' }).click();
+  await go(page, page.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint');
   await page.getByLabel('URL').fill(`${sinkBase}/hooks/customer`);
   await page.getByLabel('Event types').fill('order.paid');
   await page.locator('textarea[name=retry_policy]').fill('{"delays": ["300ms"], "maxAttempts": 2}');
-  await page.getByRole('button', { name: 'Create endpoint' }).click();
+  await go(page, page.getByRole('button', { name: 'Create endpoint' }), 'Create endpoint');
   await page.getByText('Endpoint created').waitFor();
-  const [, epId] = new URL(page.url()).pathname.match(/^\/portal\/app\/[^/]+\/endpoint\/([^/?]+)/);
-  const endpointPath = `/portal/app/${appId}/endpoint/${epId}`;
   await page.getByText('How to verify a request').waitFor();
 
   const send = async (n) => {
@@ -364,34 +440,40 @@ async function portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage
     return JSON.parse(body).id;
   };
   const before = (await sink.report()).unique;
+  const toMessages = async () => go(page, page.getByRole('link', { name: 'Messages', exact: true }).first(), 'Messages');
 
   step('portal: the tenant sends; the customer sees them delivered');
   const sent = [await send(1), await send(2)];
-  await until(page, `/portal/app/${appId}/msg/${sent[0]}`, 'the customer sees a delivery',
-    deliveryIs('succeeded'));
-  await until(page, `/portal/app/${appId}/msg`, 'two messages listed',
+  await toMessages();
+  await reloadUntil(page, 'two messages listed',
     async (p) => (await p.locator('#message-list tbody tr').count()) === 2);
+  await openMessage(page, sent[0]);
+  await reloadUntil(page, 'the customer sees a delivery', deliveryIs('succeeded'));
 
   step('portal: failures while the sink fails; resend one, recover the rest');
   await sink.behave({ failRate: 1.0, failStatus: 503 });
   const failed = [await send(3), await send(4)];
-  await until(page, `/portal/app/${appId}/msg/${failed[0]}`, 'a failed message',
-    deliveryIs('failed'), 45_000);
-  await until(page, `/portal/app/${appId}/msg/${failed[1]}`, 'the other failed too',
-    deliveryIs('failed'), 45_000);
+  await toMessages();
+  await openMessage(page, failed[1]);
+  await reloadUntil(page, 'a failed message', deliveryIs('failed'), 45_000);
+  await toMessages();
+  await openMessage(page, failed[0]);
+  await reloadUntil(page, 'the other failed too', deliveryIs('failed'), 45_000);
   await sink.behave({ failRate: 0 });
-  await page.goto(`/portal/app/${appId}/msg/${failed[0]}`);
-  await page.getByRole('button', { name: 'Resend' }).click();
+  await go(page, page.getByRole('button', { name: 'Resend' }), 'Resend');
   await page.getByText('Resend queued').waitFor();
-  await until(page, `/portal/app/${appId}/msg/${failed[0]}`, 'the resent message delivered',
-    deliveryIs('succeeded'));
-  await page.goto(endpointPath);
+  await reloadUntil(page, 'the resent message delivered', deliveryIs('succeeded'));
+  await go(page, page.locator('.delivery h2 a').first(), 'the endpoint of a delivery');
   await page.getByLabel('Since (UTC)').fill(new Date(Date.now() - 3600_000).toISOString().slice(0, 16));
-  await page.getByRole('button', { name: 'Recover', exact: true }).click();
+  await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover');
   await page.getByText('Recovery started for failed messages since').waitFor();
   await waitFor(async () => (await sink.report()).unique === before + 4, 'all four reached the sink');
-  await page.goto(`/portal/app/${appId}`);
-  assert.equal(await portalBadge(page), 'Healthy');
+  await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");
+  await page.getByRole('heading', { name: 'Messages to this endpoint' }).waitFor();
+  await reloadUntil(page, 'the log shows all four delivered',
+    async (p) => (await p.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count()) === 4);
+  await go(page, page.getByRole('link', { name: 'Overview' }).first(), 'Overview');
+  await reloadUntil(page, 'the endpoint healthy again', async (p) => (await portalBadge(p)) === 'Healthy');
 
   step('portal: in an iframe on a site the tenant allows, and refused on one it does not');
   const [allowedPort, otherPort] = [await freePort(), await freePort()];
@@ -404,7 +486,7 @@ async function portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage
   await new Promise((ok) => embedder.listen(allowedPort, '127.0.0.1', ok));
   await new Promise((ok) => other.listen(otherPort, '127.0.0.1', ok));
   try {
-    await tenantPage.goto('/settings');
+    await go(tenantPage, tenantPage.getByRole('link', { name: 'Settings' }), 'Settings');
     await tenantPage.getByLabel('Display name').fill('Acme Webhooks');
     await tenantPage.getByLabel('Primary colour').fill('#aa3300');
     await tenantPage.getByLabel('Sites that may embed the portal').fill(`http://127.0.0.1:${allowedPort}`);
@@ -431,16 +513,19 @@ async function portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage
     other.close();
   }
 
+  const endpointUrl = `${sinkBase}/hooks/customer`;
   return {
     page,
     appId,
-    pages: {
-      'portal-home': `/portal/app/${appId}`,
-      'portal-endpoint': endpointPath,
-      'portal-messages': `/portal/app/${appId}/msg`,
-      'portal-message': `/portal/app/${appId}/msg/${failed[0]}`,
-      'portal-endpoint-new': `/portal/app/${appId}/endpoint/new`,
-    },
+    home: `/portal/app/${appId}`,
+    tour: [
+      ['portal-home', null],
+      ['portal-endpoint', (p) => go(p, p.getByRole('link', { name: endpointUrl }), 'the endpoint')],
+      ['portal-messages', (p) => go(p, p.getByRole('link', { name: 'Messages', exact: true }).first(), 'Messages')],
+      ['portal-message', (p) => go(p, p.getByRole('link', { name: failed[0], exact: true }), 'a message')],
+      ['portal-home-again', (p) => go(p, p.getByRole('link', { name: 'Overview' }).first(), 'Overview')],
+      ['portal-endpoint-new', (p) => go(p, p.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint')],
+    ],
   };
 }
 

@@ -24,6 +24,9 @@ use crate::session::{self, Session};
 use crate::views::{self, AttemptRow, DeliveryView, MessageDetail, MessageRow, MessagesPage};
 
 const MESSAGES_PER_PAGE: u64 = 50;
+/// The most delivery statuses one page of the log loads (50 messages × 20 endpoints); beyond
+/// it the page says some are left out.
+const STATUSES_PER_PAGE: u64 = 1_000;
 /// Attempts loaded for one message (the store's largest page).
 const ATTEMPTS_PER_MESSAGE: u64 = 250;
 
@@ -46,8 +49,34 @@ pub struct ListQuery {
     /// A tag (the sources page links with `source-{name}`: the events a source received).
     #[serde(default)]
     tag: String,
+    /// An endpoint id: that endpoint's log (messages with a delivery to it, and its status).
+    #[serde(default)]
+    endpoint: String,
+    /// A quick range ([`RANGE_PRESETS`]), read at each request: replaces `since` and `until`.
+    #[serde(default)]
+    range: String,
     #[serde(default)]
     iterator: Option<String>,
+}
+
+/// The quick ranges beside the exact one: (value, label).
+pub const RANGE_PRESETS: [(&str, &str); 3] = [
+    ("1h", "Last hour"),
+    ("today", "Today (UTC)"),
+    ("7d", "Last 7 days"),
+];
+
+/// Where a quick range starts, at `now`; None for an unknown one.
+fn range_start(preset: &str, now: Timestamp) -> Option<Timestamp> {
+    const HOUR: i64 = 3_600_000;
+    let ms = now.as_millis();
+    let start = match preset {
+        "1h" => ms - HOUR,
+        "today" => ms - ms.rem_euclid(24 * HOUR),
+        "7d" => ms - 7 * 24 * HOUR,
+        _ => return None,
+    };
+    Some(Timestamp::from_millis(start))
 }
 
 /// The status filter's choices: (value, label).
@@ -73,11 +102,38 @@ pub async fn list(
     let app = session.app(store, &path).await?;
     let event_type = query.event_type.trim().to_owned();
     let status = query.status.trim().to_owned();
-    let since = query.since.trim().to_owned();
-    let until = query.until.trim().to_owned();
     let q = query.q.trim().to_owned();
     let tag = query.tag.trim().to_owned();
+    let range = query.range.trim().to_owned();
     let mut problems = Vec::new();
+    // One query: the endpoint filter's check, and the URLs the statuses name.
+    let endpoints: HashMap<EndpointId, endpoint::Model> = store
+        .list_endpoints_of_apps(session.tenant, std::slice::from_ref(&app.id))
+        .await?
+        .into_iter()
+        .map(|e| (e.id, e))
+        .collect();
+    let scoped = match query.endpoint.trim() {
+        "" => None,
+        text => match parsed(text).and_then(|id| endpoints.get(&id)) {
+            Some(ep) => Some(ep),
+            None => {
+                problems.push("That endpoint is not one of this application's.".to_owned());
+                None
+            }
+        },
+    };
+    let (since, until) = if range.is_empty() {
+        (query.since.trim().to_owned(), query.until.trim().to_owned())
+    } else {
+        match range_start(&range, Timestamp::now()) {
+            Some(start) => (views::datetime_local(start), String::new()),
+            None => {
+                problems.push(format!("Unknown range “{range}”."));
+                (String::new(), String::new())
+            }
+        }
+    };
     let delivery_state = if status.is_empty() {
         None
     } else {
@@ -117,6 +173,7 @@ pub async fn list(
         delivery_state,
         id_or_event_id: (!q.is_empty()).then(|| q.clone()),
         tag: (!tag.is_empty()).then(|| tag.clone()),
+        endpoint: scoped.map(|ep| ep.id),
         ..Default::default()
     };
     let params = ListParams {
@@ -131,23 +188,48 @@ pub async fn list(
     } else {
         store::Page::empty()
     };
+    let msg_ids: Vec<_> = page.data.iter().map(|m| m.id).collect();
+    let deliveries = store
+        .deliveries_of_messages(session.tenant, &msg_ids, filter.endpoint, STATUSES_PER_PAGE)
+        .await?;
+    let statuses_cut = deliveries.len() as u64 >= STATUSES_PER_PAGE;
+    let now = Timestamp::now();
+    let mut statuses: HashMap<_, Vec<views::StatusCell>> = HashMap::new();
+    for d in &deliveries {
+        let url = match scoped {
+            Some(_) => None,
+            None => Some(
+                endpoints
+                    .get(&d.endpoint_id)
+                    .map_or_else(|| format!("{} (deleted)", d.endpoint_id), |e| e.url.clone()),
+            ),
+        };
+        statuses
+            .entry(d.msg_id)
+            .or_default()
+            .push(views::StatusCell::of(d, url, now));
+    }
+    let endpoint_id = scoped.map(|ep| ep.id.to_string()).unwrap_or_default();
+    let typed_range: [(&str, &str); 2] = if range.is_empty() {
+        [("since", since.as_str()), ("until", until.as_str())]
+    } else {
+        [("range", range.as_str()), ("until", "")]
+    };
     let filters: Vec<(&str, &str)> = [
+        ("endpoint", endpoint_id.as_str()),
         ("event_type", event_type.as_str()),
         ("status", status.as_str()),
-        ("since", since.as_str()),
-        ("until", until.as_str()),
         ("q", q.as_str()),
         ("tag", tag.as_str()),
     ]
     .into_iter()
+    .chain(typed_range)
     .filter(|(_, v)| !v.is_empty())
     .collect();
-    let filtered = !filters.is_empty();
-    let with = |extra: Option<(&str, &str)>| {
-        let parts: Vec<String> = filters
-            .iter()
-            .copied()
-            .chain(extra)
+    // The endpoint scope is where the log is, not a filter to clear.
+    let filtered = filters.iter().any(|(k, _)| *k != "endpoint");
+    let link = |pairs: &mut dyn Iterator<Item = (&str, &str)>| {
+        let parts: Vec<String> = pairs
             .map(|(k, v)| format!("{k}={}", views::query_value(v)))
             .collect();
         if parts.is_empty() {
@@ -156,11 +238,28 @@ pub async fn list(
             format!("{}/app/{}/msg?{}", session.root, app.id, parts.join("&"))
         }
     };
+    let with = |extra: Option<(&str, &str)>| link(&mut filters.iter().copied().chain(extra));
     let newest = with(None);
     let older = match (&page.iterator, page.done) {
         (Some(it), false) => Some(with(Some(("iterator", it.as_str())))),
         _ => None,
     };
+    // A quick range keeps every other filter and replaces the exact range.
+    let presets = RANGE_PRESETS
+        .iter()
+        .map(|(value, label)| views::RangePreset {
+            label,
+            href: link(
+                &mut filters
+                    .iter()
+                    .copied()
+                    .filter(|(k, _)| !matches!(*k, "since" | "until" | "range"))
+                    .chain([("range", *value)]),
+            ),
+            current: range == *value,
+        })
+        .collect();
+    let clear = link(&mut filters.iter().copied().filter(|(k, _)| *k == "endpoint"));
     let view = MessagesPage {
         csrf: Some(session.csrf),
         root: session.root,
@@ -174,8 +273,14 @@ pub async fn list(
                 event_type: m.event_type.clone(),
                 event_id: m.event_id.clone(),
                 when: views::show_time(m.created_at),
+                statuses: statuses.remove(&m.id).unwrap_or_default(),
             })
             .collect(),
+        endpoint_id,
+        endpoint_url: scoped.map(|ep| ep.url.clone()),
+        presets,
+        clear,
+        statuses_cut,
         event_type,
         status,
         since,
@@ -343,4 +448,20 @@ pub async fn act(
 /// An endpoint id from a query parameter; anything else names no endpoint.
 fn parsed(text: &str) -> Option<EndpointId> {
     EndpointId::parse(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_ranges_start_an_hour_ago_at_midnight_utc_and_a_week_ago() {
+        // 2024-05-01T13:45:00Z
+        let now = Timestamp::from_millis(1_714_571_100_000);
+        let start = |p| range_start(p, now).map(views::datetime_local);
+        assert_eq!(start("1h").as_deref(), Some("2024-05-01T12:45"));
+        assert_eq!(start("today").as_deref(), Some("2024-05-01T00:00"));
+        assert_eq!(start("7d").as_deref(), Some("2024-04-24T13:45"));
+        assert_eq!(start("1y"), None);
+    }
 }

@@ -8,7 +8,7 @@ use domain::breaker::BreakerPhase;
 use domain::classify::StatusPreset;
 use domain::delivery::DeliveryState;
 use domain::time::rfc3339;
-use store::entities::{attempt, endpoint};
+use store::entities::{attempt, delivery, endpoint};
 
 use crate::error::harden;
 
@@ -206,6 +206,21 @@ pub struct MessagesPage {
     pub paged: bool,
     /// The first page, with the same filter.
     pub newest: String,
+    /// The endpoint whose log this is (empty: the whole application's), and its URL.
+    pub endpoint_id: String,
+    pub endpoint_url: Option<String>,
+    /// The quick ranges, each a link keeping the other filters.
+    pub presets: Vec<RangePreset>,
+    /// The log without filters (still scoped to its endpoint).
+    pub clear: String,
+    /// Whether some deliveries' statuses were left out (a page reached the statuses' bound).
+    pub statuses_cut: bool,
+}
+
+pub struct RangePreset {
+    pub label: &'static str,
+    pub href: String,
+    pub current: bool,
 }
 
 pub struct MessageRow {
@@ -213,6 +228,46 @@ pub struct MessageRow {
     pub event_type: String,
     pub event_id: Option<String>,
     pub when: String,
+    /// One per delivery shown: the message's status at each endpoint.
+    pub statuses: Vec<StatusCell>,
+}
+
+/// A message's status at one endpoint, in a log row: what happened and what comes next.
+pub struct StatusCell {
+    pub label: &'static str,
+    pub class: &'static str,
+    /// For a delivery still to be tried: when.
+    pub next: Option<String>,
+    /// The endpoint, when the log shows several.
+    pub url: Option<String>,
+}
+
+impl StatusCell {
+    pub fn of(d: &delivery::Model, url: Option<String>, now: Timestamp) -> StatusCell {
+        let (label, class) = match d.state {
+            DeliveryState::Succeeded => ("Delivered", "healthy"),
+            // Tried and failed, with tries left.
+            DeliveryState::Pending if d.attempt_count > d.attempts_at_arm => ("Failing", "failing"),
+            DeliveryState::Pending => ("Pending", "open"),
+            DeliveryState::Sending => ("Sending", "open"),
+            DeliveryState::Failed => ("Dead", "failing"),
+            DeliveryState::Paused => ("Paused", "disabled"),
+            DeliveryState::Skipped => ("Skipped", "disabled"),
+        };
+        let next = (d.state == DeliveryState::Pending).then(|| {
+            if d.next_attempt_at <= now.as_millis() {
+                "next try now".to_owned()
+            } else {
+                format!("next try {}", show_time(d.next_attempt_at))
+            }
+        });
+        StatusCell {
+            label,
+            class,
+            next,
+            url,
+        }
+    }
 }
 
 #[derive(Template)]
@@ -808,6 +863,37 @@ mod tests {
 
     fn endpoint() -> endpoint::Model {
         store::testing::endpoint_model("ep_1", "https://example.com/hook")
+    }
+
+    #[test]
+    fn a_log_row_says_what_happened_at_each_endpoint_and_what_comes_next() {
+        let now = Timestamp::from_secs(1_000);
+        let mut d = store::testing::delivery_model();
+        let cell = |d: &delivery::Model| {
+            let c = StatusCell::of(d, None, now);
+            (c.label, c.class, c.next)
+        };
+        assert_eq!(cell(&d), ("Pending", "open", Some("next try now".into())));
+        // Failed once, retried later: failing, not delivered.
+        d.attempt_count = 1;
+        d.next_attempt_at = now.as_millis() + 25_000;
+        assert_eq!(
+            cell(&d),
+            (
+                "Failing",
+                "failing",
+                Some("next try 1970-01-01 00:17:05 UTC".into())
+            )
+        );
+        // Re-armed by a resend: pending again until its next try fails.
+        d.attempts_at_arm = 1;
+        assert_eq!(cell(&d).0, "Pending");
+        d.state = DeliveryState::Failed;
+        assert_eq!(cell(&d), ("Dead", "failing", None));
+        d.state = DeliveryState::Succeeded;
+        assert_eq!(cell(&d), ("Delivered", "healthy", None));
+        d.state = DeliveryState::Paused;
+        assert_eq!(cell(&d), ("Paused", "disabled", None));
     }
 
     #[test]

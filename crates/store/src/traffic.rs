@@ -7,7 +7,7 @@ use domain::routing::endpoint_matches;
 use sea_orm::sea_query::{Expr, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
-    QueryOrder, QueryTrait, Select, Set,
+    QueryOrder, QuerySelect, QueryTrait, Select, Set,
 };
 
 use crate::entities::Owned;
@@ -67,6 +67,9 @@ pub struct MessageFilter {
     pub delivery_state: Option<DeliveryState>,
     /// Only the message with this id or this `eventId` (dashboard search).
     pub id_or_event_id: Option<String>,
+    /// Only messages with a delivery to this endpoint (an endpoint's message log); with
+    /// `delivery_state`, that delivery is the one in the state.
+    pub endpoint: Option<EndpointId>,
 }
 
 impl Store {
@@ -128,6 +131,31 @@ impl Store {
         Ok(delivery::Entity::find_in(tenant)
             .filter(delivery::Column::MsgId.eq(msg_id))
             .order_by_asc(delivery::Column::Id)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// The deliveries of a page of messages in one query (a message log's statuses), at most
+    /// `limit`; only those to `endpoint` when given. Ordered by message, then endpoint.
+    pub async fn deliveries_of_messages(
+        &self,
+        tenant: TenantId,
+        msg_ids: &[MessageId],
+        endpoint: Option<EndpointId>,
+        limit: u64,
+    ) -> Result<Vec<delivery::Model>> {
+        if msg_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut select = delivery::Entity::find_in(tenant)
+            .filter(delivery::Column::MsgId.is_in(msg_ids.iter().copied()));
+        if let Some(ep) = endpoint {
+            select = select.filter(delivery::Column::EndpointId.eq(ep));
+        }
+        Ok(select
+            .order_by_desc(delivery::Column::MsgId)
+            .order_by_asc(delivery::Column::EndpointId)
+            .limit(limit)
             .all(&self.db)
             .await?)
     }
@@ -398,23 +426,28 @@ pub(crate) fn message_listing(
                 .add(message::Column::EventId.eq(needle.as_str())),
         );
     }
-    if let Some(state) = filter.delivery_state {
+    if filter.delivery_state.is_some() || filter.endpoint.is_some() {
         // Probed per message through the (msg_id, endpoint_id) index while the page is read
         // newest first, so the cost is bounded by how far back the page reaches.
-        use sea_orm::sea_query::{Expr, Query};
-        select = select.filter(Expr::exists(
-            Query::select()
-                .expr(Expr::val(1))
-                .from(delivery::Entity)
-                .and_where(
-                    Expr::col((delivery::Entity, delivery::Column::MsgId))
-                        .equals((message::Entity, message::Column::Id)),
-                )
-                .and_where(
-                    Expr::col((delivery::Entity, delivery::Column::State)).eq(state.as_str()),
-                )
-                .to_owned(),
-        ));
+        let mut probe = Query::select()
+            .expr(Expr::val(1))
+            .from(delivery::Entity)
+            .and_where(
+                Expr::col((delivery::Entity, delivery::Column::MsgId))
+                    .equals((message::Entity, message::Column::Id)),
+            )
+            .to_owned();
+        if let Some(state) = filter.delivery_state {
+            probe.and_where(
+                Expr::col((delivery::Entity, delivery::Column::State)).eq(state.as_str()),
+            );
+        }
+        if let Some(ep) = filter.endpoint {
+            probe.and_where(
+                Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.to_string()),
+            );
+        }
+        select = select.filter(Expr::exists(probe));
     }
     select
 }

@@ -473,3 +473,106 @@ async fn the_sources_page_lists_each_source_and_links_to_the_events_it_received(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// The table row of message `id` in a listing page.
+fn row_of<'a>(body: &'a str, id: &str) -> &'a str {
+    body.split("<tr>")
+        .find(|row| row.contains(&format!("/msg/{id}\"")))
+        .unwrap_or_else(|| panic!("no row for {id}: {body}"))
+}
+
+#[tokio::test]
+async fn the_message_log_shows_each_endpoints_status_and_scopes_to_one_endpoint() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, first_ep) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/first").await;
+    let dead = send_message(&app, &key, &app_id, "order.paid", json!({"n": 1})).await;
+    assert_eq!(fail_due_deliveries(&app, "down").await, 1);
+    let second_ep = crate::helpers::api(
+        &app,
+        &key,
+        &format!("/app/{app_id}/endpoint"),
+        json!({"url": "http://127.0.0.1:9/second"}),
+    )
+    .await["id"]
+        .as_str()
+        .expect("endpoint id")
+        .to_owned();
+    let fresh = send_message(&app, &key, &app_id, "order.paid", json!({"n": 2})).await;
+
+    // The whole application's log: a status per endpoint on each row; a failed message
+    // reads dead, never like a delivered one.
+    let list = b.get(&format!("/app/{app_id}/msg")).await;
+    list.assert(200, "<th>Status</th>");
+    let row = row_of(&list.body, &dead);
+    assert!(
+        row.contains(r#"<span class="badge failing">Dead</span>"#),
+        "{row}"
+    );
+    assert!(row.contains("http://127.0.0.1:9/first"), "{row}");
+    assert!(
+        !row.contains("Delivered") && !row.contains("/second"),
+        "{row}"
+    );
+    let row = row_of(&list.body, &fresh);
+    assert_eq!(
+        row.matches(r#"<span class="badge open">Pending</span>"#)
+            .count(),
+        2,
+        "{row}"
+    );
+    assert!(row.contains("next try"), "{row}");
+
+    // The endpoint page's Messages opens that endpoint's log.
+    let ep_page = b.get(&format!("/app/{app_id}/endpoint/{second_ep}")).await;
+    let log_href = format!("/app/{app_id}/msg?endpoint={second_ep}");
+    ep_page.assert(200, &format!(r#"href="{log_href}">Messages</a>"#));
+    let log = b.get(&log_href).await;
+    log.assert(200, "Messages to this endpoint");
+    assert!(log.body.contains(&format!("/msg/{fresh}\"")));
+    assert!(
+        !log.body.contains(&format!("/msg/{dead}\"")),
+        "{}",
+        log.body
+    );
+    // One endpoint's status per row: its URL need not be repeated.
+    let row = row_of(&log.body, &fresh);
+    assert_eq!(row.matches("badge open").count(), 1, "{row}");
+    // The filters keep the scope; a status filter asks about this endpoint's delivery.
+    assert!(
+        log.body
+            .contains(&format!(r#"name="endpoint" value="{second_ep}""#))
+    );
+    let first_dead = b
+        .get(&format!(
+            "/app/{app_id}/msg?endpoint={first_ep}&status=failed"
+        ))
+        .await;
+    assert!(first_dead.body.contains(&format!("/msg/{dead}\"")));
+    assert!(!first_dead.body.contains(&format!("/msg/{fresh}\"")));
+    let second_dead = b
+        .get(&format!(
+            "/app/{app_id}/msg?endpoint={second_ep}&status=failed"
+        ))
+        .await;
+    second_dead.assert(200, "No messages match these filters.");
+
+    // Quick ranges beside the exact one, keeping the other filters.
+    log.assert(
+        200,
+        &format!(r#"href="/app/{app_id}/msg?endpoint={second_ep}&#38;range=1h">Last hour</a>"#),
+    );
+    let today = b.get(&format!("/app/{app_id}/msg?range=today")).await;
+    today.assert(200, r#"aria-current="true">Today (UTC)</a>"#);
+    assert!(today.body.contains(&format!("/msg/{dead}\"")));
+    let week = b.get(&format!("/app/{app_id}/msg?range=7d")).await;
+    assert_eq!(message_links(&week.body, &app_id), 2);
+
+    // Bad input is named on the page.
+    let bad = b
+        .get(&format!("/app/{app_id}/msg?endpoint=ep_nope&range=1y"))
+        .await;
+    bad.assert(200, "That endpoint is not one of this application");
+    bad.assert(200, "Unknown range “1y”.");
+}

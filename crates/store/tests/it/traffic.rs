@@ -369,6 +369,114 @@ async fn messages_created_at_once_share_a_commit_but_not_their_fate() {
 }
 
 #[tokio::test]
+async fn an_endpoints_message_log_lists_its_messages_with_their_statuses() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let all = endpoint(&store, t, &a, url("all")).await;
+        let users = endpoint(
+            &store,
+            t,
+            &a,
+            NewEndpoint {
+                filter_types: Some(vec!["user.created".into()]),
+                ..url("users")
+            },
+        )
+        .await;
+        let both = store
+            .create_message(t, &a, msg("user.created"), ttl)
+            .await
+            .unwrap()
+            .message;
+        let only_all = store
+            .create_message(t, &a, msg("order.paid"), ttl)
+            .await
+            .unwrap();
+        let log = |endpoint, state| MessageFilter {
+            endpoint: Some(endpoint),
+            delivery_state: state,
+            ..Default::default()
+        };
+        let ids = |page: store::Page<message::Model>| {
+            page.data.into_iter().map(|m| m.id).collect::<Vec<_>>()
+        };
+        let params = ListParams::default();
+        let listed = store
+            .list_messages(t, a.id, &log(users.id, None), &params)
+            .await
+            .unwrap();
+        assert_eq!(ids(listed), [both.id]);
+        let listed = store
+            .list_messages(t, a.id, &log(all.id, None), &params)
+            .await
+            .unwrap();
+        assert_eq!(ids(listed), [only_all.message.id, both.id]);
+
+        // The state filter asks about the scoped endpoint's delivery, not any delivery.
+        let mut dead: delivery::ActiveModel = only_all.deliveries[0].clone().into();
+        dead.state = sea_orm::Set(DeliveryState::Failed);
+        sea_orm::ActiveModelTrait::update(dead, store.connection())
+            .await
+            .unwrap();
+        let failed = Some(DeliveryState::Failed);
+        let listed = store
+            .list_messages(t, a.id, &log(users.id, failed), &params)
+            .await
+            .unwrap();
+        assert!(listed.data.is_empty());
+        let listed = store
+            .list_messages(t, a.id, &log(all.id, failed), &params)
+            .await
+            .unwrap();
+        assert_eq!(ids(listed), [only_all.message.id]);
+
+        // One query for a page's statuses: every endpoint's, or one endpoint's, bounded.
+        let page = [both.id, only_all.message.id];
+        let statuses = store
+            .deliveries_of_messages(t, &page, None, 100)
+            .await
+            .unwrap();
+        let mut seen: Vec<_> = statuses
+            .iter()
+            .map(|d| (d.msg_id, d.endpoint_id, d.state))
+            .collect();
+        seen.sort_by_key(|(m, e, _)| (m.to_string(), e.to_string()));
+        let mut expected = vec![
+            (both.id, all.id, DeliveryState::Pending),
+            (both.id, users.id, DeliveryState::Pending),
+            (only_all.message.id, all.id, DeliveryState::Failed),
+        ];
+        expected.sort_by_key(|(m, e, _)| (m.to_string(), e.to_string()));
+        assert_eq!(seen, expected);
+        let scoped = store
+            .deliveries_of_messages(t, &page, Some(users.id), 100)
+            .await
+            .unwrap();
+        assert_eq!(scoped.len(), 1);
+        assert_eq!(
+            (scoped[0].msg_id, scoped[0].endpoint_id),
+            (both.id, users.id)
+        );
+        let capped = store
+            .deliveries_of_messages(t, &page, None, 2)
+            .await
+            .unwrap();
+        assert_eq!(capped.len(), 2);
+        // Another tenant sees none of them.
+        let other = tenant(&store, "other").await;
+        assert!(
+            store
+                .deliveries_of_messages(other, &page, None, 100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn message_listing_filters_by_type_and_time() {
     each_backend(|store| async move {
         let t = tenant(&store, "t").await;
