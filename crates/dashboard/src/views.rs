@@ -335,6 +335,9 @@ pub struct PortalView {
     /// One origin per line.
     pub allowed_origins: String,
     pub public_endpoints_only: bool,
+    pub hide_advanced: bool,
+    /// Says how the chosen colour is shown when it had to change to stay readable.
+    pub accent_note: Option<String>,
 }
 
 impl PortalView {
@@ -346,6 +349,18 @@ impl PortalView {
             dark: s.dark,
             allowed_origins: s.allowed_origins.join("\n"),
             public_endpoints_only: s.public_endpoints_only,
+            hide_advanced: s.hide_advanced,
+            accent_note: s.color.as_ref().and_then(|chosen| {
+                let shown = s.accent().color;
+                let theme = if s.dark { "dark" } else { "light" };
+                (shown != *chosen).then(|| {
+                    format!(
+                        "{chosen} is too faint for text on the {theme} theme (WCAG AA asks for \
+                         {}:1), so the portal shows it as {shown}.",
+                        domain::portal::MIN_CONTRAST
+                    )
+                })
+            }),
         }
     }
 }
@@ -416,6 +431,10 @@ pub struct EndpointFormPage {
     /// The tenant's event types an endpoint may filter on (the first of them).
     pub known_event_types: Vec<String>,
     pub more_event_types: bool,
+    /// Whether the form has its "Advanced" part (timeout, rate limit, concurrency, retry
+    /// policy, headers), and whether it starts open.
+    pub advanced: bool,
+    pub advanced_open: bool,
 }
 
 /// The endpoint form's fields, as text.
