@@ -172,7 +172,11 @@ async function main() {
   assert.equal(access.status, 200);
 
   step('the customer opens the link: the tenant\'s name and logo, readable fields');
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+  const customer = await browser.newContext({
+    viewport: { width: 1280, height: 900 },
+    permissions: ['clipboard-read', 'clipboard-write'],
+  });
+  const page = await customer.newPage();
   await page.goto(url);
   await page.getByRole('heading', { name: 'Customer Co' }).waitFor();
   assert.equal(await page.title(), 'Customer Co · Acme Payments');
@@ -191,10 +195,17 @@ async function main() {
   await assertReadable(page, 'the endpoint form, typed into, dark theme');
   await speaksCustomer(page, 'the endpoint form');
 
-  step('each refusal in the customer\'s words');
-  await page.getByRole('button', { name: 'Create endpoint' }).click();
+  step('each refusal in the customer\'s words; the button is busy while the form is sent');
+  // Held back a moment, so the request is seen in flight.
+  await page.route('**/endpoint/new', async (route) => { await sleep(700); await route.continue(); });
+  const create = page.getByRole('button', { name: 'Create endpoint' });
+  await create.click();
+  await page.locator('form.htmx-request').waitFor({ timeout: 600 });
+  assert.ok(await create.isDisabled(), 'the submit button is disabled while its request is in flight');
   const alert = page.getByRole('alert');
   await alert.waitFor();
+  await page.unroute('**/endpoint/new');
+  assert.ok(!(await create.isDisabled()), 'the submit button works again once answered');
   await speaksCustomer(page, 'the refused form (address, retry policy, timeout)');
   await alert.getByText('URL: this address is on a private or internal network').waitFor();
   await alert.getByText('Retry policy: this is not a retry schedule we can use').waitFor();
@@ -214,6 +225,14 @@ async function main() {
   await page.getByRole('button', { name: 'Create endpoint' }).click();
   await page.getByText('Endpoint created').waitFor();
   await speaksCustomer(page, 'the endpoint page');
+
+  step('the signing secret: revealed, copied with one click');
+  await page.getByRole('link', { name: 'Reveal secret' }).click();
+  const secret = (await page.locator('#endpoint-secret').textContent()).trim();
+  assert.match(secret, /^whsec_/);
+  await page.locator('#secret-slot').getByRole('button', { name: 'Copy' }).click();
+  await page.locator('#secret-slot').getByRole('button', { name: 'Copied' }).waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
 
   step('the tenant hides the advanced options; the customer\'s form is short');
   await tenant.getByRole('navigation').getByRole('link', { name: 'Settings' }).click();

@@ -110,16 +110,11 @@ pub async fn open_portal(
         // The buttons' forms are not boosted (`hx-boost="false"`): a plain navigation.
         return Ok(see_other(&url));
     }
-    let page = MessagePage {
+    let page = views::PortalLinkPage {
         csrf: Some(session.csrf),
         root: session.root,
-        title: "Portal link",
-        text: format!(
-            "Give this link to the customer of {}. It opens their portal, where they manage \
-             their endpoints and see their messages, for 7 days; expire it sooner with the \
-             API's expire-all. {url}",
-            app.name
-        ),
+        app_name: app.name,
+        url,
     };
     Ok(views::render(StatusCode::OK, &page)?)
 }
