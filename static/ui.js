@@ -1,7 +1,8 @@
+// The pages' small behaviours, in a file of its own: the Content-Security-Policy allows no
+// inline script. Listening on the document covers fragments htmx swaps in later.
+//
 // One-click copy: a button with data-copy="ID" copies the text of the element with that id
 // (an API key, a signing secret, a public key, a portal link) and says so for two seconds.
-// Listening on the document covers fragments htmx swaps in later (a revealed secret). A
-// file of its own: the pages' Content-Security-Policy allows no inline script.
 (function () {
   function fallback(text) {
     // Outside a secure context (plain http on another host) there is no clipboard API.
@@ -31,5 +32,22 @@
     copy.then(function () { button.textContent = "Copied"; },
               function () { button.textContent = "Select and copy"; });
     setTimeout(function () { button.textContent = label; }, 2000);
+  });
+})();
+
+// Busy: while htmx sends a form, its submit buttons are disabled (no second send) and the
+// form carries htmx's own `htmx-request` class, which the stylesheet shows.
+(function () {
+  function buttons(event) {
+    var elt = event.detail && event.detail.elt;
+    return elt && elt.tagName === "FORM"
+      ? elt.querySelectorAll("button[type=submit], button:not([type])")
+      : [];
+  }
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    buttons(event).forEach(function (b) { b.disabled = true; });
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    buttons(event).forEach(function (b) { b.disabled = false; });
   });
 })();
