@@ -821,3 +821,81 @@ async fn a_portal_link_shows_and_does_only_what_its_capabilities_allow() {
         .await
         .assert(403, "does not let you add, change or delete endpoints");
 }
+
+#[tokio::test]
+async fn hidden_advanced_options_are_absent_and_ignored_in_any_request() {
+    let app = spawn_app().await;
+    let mut tenant = Browser::new(&app);
+    let key = tenant.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let mut customer = Browser::new(&app);
+    let token = portal_token(&app, &key, &app_a, json!({})).await;
+    customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
+    let new = format!("/portal/app/{app_a}/endpoint/new");
+    // Shown by default, behind "Advanced", closed.
+    let form = customer.get(&new).await;
+    form.assert(200, r#"<details class="advanced">"#);
+    assert!(form.body.contains(r#"name="timeout""#), "{}", form.body);
+
+    let settings = tenant.get("/settings").await;
+    let saved = tenant
+        .post(
+            "/settings/portal",
+            &[("csrf", &settings.csrf()), ("hide_advanced", "1")],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    tenant
+        .get("/settings")
+        .await
+        .assert(200, r#"name="hide_advanced" value="1" checked"#);
+
+    let form = customer.get(&new).await;
+    for field in [
+        "timeout",
+        "max_concurrency",
+        "throttle_rate",
+        "retry_policy",
+        "headers",
+    ] {
+        assert!(
+            !form.body.contains(&format!(r#"name="{field}""#)),
+            "{field} in {}",
+            form.body
+        );
+    }
+    // A request that carries them all the same: they keep their defaults.
+    let made = customer
+        .post(
+            &new,
+            &[
+                ("csrf", &form.csrf()),
+                ("url", "http://127.0.0.1:9/short"),
+                ("timeout", "100s"),
+                ("max_concurrency", "1"),
+                ("headers", "X-Sneaky: 1"),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    let ep_id = made
+        .location()
+        .rsplit('/')
+        .next()
+        .and_then(|s| s.split('?').next())
+        .expect("an endpoint id")
+        .to_owned();
+    let ep: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/api/v1/app/{app_a}/endpoint/{ep_id}", app.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("api request")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ep["timeout"], "15s", "{ep}");
+    assert_eq!(ep["maxConcurrency"], 10, "{ep}");
+}
