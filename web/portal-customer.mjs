@@ -142,13 +142,19 @@ async function main() {
   });
 
   step('the tenant signs up and brands the portal: a faint purple, dark theme');
-  const tenant = await (await browser.newContext({ baseURL: base })).newPage();
+  const tenant = await (await browser.newContext({
+    baseURL: base,
+    permissions: ['clipboard-read', 'clipboard-write'],
+  })).newPage();
   await tenant.goto('/signup');
   await tenant.getByLabel('Organisation').fill('Acme Shop');
   await tenant.getByLabel('Email').fill('ops@acme.example');
   await tenant.getByLabel('Password').fill('correct horse battery');
   await tenant.getByRole('button', { name: 'Sign up' }).click();
   const key = (await tenant.locator('#api-key').textContent()).trim();
+  await tenant.getByRole('button', { name: 'Copy' }).click();
+  await tenant.getByRole('button', { name: 'Copied' }).waitFor();
+  assert.equal(await tenant.evaluate(() => navigator.clipboard.readText()), key, 'the API key is copied');
   await tenant.getByRole('link', { name: 'Continue to the overview' }).click();
   await tenant.getByRole('navigation').getByRole('link', { name: 'Settings' }).click();
   const portalSettings = tenant.locator('#portal-settings');
@@ -247,6 +253,16 @@ async function main() {
     assert.equal(await page.locator(`[name=${name}]`).count(), 0, `${name} is hidden`);
   }
   await assertReadable(page, 'the short endpoint form');
+
+  step('the tenant copies a portal link for the customer with one click');
+  await tenant.getByRole('navigation').getByRole('link', { name: 'Overview' }).click();
+  await tenant.getByRole('button', { name: 'Copy portal link' }).click();
+  await tenant.getByRole('heading', { name: 'Portal link' }).waitFor();
+  const link = (await tenant.locator('#portal-link').textContent()).trim();
+  assert.match(link, /\/portal\/#token=hkp_/);
+  await tenant.getByRole('button', { name: 'Copy' }).click();
+  await tenant.getByRole('button', { name: 'Copied' }).waitFor();
+  assert.equal(await tenant.evaluate(() => navigator.clipboard.readText()), link);
   console.log('ok: the portal speaks to the customer, readably');
 }
 
