@@ -232,6 +232,12 @@ async function main() {
   await page.getByText('Endpoint created').waitFor();
   await speaksCustomer(page, 'the endpoint page');
 
+  await page.getByRole('link', { name: 'Edit' }).first().click();
+  await page.getByRole('heading', { name: 'Edit endpoint' }).waitFor();
+  await speaksCustomer(page, 'the edit form');
+  await page.locator('.crumbs').getByRole('link', { name: 'Endpoint' }).click();
+  await page.getByRole('heading', { name: 'Signing secret' }).waitFor();
+
   step('the signing secret: revealed, copied with one click');
   await page.getByRole('link', { name: 'Reveal secret' }).click();
   const secret = (await page.locator('#endpoint-secret').textContent()).trim();
