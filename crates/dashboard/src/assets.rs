@@ -10,6 +10,7 @@ const HTMX: &[u8] = include_bytes!("../../../static/htmx.min.js");
 const CSS: &[u8] = include_bytes!("../../../static/hookd.css");
 const ICON: &[u8] = include_bytes!("../../../static/favicon.svg");
 const PORTAL: &[u8] = include_bytes!("../../../static/portal.js");
+const UI: &[u8] = include_bytes!("../../../static/ui.js");
 
 pub async fn serve(file: web::Path<String>) -> Result<HttpResponse, PageError> {
     let (body, content_type) = match file.as_str() {
@@ -17,6 +18,7 @@ pub async fn serve(file: web::Path<String>) -> Result<HttpResponse, PageError> {
         "hookd.css" => (CSS, "text/css; charset=utf-8"),
         "favicon.svg" => (ICON, "image/svg+xml"),
         "portal.js" => (PORTAL, "text/javascript; charset=utf-8"),
+        "ui.js" => (UI, "text/javascript; charset=utf-8"),
         _ => return Err(PageError::NotFound),
     };
     Ok(HttpResponse::Ok()

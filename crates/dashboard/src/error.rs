@@ -168,6 +168,12 @@ impl PageError {
                 )
             }
         };
+        // The portal's reader is the tenant's customer.
+        let text = if root == crate::session::PORTAL_ROOT {
+            crate::customer::words(&text)
+        } else {
+            text
+        };
         let page = MessagePage {
             csrf: None,
             root,

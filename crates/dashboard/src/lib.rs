@@ -8,6 +8,7 @@
 mod assets;
 mod auth;
 mod charts;
+mod customer;
 mod endpoints;
 mod error;
 mod limiter;

@@ -110,16 +110,11 @@ pub async fn open_portal(
         // The buttons' forms are not boosted (`hx-boost="false"`): a plain navigation.
         return Ok(see_other(&url));
     }
-    let page = MessagePage {
+    let page = views::PortalLinkPage {
         csrf: Some(session.csrf),
         root: session.root,
-        title: "Portal link",
-        text: format!(
-            "Give this link to the customer of {}. It opens their portal, where they manage \
-             their endpoints and see their messages, for 7 days; expire it sooner with the \
-             API's expire-all. {url}",
-            app.name
-        ),
+        app_name: app.name,
+        url,
     };
     Ok(views::render(StatusCode::OK, &page)?)
 }
@@ -167,8 +162,14 @@ async fn url_problems(
 }
 
 /// The form's text turned into an endpoint, or every problem with it. The text is parsed
-/// here; the rules are the service's ([`service::endpoints::problems`]).
-fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, Vec<String>> {
+/// here; the rules are the service's ([`service::endpoints::problems`]). Without `advanced`
+/// (a portal whose tenant hides that part) the fields of "Advanced" keep `base`'s values,
+/// whatever the request carries.
+fn parse_form(
+    f: &EndpointFormValues,
+    base: NewEndpoint,
+    advanced: bool,
+) -> Result<NewEndpoint, Vec<String>> {
     let mut errors = Vec::new();
     let mut new = base;
     new.url = f.url.trim().to_owned();
@@ -186,6 +187,14 @@ fn parse_form(f: &EndpointFormValues, base: NewEndpoint) -> Result<NewEndpoint, 
         (!items.is_empty()).then_some(items)
     };
     new.filter_types = list(&f.event_types);
+    if !advanced {
+        errors.extend(service::endpoints::problems(&new).iter().map(problem));
+        return if errors.is_empty() {
+            Ok(new)
+        } else {
+            Err(errors)
+        };
+    }
     new.channels = list(&f.channels);
     let mut parsed = |r: Result<i64, FieldError>| r.map_err(|e| errors.push(problem(&e))).ok();
     new.timeout_ms = match f.timeout.trim() {
@@ -301,7 +310,29 @@ async fn form_page(
         )
         .await?;
     let known_event_types = types.data.into_iter().map(|t| t.name).collect();
+    let portal = session.actor() == service::endpoints::Actor::Portal;
+    let advanced = has_advanced(req, &session);
+    // In the portal the advanced part starts closed, unless it holds what was just refused.
+    let advanced_open = !portal
+        || (!errors.is_empty()
+            && [
+                &form.channels,
+                &form.timeout,
+                &form.max_concurrency,
+                &form.throttle_rate,
+                &form.retry_policy,
+                &form.headers,
+            ]
+            .iter()
+            .any(|v| !v.trim().is_empty()));
+    let errors = if portal {
+        errors.iter().map(|e| crate::customer::words(e)).collect()
+    } else {
+        errors
+    };
     let page = EndpointFormPage {
+        advanced,
+        advanced_open,
         known_event_types,
         more_event_types: !types.done,
         csrf: Some(session.csrf),
@@ -316,6 +347,17 @@ async fn form_page(
         errors,
     };
     Ok(views::render(status, &page)?)
+}
+
+/// Whether the endpoint form has its "Advanced" part: always on the dashboard; in the portal
+/// unless the tenant hides it.
+fn has_advanced(req: &HttpRequest, session: &Session) -> bool {
+    use actix_web::HttpMessage;
+    session.actor() != service::endpoints::Actor::Portal
+        || !req
+            .extensions()
+            .get::<domain::portal::PortalSettings>()
+            .is_some_and(|s| s.hide_advanced)
 }
 
 /// How many defined event types the endpoint form lists.
@@ -366,7 +408,7 @@ pub async fn create_endpoint(
     let cfg = service_config(&req)?;
     let app = session.app(store, &path).await?;
     let form = form.into_inner();
-    let new = match parse_form(&form, NewEndpoint::default()) {
+    let new = match parse_form(&form, NewEndpoint::default(), has_advanced(&req, &session)) {
         Ok(new) => new,
         Err(mut errors) => {
             // The URL's own checks too, so one round trip shows everything.
@@ -448,7 +490,7 @@ pub async fn update_endpoint(
     let form = form.into_inner();
     let base = service::endpoints::as_new(store, &ep)?;
     let ep_id = ep.id;
-    let new = match parse_form(&form, base) {
+    let new = match parse_form(&form, base, has_advanced(&req, &session)) {
         Ok(new) => new,
         Err(mut errors) => {
             let url = form.url.trim();
@@ -586,7 +628,7 @@ mod tests {
 
     #[test]
     fn empty_optional_fields_mean_the_defaults() {
-        let new = parse_form(&form(|_| {}), NewEndpoint::default()).expect("valid");
+        let new = parse_form(&form(|_| {}), NewEndpoint::default(), true).expect("valid");
         assert_eq!(new.url, "https://example.com/hook");
         assert_eq!(new.filter_types, None);
         assert_eq!(new.channels, None);
@@ -594,6 +636,27 @@ mod tests {
         assert_eq!(new.max_concurrency, None);
         assert_eq!(new.throttle_rate, None);
         assert_eq!(new.retry_policy, None);
+    }
+
+    #[test]
+    fn without_the_advanced_part_its_fields_keep_the_stored_values() {
+        let base = NewEndpoint {
+            timeout_ms: Some(2000),
+            max_concurrency: Some(3),
+            retry_policy: Some(r#"{"delays":["1s"]}"#.into()),
+            ..NewEndpoint::default()
+        };
+        let posted = form(|v| {
+            v.timeout = "100s".into();
+            v.max_concurrency = "".into();
+            v.retry_policy = "{".into();
+            v.headers = "X-Sneaky: 1".into();
+        });
+        let new = parse_form(&posted, base, false).expect("the advanced fields are not read");
+        assert_eq!(new.timeout_ms, Some(2000));
+        assert_eq!(new.max_concurrency, Some(3));
+        assert_eq!(new.retry_policy.as_deref(), Some(r#"{"delays":["1s"]}"#));
+        assert!(new.headers.is_empty());
     }
 
     #[test]
@@ -608,7 +671,7 @@ mod tests {
             v.retry_policy = "{".into();
             v.headers = "no colon here\nwebhook-id: mine".into();
         });
-        let errors = parse_form(&bad, NewEndpoint::default()).expect_err("invalid");
+        let errors = parse_form(&bad, NewEndpoint::default(), true).expect_err("invalid");
         assert_eq!(errors.len(), 9, "{errors:#?}");
         assert!(errors.contains(&"Custom headers: line 1 is not “Name: value”.".to_owned()));
         assert!(
@@ -630,7 +693,7 @@ mod tests {
             v.retry_policy = r#"{"delays": ["1s", "1m"], "maxAttempts": 3}"#.into();
             v.headers = " X-Team: a:b \n\nX-Env:prod".into();
         });
-        let new = parse_form(&filled, NewEndpoint::default()).expect("valid");
+        let new = parse_form(&filled, NewEndpoint::default(), true).expect("valid");
         assert_eq!(new.headers.get("X-Team").map(String::as_str), Some("a:b"));
         let ep = endpoint::Model {
             description: new.description.clone(),
@@ -651,7 +714,7 @@ mod tests {
         let shown = values_of(&ep, new.headers.clone()).expect("readable");
         assert_eq!(shown.event_types, "user.created, invoice.paid");
         assert_eq!(shown.timeout, "2500ms");
-        let again = parse_form(&shown, NewEndpoint::default()).expect("valid");
+        let again = parse_form(&shown, NewEndpoint::default(), true).expect("valid");
         assert_eq!(again.filter_types, new.filter_types);
         assert_eq!(again.channels, new.channels);
         assert_eq!(again.timeout_ms, Some(2500));

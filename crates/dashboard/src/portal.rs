@@ -236,7 +236,9 @@ pub async fn frame_policy(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let mut res = next.call(req).await?;
+    let mut res = BRAND
+        .scope(std::cell::RefCell::new(None), next.call(req))
+        .await?;
     let ancestors = {
         let ext = res.request().extensions();
         match ext.get::<PortalSettings>() {
@@ -268,44 +270,69 @@ pub async fn brand_css(req: HttpRequest) -> Result<HttpResponse, PageError> {
         .body(brand_stylesheet(&settings)))
 }
 
-/// The stylesheet of [`brand_css`]. Every value was checked by `PortalSettings::parse` (a
-/// colour is `#` and six hex digits, a logo URL has no quote, parenthesis or backslash); the
-/// name is escaped character by character all the same.
+/// The stylesheet of [`brand_css`]: the accent made readable in the chosen theme
+/// ([`PortalSettings::accent`]) and the dark palette. The name and logo are in the page
+/// itself (see [`brand`]).
 fn brand_stylesheet(s: &PortalSettings) -> String {
     let mut css = String::new();
-    if let Some(color) = &s.color {
-        css.push_str(&format!(":root {{ --accent: {color}; }}\n"));
-    }
-    if s.dark {
-        css.push_str(
-            ":root { --bg: #12151c; --fg: #e4e7ee; --muted: #9aa3b5; --line: #2c3240; \
-             --card: #1b1f28; --off: #c5cad6; --off-bg: #2a2f3a; }\n\
-             .top { background: #0b0d12; }\n",
-        );
-    }
-    if let Some(name) = &s.display_name {
-        let escaped: String = name
-            .chars()
-            .map(|c| {
-                if c.is_alphanumeric() || c == ' ' {
-                    c.to_string()
-                } else {
-                    format!("\\{:x} ", c as u32)
-                }
-            })
-            .collect();
+    if s.color.is_some() || s.dark {
+        let accent = s.accent();
         css.push_str(&format!(
-            ".top .brand {{ font-size: 0; }}\n.top .brand::after {{ content: \"{escaped}\"; font-size: 15px; }}\n"
+            ":root {{ --accent: {}; --on-accent: {}; }}\n",
+            accent.color, accent.on_accent
         ));
     }
-    if let Some(logo) = &s.logo_url {
+    if s.dark {
+        let [bg, card] = domain::portal::DARK_SURFACES;
         css.push_str(&format!(
-            ".top .brand::before {{ content: \"\"; display: inline-block; width: 1.6rem; \
-             height: 1.6rem; margin-right: .5rem; vertical-align: middle; \
-             background: url(\"{logo}\") center / contain no-repeat; }}\n"
+            ":root {{ --bg: {bg}; --fg: #e4e7ee; --muted: #9aa3b5; --line: #3a4152; \
+             --card: {card}; --off: #c5cad6; --off-bg: #2a2f3a; --field-bg: {bg}; \
+             color-scheme: dark; }}\n\
+             .top {{ background: #0b0d12; }}\n",
         ));
     }
     css
+}
+
+/// The portal's name and logo, for the pages' title and header.
+#[derive(Clone, Debug)]
+pub struct Brand {
+    pub name: String,
+    pub logo_url: Option<String>,
+}
+
+impl Brand {
+    fn of(s: &PortalSettings) -> Brand {
+        Brand {
+            name: s
+                .display_name
+                .clone()
+                .unwrap_or_else(|| "Webhooks".to_owned()),
+            logo_url: s.logo_url.clone(),
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The brand of the portal session the current request runs in: set when the session is
+    /// found, read when the page renders, so every portal page (error pages too) carries it
+    /// without each view passing it along.
+    static BRAND: std::cell::RefCell<Option<Brand>>;
+}
+
+/// Records the portal's brand for this request's pages (see [`brand`]).
+pub(crate) fn set_brand(s: &PortalSettings) {
+    let _ = BRAND.try_with(|b| *b.borrow_mut() = Some(Brand::of(s)));
+}
+
+/// The brand of this request's portal session; "Webhooks" without one (the landing page, an
+/// invalid link).
+pub fn brand() -> Brand {
+    BRAND
+        .try_with(|b| b.borrow().clone())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Brand::of(&PortalSettings::default()))
 }
 
 #[cfg(test)]
@@ -313,26 +340,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_brand_stylesheet_escapes_the_name_and_keeps_the_checked_values() {
+    fn the_brand_stylesheet_keeps_the_checked_values_and_readable_accents() {
         let s = PortalSettings::parse(
-            "Acme\"}body{x",
+            "Acme",
             "https://acme.example/logo.png",
             "#112233",
-            true,
+            false,
             "",
         )
         .expect("valid");
         let css = brand_stylesheet(&s);
-        assert!(css.contains("--accent: #112233;"), "{css}");
+        assert!(
+            css.contains("--accent: #112233; --on-accent: #ffffff;"),
+            "{css}"
+        );
+        assert!(!css.contains("--bg"), "{css}");
+        let dark = PortalSettings { dark: true, ..s };
+        let css = brand_stylesheet(&dark);
         assert!(css.contains("--bg: #12151c"), "{css}");
-        assert!(
-            css.contains(r#"content: "Acme\22 \7d body\7b x";"#),
-            "{css}"
-        );
-        assert!(
-            css.contains(r#"url("https://acme.example/logo.png")"#),
-            "{css}"
-        );
+        assert!(css.contains("--field-bg: #12151c"), "{css}");
+        assert!(!css.contains("--accent: #112233;"), "{css}");
         assert_eq!(brand_stylesheet(&PortalSettings::default()), "");
     }
 }

@@ -239,6 +239,7 @@ pub async fn portal_cookie_grant(
 /// Puts `tenant`'s portal settings on the request (see [`portal_cookie_grant`]).
 pub async fn put_portal_settings(req: &HttpRequest, tenant: TenantId) -> Result<(), PageError> {
     let settings = store_of(req)?.get_tenant(tenant).await?.portal_settings();
+    crate::portal::set_brand(&settings);
     req.extensions_mut().insert(settings);
     Ok(())
 }

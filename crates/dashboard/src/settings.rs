@@ -278,6 +278,8 @@ pub struct PortalForm {
     allowed_origins: String,
     /// Present: customers' endpoints go to public addresses only.
     public_endpoints_only: Option<String>,
+    /// Present: the customer's endpoint form has no "Advanced" part.
+    hide_advanced: Option<String>,
 }
 
 /// POST `/settings/portal`: the app portal's branding and the sites that may embed it.
@@ -297,6 +299,7 @@ pub async fn set_portal(
     match parsed {
         Ok(mut settings) => {
             settings.public_endpoints_only = form.public_endpoints_only.is_some();
+            settings.hide_advanced = form.hide_advanced.is_some();
             session::store_of(&req)?
                 .set_portal_settings(session.tenant, &settings)
                 .await?;
@@ -311,6 +314,8 @@ pub async fn set_portal(
                 dark: form.dark.is_some(),
                 allowed_origins: form.allowed_origins.clone(),
                 public_endpoints_only: form.public_endpoints_only.is_some(),
+                hide_advanced: form.hide_advanced.is_some(),
+                accent_note: None,
             };
             refused(
                 &req,

@@ -22,6 +22,16 @@ pub fn render(status: StatusCode, page: &impl Template) -> Result<HttpResponse, 
     Ok(resp)
 }
 
+/// "Copy portal link": a link for one application's customer, with a copy button.
+#[derive(Template)]
+#[template(path = "portal_link.html")]
+pub struct PortalLinkPage {
+    pub csrf: Option<String>,
+    pub root: &'static str,
+    pub app_name: String,
+    pub url: String,
+}
+
 /// `csrf` in every page is the session's token: `Some` shows the logged-in chrome (log-out
 /// button, htmx's CSRF header).
 #[derive(Template)]
@@ -390,6 +400,9 @@ pub struct PortalView {
     /// One origin per line.
     pub allowed_origins: String,
     pub public_endpoints_only: bool,
+    pub hide_advanced: bool,
+    /// Says how the chosen colour is shown when it had to change to stay readable.
+    pub accent_note: Option<String>,
 }
 
 impl PortalView {
@@ -401,6 +414,18 @@ impl PortalView {
             dark: s.dark,
             allowed_origins: s.allowed_origins.join("\n"),
             public_endpoints_only: s.public_endpoints_only,
+            hide_advanced: s.hide_advanced,
+            accent_note: s.color.as_ref().and_then(|chosen| {
+                let shown = s.accent().color;
+                let theme = if s.dark { "dark" } else { "light" };
+                (shown != *chosen).then(|| {
+                    format!(
+                        "{chosen} is too faint for text on the {theme} theme (WCAG AA asks for \
+                         {}:1), so the portal shows it as {shown}.",
+                        domain::portal::MIN_CONTRAST
+                    )
+                })
+            }),
         }
     }
 }
@@ -471,6 +496,10 @@ pub struct EndpointFormPage {
     /// The tenant's event types an endpoint may filter on (the first of them).
     pub known_event_types: Vec<String>,
     pub more_event_types: bool,
+    /// Whether the form has its "Advanced" part (timeout, rate limit, concurrency, retry
+    /// policy, headers), and whether it starts open.
+    pub advanced: bool,
+    pub advanced_open: bool,
 }
 
 /// The endpoint form's fields, as text.

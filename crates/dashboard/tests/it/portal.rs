@@ -442,10 +442,13 @@ async fn only_the_tenants_sites_may_frame_the_portal_which_wears_the_tenants_bra
         )
         .await;
     assert_eq!(saved.status, 303, "{}", saved.body);
-    tenant.get("/settings").await.assert(
+    let shown = tenant.get("/settings").await;
+    shown.assert(
         200,
         "https://app.acme.example\nhttp://127.0.0.1:3000</textarea>",
     );
+    // The colour is kept as chosen, and Settings says how the portal shows it.
+    shown.assert(200, "#aa3300 is too faint for text on the dark theme");
     // Opening a link answers with its tenant's rule.
     let token = portal_token(&app, &key, &app_a, json!({})).await;
     let opening = Browser::new(&app)
@@ -472,21 +475,31 @@ async fn only_the_tenants_sites_may_frame_the_portal_which_wears_the_tenants_bra
         "{}",
         home.body
     );
+    // The name is the page's text and title, the logo an image with alt text.
+    for part in [
+        " · Acme Webhooks</title>",
+        r#"<img class="logo" src="https://acme.example/logo.png" alt="Acme Webhooks logo">"#,
+        "<span>Acme Webhooks</span>",
+    ] {
+        assert!(home.body.contains(part), "{part} not in {}", home.body);
+    }
     let css = customer.get("/portal/brand.css").await;
     assert_eq!(css.status.as_u16(), 200);
-    for part in [
-        "--accent: #aa3300;",
-        "--bg: #12151c",
-        r#"content: "Acme Webhooks";"#,
-        r#"url("https://acme.example/logo.png")"#,
-    ] {
+    // #aa3300 is too dark to read on the dark theme: it is lightened there.
+    for part in ["--accent: #", "--bg: #12151c", "--field-bg: #12151c"] {
         assert!(css.body.contains(part), "{part} not in {}", css.body);
     }
+    assert!(!css.body.contains("--accent: #aa3300;"), "{}", css.body);
     // Error pages of the session follow the same rule.
     let missing = customer
         .get(&format!("/portal/app/{app_a}/msg/msg_nope"))
         .await;
     assert_eq!(missing.status.as_u16(), 404);
+    assert!(
+        missing.body.contains("<span>Acme Webhooks</span>"),
+        "{}",
+        missing.body
+    );
     assert!(
         csp(&missing).contains("frame-ancestors https://app.acme.example"),
         "{}",
@@ -807,4 +820,82 @@ async fn a_portal_link_shows_and_does_only_what_its_capabilities_allow() {
         .post(&format!("{ep_path}/delete"), &[("csrf", &page.csrf())])
         .await
         .assert(403, "does not let you add, change or delete endpoints");
+}
+
+#[tokio::test]
+async fn hidden_advanced_options_are_absent_and_ignored_in_any_request() {
+    let app = spawn_app().await;
+    let mut tenant = Browser::new(&app);
+    let key = tenant.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let mut customer = Browser::new(&app);
+    let token = portal_token(&app, &key, &app_a, json!({})).await;
+    customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
+    let new = format!("/portal/app/{app_a}/endpoint/new");
+    // Shown by default, behind "Advanced", closed.
+    let form = customer.get(&new).await;
+    form.assert(200, r#"<details class="advanced">"#);
+    assert!(form.body.contains(r#"name="timeout""#), "{}", form.body);
+
+    let settings = tenant.get("/settings").await;
+    let saved = tenant
+        .post(
+            "/settings/portal",
+            &[("csrf", &settings.csrf()), ("hide_advanced", "1")],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    tenant
+        .get("/settings")
+        .await
+        .assert(200, r#"name="hide_advanced" value="1" checked"#);
+
+    let form = customer.get(&new).await;
+    for field in [
+        "timeout",
+        "max_concurrency",
+        "throttle_rate",
+        "retry_policy",
+        "headers",
+    ] {
+        assert!(
+            !form.body.contains(&format!(r#"name="{field}""#)),
+            "{field} in {}",
+            form.body
+        );
+    }
+    // A request that carries them all the same: they keep their defaults.
+    let made = customer
+        .post(
+            &new,
+            &[
+                ("csrf", &form.csrf()),
+                ("url", "http://127.0.0.1:9/short"),
+                ("timeout", "100s"),
+                ("max_concurrency", "1"),
+                ("headers", "X-Sneaky: 1"),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    let ep_id = made
+        .location()
+        .rsplit('/')
+        .next()
+        .and_then(|s| s.split('?').next())
+        .expect("an endpoint id")
+        .to_owned();
+    let ep: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/api/v1/app/{app_a}/endpoint/{ep_id}", app.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("api request")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ep["timeout"], "15s", "{ep}");
+    assert_eq!(ep["maxConcurrency"], 10, "{ep}");
 }
