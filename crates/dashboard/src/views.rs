@@ -167,6 +167,8 @@ pub struct EndpointView {
 }
 
 pub struct AttemptRow {
+    /// Its page's last path segment.
+    pub id: String,
     pub when: String,
     pub msg_id: String,
     pub number: i32,
@@ -613,6 +615,7 @@ impl EndpointView {
 impl AttemptRow {
     pub fn of(a: &attempt::Model) -> Self {
         AttemptRow {
+            id: a.id.to_string(),
             when: show_time(a.started_at),
             msg_id: a.msg_id.to_string(),
             number: a.attempt_number,

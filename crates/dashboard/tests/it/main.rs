@@ -1,5 +1,6 @@
 //! The dashboard as a browser uses it, over HTTP against the real application.
 
+mod attempts;
 mod helpers;
 mod manage;
 mod messages;
