@@ -192,6 +192,13 @@ async function main() {
     deliveryIs('failed'), 45_000);
   assert.equal(await page.locator('.delivery tbody tr').count(), 2, 'two attempts listed');
   await page.getByText('503').first().waitFor();
+  step('open the dead delivery\'s last attempt: what was sent and answered, and why it stopped');
+  await page.locator('.delivery tbody a[href*="/attempt/"]').first().click();
+  await page.locator('#request').getByText('webhook-signature').waitFor();
+  await page.locator('#response').getByText('Status 503').waitFor();
+  await page.locator('#explained').getByText(/Gave up after \d+ attempts/).waitFor();
+  await page.locator('.crumbs').getByRole('link', { name: failed[0] }).click();
+  await page.locator('.delivery').first().waitFor();
   await until(page, endpointPath, 'the endpoint badge leaves healthy',
     async (p) => ['Failing', 'Breaker open'].includes(await badge(p)));
   const failingBadge = await badge(page);
