@@ -156,7 +156,7 @@ async function main() {
   await page.getByText('Endpoint created').waitFor();
   const [, appId, epId] = new URL(page.url()).pathname.match(/^\/app\/([^/]+)\/endpoint\/([^/?]+)/);
   const endpointPath = `/app/${appId}/endpoint/${epId}`;
-  assert.equal(await badge(page), 'Healthy');
+  assert.equal(await badge(page), 'No deliveries yet');
 
   const send = async (n) => {
     const r = await fetch(`${base}/api/v1/app/${appId}/msg`, {
