@@ -208,7 +208,7 @@ async function main() {
   await go(page, page.getByRole('button', { name: 'Create endpoint' }), 'Create endpoint');
   await page.getByText('Endpoint created').waitFor();
   const [, appId, epId] = new URL(page.url()).pathname.match(/^\/app\/([^/]+)\/endpoint\/([^/?]+)/);
-  assert.equal(await badge(page), 'Healthy');
+  assert.equal(await badge(page), 'No deliveries yet');
   const endpointUrl = `${sinkBase}/hooks/orders`;
 
   const send = async (n) => {
@@ -256,6 +256,12 @@ async function main() {
   await reloadUntil(page, 'a dead letter', deliveryIs('failed'), 45_000);
   assert.equal(await page.locator('.delivery tbody tr').count(), 2, 'two attempts listed');
   await page.getByText('503').first().waitFor();
+  step('open the dead delivery\'s last attempt: what was sent and answered, and why it stopped');
+  await go(page, page.locator('.delivery tbody a[href*="/attempt/"]').first(), 'the last attempt');
+  await page.locator('#request').getByText('webhook-signature').waitFor();
+  await page.locator('#response').getByText('Status 503').waitFor();
+  await page.locator('#explained').getByText(/Gave up after \d+ attempts/).waitFor();
+  await go(page, page.locator('.crumbs').getByRole('link', { name: failed[0] }), 'the message in the crumbs');
   await toEndpoint();
   await reloadUntil(page, 'the endpoint badge leaves healthy',
     async (p) => ['Failing', 'Breaker open'].includes(await badge(p)));

@@ -23,6 +23,7 @@ mod m0014_source_tolerance;
 mod m0015_egress_grants;
 mod m0016_inbound_signed;
 mod m0017_portal_capabilities;
+mod m0019_attempt_headers;
 
 pub struct Migrator;
 
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0015_egress_grants::Migration),
             Box::new(m0016_inbound_signed::Migration),
             Box::new(m0017_portal_capabilities::Migration),
+            Box::new(m0019_attempt_headers::Migration),
         ]
     }
 }

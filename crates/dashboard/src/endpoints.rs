@@ -244,7 +244,7 @@ pub async fn detail(
         root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
-        ep: EndpointView::of(&ep, now),
+        ep: EndpointView::of(&ep, now, &crate::service_config(&req)?.breaker),
         notice,
         attempts: attempts.attempts,
         more_attempts: attempts.more_attempts,

@@ -6,6 +6,7 @@
 //! the session's tenant, so another tenant's ids answer 404.
 
 mod assets;
+mod attempt_page;
 mod auth;
 mod charts;
 mod customer;
@@ -177,6 +178,10 @@ fn app_pages(cfg: &mut web::ServiceConfig) {
         .service(
             web::resource("/app/{app_id}/msg/{msg_id}/payload")
                 .route(web::get().to(messages::payload)),
+        )
+        .service(
+            web::resource("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}")
+                .route(web::get().to(attempt_page::show)),
         )
         .service(
             web::resource("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/{action}")

@@ -4,7 +4,7 @@ use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use askama::Template;
 use domain::Timestamp;
-use domain::breaker::BreakerPhase;
+use domain::breaker::{BreakerConfig, BreakerPhase};
 use domain::classify::StatusPreset;
 use domain::delivery::DeliveryState;
 use domain::time::rfc3339;
@@ -173,10 +173,13 @@ pub struct EndpointView {
     pub disabled_at: Option<String>,
     pub failing_since: Option<String>,
     pub last_success_at: Option<String>,
-    pub breaker_until: Option<String>,
+    /// An open breaker in words (`domain::breaker::paused_words`).
+    pub paused: Option<String>,
 }
 
 pub struct AttemptRow {
+    /// Its page's last path segment.
+    pub id: String,
     pub when: String,
     pub msg_id: String,
     pub number: i32,
@@ -654,6 +657,9 @@ impl Status {
             ("open", "Breaker open")
         } else if ep.failing_since.is_some() {
             ("failing", "Failing")
+        } else if ep.last_success_at.is_none() {
+            // Neither a success nor a failure yet: "Healthy" would claim what nobody saw.
+            ("new", "No deliveries yet")
         } else {
             ("healthy", "Healthy")
         };
@@ -661,7 +667,7 @@ impl Status {
     }
 
     pub fn needs_attention(&self) -> bool {
-        self.class != "healthy"
+        !matches!(self.class, "healthy" | "new")
     }
 }
 
@@ -678,18 +684,27 @@ impl EndpointRow {
 }
 
 impl EndpointView {
-    pub fn of(ep: &endpoint::Model, now: Timestamp) -> Self {
+    pub fn of(ep: &endpoint::Model, now: Timestamp, breaker: &BreakerConfig) -> Self {
+        let status = Status::of(ep, now);
         EndpointView {
             id: ep.id.to_string(),
             url: ep.url.clone(),
             description: ep.description.clone(),
-            status: Status::of(ep, now),
+            status,
             disabled: ep.disabled,
             disabled_reason: ep.disabled_reason.clone().filter(|r| !r.is_empty()),
             disabled_at: ep.disabled_at.map(show_time),
             failing_since: ep.failing_since.map(show_time),
             last_success_at: ep.last_success_at.map(show_time),
-            breaker_until: ep.breaker_until.map(show_time),
+            paused: match (status.class, ep.breaker_until) {
+                ("open", Some(until)) => Some(domain::breaker::paused_words(
+                    breaker,
+                    Timestamp::from_millis(until),
+                    now,
+                    &show_time(until),
+                )),
+                _ => None,
+            },
         }
     }
 }
@@ -697,6 +712,7 @@ impl EndpointView {
 impl AttemptRow {
     pub fn of(a: &attempt::Model) -> Self {
         AttemptRow {
+            id: a.id.to_string(),
             when: show_time(a.started_at),
             msg_id: a.msg_id.to_string(),
             number: a.attempt_number,
@@ -929,12 +945,22 @@ mod tests {
     fn badges_rank_disabled_then_breaker_then_failing() {
         let now = Timestamp::from_secs(1_000);
         let mut ep = endpoint();
+        assert_eq!(Status::of(&ep, now).label, "No deliveries yet");
+        assert!(!Status::of(&ep, now).needs_attention());
+        ep.last_success_at = Some(1);
         assert_eq!(Status::of(&ep, now).label, "Healthy");
         ep.failing_since = Some(1);
         assert_eq!(Status::of(&ep, now).label, "Failing");
         ep.breaker_state = BreakerPhase::Open;
         ep.breaker_until = Some(now.as_millis() + 1);
         assert_eq!(Status::of(&ep, now).label, "Breaker open");
+        let paused = EndpointView::of(&ep, now, &BreakerConfig::default()).paused;
+        assert!(
+            paused
+                .as_deref()
+                .is_some_and(|p| p.starts_with("Paused for 30 s after 5 failures in a row")),
+            "{paused:?}"
+        );
         // An open breaker whose time is up is only failing until the next try says more.
         ep.breaker_until = Some(now.as_millis() - 1);
         assert_eq!(Status::of(&ep, now).label, "Failing");

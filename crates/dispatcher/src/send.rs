@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::Timestamp;
+use domain::attempt::HeaderList;
 use domain::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
 use domain::delivery::ErrorKind;
 use domain::egress::Egress;
@@ -18,7 +19,7 @@ use store::{AttemptResult, DispatchEndpoint, Next, attempt_row, retry_policy_of}
 use crate::DispatcherConfig;
 
 /// How much of a response body is kept with the attempt.
-pub const EXCERPT_BYTES: usize = 1024;
+pub const EXCERPT_BYTES: usize = domain::attempt::BODY_KEPT_BYTES;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// An endpoint as its attempts need it, worked out once per batch of claims rather than once
@@ -120,6 +121,8 @@ struct Response {
     /// abort-message` (Svix's way), or nothing is left to send.
     abort: bool,
     excerpt: Option<String>,
+    /// The response's headers as a bounded [`HeaderList`] in JSON.
+    headers: Option<String>,
     error: Option<(ErrorKind, String)>,
 }
 
@@ -145,6 +148,12 @@ pub(crate) async fn attempt(
         .timeout_ms
         .map(|ms| Duration::from_millis(ms.max(1) as u64))
         .unwrap_or(DEFAULT_TIMEOUT);
+    // Worked out once: sent, and (all but the endpoint's own headers, which it keeps) stored.
+    let sent = if msg.is_expunged() {
+        Vec::new()
+    } else {
+        headers(target, msg, d, started)
+    };
     let response = if msg.is_expunged() {
         // Expunged while a retry was pending: nothing is left to send, and nothing is sent.
         Response {
@@ -153,10 +162,11 @@ pub(crate) async fn attempt(
             retry_after: None,
             abort: true,
             excerpt: None,
+            headers: None,
             error: Some((ErrorKind::Http, store::EXPUNGED.to_owned())),
         }
     } else if let Some(url) = &target.broker {
-        publish(http, target, url, msg, d, started, timeout).await
+        publish(http, target, url, msg, sent.clone(), timeout).await
     } else {
         let tokens = &http.tokens;
         let egress = &target.egress;
@@ -171,7 +181,7 @@ pub(crate) async fn attempt(
                 .map_err(|why| (ErrorKind::Tls, why)),
             (None, c) => c.clone(),
         };
-        let built = client.and_then(|c| build(&c, target, msg, d, started, timeout));
+        let built = client.and_then(|c| build(&c, target, msg, &sent, timeout));
         let req = match (built, &target.ep.auth, shared) {
             (Ok(req), Some(auth), Ok(shared)) => tokens
                 .authorization(&shared, egress, e.id, auth, timeout)
@@ -195,6 +205,7 @@ pub(crate) async fn attempt(
                 retry_after: None,
                 abort: false,
                 excerpt: None,
+                headers: None,
                 error: Some(err),
             },
         }
@@ -262,7 +273,7 @@ pub(crate) async fn attempt(
         ),
         None => (None, None),
     };
-    let attempt = attempt_row(
+    let mut attempt = attempt_row(
         d,
         &e.url,
         started,
@@ -274,6 +285,10 @@ pub(crate) async fn attempt(
         class.as_str(),
         retry_after.map(|r| r.as_millis() as i64),
     );
+    let own = sent.len().saturating_sub(target.headers.len());
+    attempt.request_headers =
+        (own > 0).then(|| HeaderList::bounded(sent[..own].iter().map(|(k, v)| (*k, v))).to_json());
+    attempt.response_headers = response.headers;
     AttemptResult {
         delivery: d.clone(),
         attempt,
@@ -286,8 +301,7 @@ fn build(
     client: &reqwest::Client,
     target: &Prepared,
     msg: &message::Model,
-    d: &delivery::Model,
-    now: Timestamp,
+    sent: &[(&str, String)],
     timeout: Duration,
 ) -> Result<reqwest::RequestBuilder, (ErrorKind, String)> {
     let url = target.url.clone()?;
@@ -295,8 +309,8 @@ fn build(
         .post(url)
         .timeout(timeout)
         .header("content-type", "application/json");
-    for (k, v) in headers(target, msg, d, now) {
-        req = req.header(k, v);
+    for (k, v) in sent {
+        req = req.header(*k, v);
     }
     Ok(req.body(msg.payload.clone()))
 }
@@ -336,8 +350,7 @@ async fn publish(
     target: &Prepared,
     url: &EndpointUrl,
     msg: &message::Model,
-    d: &delivery::Model,
-    now: Timestamp,
+    sent: Vec<(&str, String)>,
     timeout: Duration,
 ) -> Response {
     let id = msg.id.to_string();
@@ -345,7 +358,7 @@ async fn publish(
         id: &id,
         event_type: &msg.event_type,
         payload: &msg.payload,
-        headers: headers(target, msg, d, now),
+        headers: sent,
     };
     let (excerpt, error) = match (&target.ep.mtls, &target.ep.auth) {
         (Some(_), _) => (
@@ -370,6 +383,7 @@ async fn publish(
         retry_after: None,
         abort: false,
         excerpt,
+        headers: None,
         error,
     }
 }
@@ -388,6 +402,12 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
                 .get(ABORT_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case(ABORT_VALUE));
+            let headers = HeaderList::bounded(
+                resp.headers()
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), String::from_utf8_lossy(v.as_bytes()))),
+            )
+            .to_json();
             let mut body = Vec::new();
             loop {
                 match resp.chunk().await {
@@ -409,6 +429,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
                 retry_after,
                 abort,
                 excerpt: Some(String::from_utf8_lossy(&body).into_owned()),
+                headers: Some(headers),
                 error: None,
             }
         }
@@ -418,6 +439,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
             retry_after: None,
             abort: false,
             excerpt: None,
+            headers: None,
             error: Some((kind_of(&e), error_text(&e))),
         },
     }
@@ -584,8 +606,7 @@ mod tests {
                 &client,
                 &target,
                 &msg,
-                &d,
-                Timestamp::now(),
+                &headers(&target, &msg, &d, Timestamp::now()),
                 Duration::from_secs(1),
             )
             .unwrap()

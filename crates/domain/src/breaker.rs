@@ -269,9 +269,48 @@ impl Breaker {
     }
 }
 
+/// An open breaker in words, for a page: why the endpoint is paused and when it is tried
+/// next (`next_at`: that time as the page shows it).
+pub fn paused_words(
+    config: &BreakerConfig,
+    until: Timestamp,
+    now: Timestamp,
+    next_at: &str,
+) -> String {
+    let words = crate::attempt::duration_words;
+    let streak = match config.consecutive_failures {
+        1 => "a failure".to_owned(),
+        n => format!("{n} failures in a row"),
+    };
+    let wait = if until > now {
+        format!("in {}", words(until.since(now)))
+    } else {
+        "now".to_owned()
+    };
+    format!(
+        "Paused for {} after {streak} (or {} % of at least {} attempts within {} failing); next \
+         try at {next_at}, {wait}. Nothing is lost: deliveries wait, and no attempt is counted.",
+        words(config.open_for),
+        (config.failure_ratio * 100.0).round(),
+        config.min_requests,
+        words(config.window),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_open_breaker_says_how_long_why_and_when_next() {
+        let words = paused_words(&config(), t(12), T0, "12:00:12 UTC");
+        assert_eq!(
+            words,
+            "Paused for 30 s after 5 failures in a row (or 50 % of at least 10 attempts within \
+             1 min failing); next try at 12:00:12 UTC, in 12 s. Nothing is lost: deliveries wait, \
+             and no attempt is counted."
+        );
+    }
 
     const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
 

@@ -3,6 +3,7 @@
 //!
 //! Nothing here does I/O. Randomness and time are passed in so every rule is exactly testable.
 
+pub mod attempt;
 pub mod breaker;
 pub mod broker;
 pub mod classify;

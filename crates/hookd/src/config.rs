@@ -762,6 +762,16 @@ impl Settings {
         })
     }
 
+    /// The circuit breaker every endpoint has (the dispatcher's, described on endpoint pages).
+    pub fn breaker(&self) -> domain::breaker::BreakerConfig {
+        domain::breaker::BreakerConfig {
+            consecutive_failures: self.breaker_failures,
+            failure_ratio: self.breaker_failure_ratio,
+            open_for: self.breaker_open_for,
+            ..Default::default()
+        }
+    }
+
     /// The operator's retention defaults.
     pub fn retention(&self) -> domain::retention::Retention {
         domain::retention::Retention {

@@ -290,9 +290,7 @@ impl Application {
             cfg.max_in_flight = settings.delivery_max_in_flight;
             cfg.batch_size = settings.delivery_batch_size;
             cfg.poll_interval = settings.delivery_poll_interval;
-            cfg.breaker.consecutive_failures = settings.breaker_failures;
-            cfg.breaker.failure_ratio = settings.breaker_failure_ratio;
-            cfg.breaker.open_for = settings.breaker_open_for;
+            cfg.breaker = settings.breaker();
             cfg.public_url = settings.public_url();
             cfg.https_only = settings.endpoint_https_only;
             cfg.signature_headers = settings.signature_headers;
@@ -464,6 +462,7 @@ fn service_config(
         allow_networks: settings.endpoint_allow_networks.clone(),
         https_only: settings.endpoint_https_only,
         status_preset: settings.status_preset,
+        breaker: settings.breaker(),
         retention: settings.retention(),
         max_retention: settings.max_retention,
         new_work,

@@ -34,6 +34,8 @@ pub struct Config {
     /// How failures are classified where neither the endpoint nor its tenant chose (shown to
     /// tenants choosing their default).
     pub status_preset: domain::classify::StatusPreset,
+    /// Every endpoint's circuit breaker (pages describe an open one with it).
+    pub breaker: domain::breaker::BreakerConfig,
     /// The operator's retention (before tenants and applications choose) and the longest
     /// they may choose.
     pub retention: domain::retention::Retention,

@@ -305,6 +305,11 @@ pub mod attempt {
         pub error_detail: Option<String>,
         pub classification: String,
         pub retry_after_ms: Option<i64>,
+        /// The headers of this try that cannot be worked out again (timestamp, signature,
+        /// attempt number, under the endpoint's names): a `domain::attempt::HeaderList` as JSON.
+        pub request_headers: Option<String>,
+        /// The receiver's response headers, bounded: a `domain::attempt::HeaderList` as JSON.
+        pub response_headers: Option<String>,
     }
     entity_boilerplate!();
 }

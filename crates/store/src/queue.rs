@@ -541,6 +541,8 @@ pub fn attempt_row(
         error_detail: error_detail.map(without_nul),
         classification: classification.to_owned(),
         retry_after_ms,
+        request_headers: None,
+        response_headers: None,
     }
 }
 

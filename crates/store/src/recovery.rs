@@ -213,7 +213,7 @@ impl Store {
         })
     }
 
-    /// Deletes one attempt's response body (its status, timing and error stay).
+    /// Deletes one attempt's response body and headers (its status, timing and error stay).
     pub async fn expunge_attempt_content(
         &self,
         tenant: TenantId,
@@ -224,6 +224,10 @@ impl Store {
         attempt::Entity::update_many()
             .col_expr(
                 attempt::Column::ResponseExcerpt,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                attempt::Column::ResponseHeaders,
                 Expr::value(Option::<String>::None),
             )
             .filter(attempt::Column::Id.eq(a.id))

@@ -67,7 +67,7 @@ pub struct Pruned {
     pub more: bool,
 }
 
-/// Empties the payloads of `ids` and their attempts' response bodies: what an expunge does
+/// Empties the payloads of `ids` and their attempts' response bodies and headers: what an expunge does
 /// and what an expired payload becomes (one rule for both; see `message::Model::is_expunged`).
 pub(crate) async fn empty_contents(db: &impl ConnectionTrait, ids: &[MessageId]) -> Result<()> {
     message::Entity::update_many()
@@ -78,6 +78,10 @@ pub(crate) async fn empty_contents(db: &impl ConnectionTrait, ids: &[MessageId])
     attempt::Entity::update_many()
         .col_expr(
             attempt::Column::ResponseExcerpt,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(
+            attempt::Column::ResponseHeaders,
             Expr::value(Option::<String>::None),
         )
         .filter(attempt::Column::MsgId.is_in(ids.iter().copied()))

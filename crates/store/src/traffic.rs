@@ -231,6 +231,8 @@ impl Store {
             error_detail: Set(new.error_detail.clone()),
             classification: Set(new.classification),
             retry_after_ms: Set(new.retry_after_ms),
+            request_headers: Set(None),
+            response_headers: Set(None),
         }
         .insert(&*txn)
         .await?;

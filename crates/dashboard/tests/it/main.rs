@@ -1,5 +1,6 @@
 //! The dashboard as a browser uses it, over HTTP against the real application.
 
+mod attempts;
 mod helpers;
 mod manage;
 mod messages;
@@ -31,7 +32,7 @@ async fn sign_up_see_endpoint_disable_it_and_log_out() {
     home.assert(200, "http://127.0.0.1:9/hook");
     assert!(
         home.body
-            .contains(r#"<span class="badge healthy">Healthy</span>"#)
+            .contains(r#"<span class="badge new">No deliveries yet</span>"#)
     );
     assert!(
         home.body
@@ -46,7 +47,7 @@ async fn sign_up_see_endpoint_disable_it_and_log_out() {
     refused.assert(403, "did not come from this dashboard");
     let refused = b.post(&format!("{ep_page}/disable"), &[]).await;
     assert_eq!(refused.status, 403);
-    b.get(&ep_page).await.assert(200, "badge healthy");
+    b.get(&ep_page).await.assert(200, "badge new");
 
     // With it (as the page's form sends it), the endpoint is disabled.
     let page = b.get(&ep_page).await;
@@ -73,7 +74,7 @@ async fn sign_up_see_endpoint_disable_it_and_log_out() {
         .await;
     assert_eq!(done.status, 303, "{}", done.body);
     b.get(done.location()).await.assert(200, "Endpoint enabled");
-    b.get(&ep_page).await.assert(200, "badge healthy");
+    b.get(&ep_page).await.assert(200, "badge new");
 
     // Log out: the old cookie no longer opens anything.
     let out = b.post("/logout", &[("csrf", &csrf)]).await;
@@ -124,7 +125,7 @@ async fn another_tenant_never_sees_the_first_tenants_pages() {
             .await;
         assert_eq!(r.status, 404, "{action}: {}", r.body);
     }
-    alice.get(&ep_page).await.assert(200, "badge healthy");
+    alice.get(&ep_page).await.assert(200, "badge new");
 }
 
 #[tokio::test]

@@ -309,7 +309,7 @@ async fn test_events_reach_the_endpoint_and_the_fragments_refresh() {
         .await
         .assert(200, &format!(r#"hx-get="{badges}" hx-trigger="every 5s""#));
     let frag = b.get(&badges).await;
-    frag.assert(200, r#"<span class="badge healthy">Healthy</span>"#);
+    frag.assert(200, r#"<span class="badge new">No deliveries yet</span>"#);
     assert!(frag.body.contains(&app_id));
     assert!(!frag.body.contains("<html"), "{}", frag.body);
 

@@ -1,0 +1,590 @@
+//! What an attempt page says: the headers kept with a try (bounded), and in plain words what
+//! happened and what comes next.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Timestamp;
+use crate::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
+use crate::delivery::{DeliveryState, ErrorKind};
+
+/// The most bytes of a response body kept with an attempt.
+pub const BODY_KEPT_BYTES: usize = 1024;
+/// The most bytes of header names and values kept with one attempt, per direction: about the
+/// size of the body kept ([`BODY_KEPT_BYTES`]), so an attempt row stays a few KiB whatever a receiver
+/// answers.
+pub const HEADERS_KEPT_BYTES: usize = 2048;
+/// The most bytes of one header value kept (a longer one is cut and ends with "…").
+pub const HEADER_VALUE_KEPT_BYTES: usize = 512;
+
+/// Headers as sent or received, in order, bounded by [`HEADERS_KEPT_BYTES`]; stored as JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeaderList {
+    #[serde(rename = "h")]
+    pub headers: Vec<(String, String)>,
+    /// How many headers were left out once the budget was spent.
+    #[serde(rename = "more", default, skip_serializing_if = "is_zero")]
+    pub omitted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl HeaderList {
+    /// The first headers of `pairs` that fit the budget, long values cut.
+    pub fn bounded<N: AsRef<str>, V: AsRef<str>>(
+        pairs: impl IntoIterator<Item = (N, V)>,
+    ) -> HeaderList {
+        let mut list = HeaderList::default();
+        let mut room = HEADERS_KEPT_BYTES;
+        for (name, value) in pairs {
+            let (name, value) = (name.as_ref(), cut(value.as_ref(), HEADER_VALUE_KEPT_BYTES));
+            let size = name.len() + value.len();
+            if size > room || list.omitted > 0 {
+                list.omitted += 1;
+                continue;
+            }
+            room -= size;
+            list.headers.push((name.to_owned(), value));
+        }
+        list
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a list of string pairs always serializes")
+    }
+
+    pub fn from_json(text: &str) -> Result<HeaderList, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, ending with "…" when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// One attempt as stored.
+#[derive(Clone, Copy, Debug)]
+pub struct AttemptFacts<'a> {
+    pub url: &'a str,
+    pub status: Option<u16>,
+    pub error: Option<ErrorKind>,
+    pub error_detail: Option<&'a str>,
+    /// The stored verdict: `success`, `retry` or `permanent`.
+    pub classification: &'a str,
+    pub duration_ms: i32,
+}
+
+/// Its delivery as it stands now.
+#[derive(Clone, Copy, Debug)]
+pub struct DeliveryFacts {
+    pub state: DeliveryState,
+    pub attempt_count: i32,
+    pub next_attempt_at: Timestamp,
+    /// The attempt is the delivery's latest.
+    pub latest: bool,
+}
+
+/// The status rules the endpoint follows now: its own overrides, and the preset that applies
+/// when it chose none (the tenant's, else the server's).
+#[derive(Clone, Debug)]
+pub struct StatusRules {
+    pub endpoint: StatusOverrides,
+    pub fallback: StatusPreset,
+}
+
+/// Who reads: the tenant (dashboard) may be pointed at settings; the tenant's customer
+/// (portal) is told what happened without any setting's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    Tenant,
+    Customer,
+}
+
+/// An attempt in two sentences.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// What happened on this try.
+    pub happened: String,
+    /// What comes next for its delivery (empty: nothing to say).
+    pub next: String,
+}
+
+/// The text the dispatcher stores when a receiver asks to stop retrying a message.
+const ABORT_MARK: &str = "asked to stop retrying";
+/// The text the store keeps when a message was expunged before its retry.
+const EXPUNGED_MARK: &str = "content was expunged";
+
+pub fn explain(
+    a: &AttemptFacts<'_>,
+    d: &DeliveryFacts,
+    rules: &StatusRules,
+    reader: Reader,
+    now: Timestamp,
+) -> Explanation {
+    Explanation {
+        happened: happened(a),
+        next: next(a, d, rules, reader, now),
+    }
+}
+
+fn happened(a: &AttemptFacts<'_>) -> String {
+    let took = duration_words(Duration::from_millis(a.duration_ms.max(0) as u64));
+    let place = host_port(a.url);
+    let detail = a.error_detail.unwrap_or_default();
+    let cause = root_cause(detail);
+    match (a.status, a.error) {
+        (Some(code), _) if (200..=299).contains(&code) => {
+            format!(
+                "Delivered: the endpoint answered {} in {took}.",
+                status_words(code)
+            )
+        }
+        (Some(code), _) => format!("The endpoint answered {} after {took}.", status_words(code)),
+        (None, None) if a.classification == "success" => {
+            format!("Delivered: the broker confirmed the message in {took}.")
+        }
+        (None, Some(ErrorKind::Timeout)) => {
+            format!("No answer from {place} within {took}: the request timed out.")
+        }
+        (None, Some(ErrorKind::Connect | ErrorKind::Dns)) if detail.contains("granted") => {
+            format!(
+                "Not sent: {place} is on a network this account may not reach (a private or \
+                 reserved address)."
+            )
+        }
+        (None, Some(ErrorKind::Connect)) if detail.to_ascii_lowercase().contains("refused") => {
+            format!("Connection refused by {place}.")
+        }
+        (None, Some(ErrorKind::Connect)) => format!("Could not connect to {place}: {cause}."),
+        (None, Some(ErrorKind::Dns)) => format!(
+            "The name {} could not be found (DNS): {cause}.",
+            host_of(a.url)
+        ),
+        (None, Some(ErrorKind::Tls)) => {
+            format!("The secure connection (TLS) to {place} failed: {cause}.")
+        }
+        (None, Some(ErrorKind::Auth)) => {
+            format!("Not sent: getting an access token for the endpoint failed: {cause}.")
+        }
+        (None, Some(ErrorKind::Broker)) => {
+            format!("The broker did not take the message: {cause}.")
+        }
+        _ if detail.contains(EXPUNGED_MARK) => {
+            "Not sent: the message's content was deleted before this try.".to_owned()
+        }
+        _ if detail.is_empty() => "The request failed without an answer.".to_owned(),
+        _ => format!("The request failed: {cause}."),
+    }
+}
+
+fn next(
+    a: &AttemptFacts<'_>,
+    d: &DeliveryFacts,
+    rules: &StatusRules,
+    reader: Reader,
+    now: Timestamp,
+) -> String {
+    if !d.latest {
+        return match a.classification {
+            "success" => String::new(),
+            _ => "Another attempt followed this one.".to_owned(),
+        };
+    }
+    match d.state {
+        DeliveryState::Succeeded => String::new(),
+        DeliveryState::Pending if d.next_attempt_at > now => format!(
+            "Next attempt in {}.",
+            duration_words(d.next_attempt_at.since(now))
+        ),
+        DeliveryState::Pending => "Next attempt is due now.".to_owned(),
+        DeliveryState::Sending => "It is being sent again right now.".to_owned(),
+        DeliveryState::Paused => "Waiting: the endpoint is disabled; this message is sent when \
+                                  it is enabled again."
+            .to_owned(),
+        DeliveryState::Skipped => "Skipped: later messages with the same ordering key went on \
+                                   without it."
+            .to_owned(),
+        DeliveryState::Failed => gave_up(a, d, rules, reader),
+    }
+}
+
+/// Why a dead delivery stopped after this attempt.
+fn gave_up(a: &AttemptFacts<'_>, d: &DeliveryFacts, rules: &StatusRules, reader: Reader) -> String {
+    let detail = a.error_detail.unwrap_or_default();
+    let tries = match d.attempt_count {
+        1 => "1 attempt".to_owned(),
+        n => format!("{n} attempts"),
+    };
+    if a.classification != "permanent" {
+        return format!("Gave up after {tries}: no attempt is left under the retry schedule.");
+    }
+    if detail.contains(ABORT_MARK) {
+        return format!("Gave up after {tries}: the receiver asked not to retry this message.");
+    }
+    if detail.contains(EXPUNGED_MARK) {
+        return "Gave up: there is nothing left to send.".to_owned();
+    }
+    let Some(code) = a.status else {
+        return format!("Gave up after {tries}.");
+    };
+    if code == 410 {
+        return "410 Gone ends retries and disables the endpoint: the receiver says it no \
+                longer exists."
+            .to_owned();
+    }
+    let effective = rules.endpoint.clone().or_preset(rules.fallback);
+    let still = matches!(
+        classify(Outcome::Status(code), &effective),
+        Classification::Permanent { .. }
+    );
+    if !still || reader == Reader::Customer {
+        return format!(
+            "{code} ends retries for this endpoint: it is not sent again unless resent."
+        );
+    }
+    if rules.endpoint.permanent_on().contains(&code) {
+        format!(
+            "{code} ends retries: this endpoint lists it as permanent (its permanentOn list, set \
+             through the API)."
+        )
+    } else if let Some(own) = rules.endpoint.preset() {
+        format!(
+            "{code} ends retries under this endpoint's own status preset ({}), set through the \
+             API.",
+            own.as_str()
+        )
+    } else {
+        format!(
+            "{code} ends retries under this endpoint's status preset: change it in Settings → \
+             Failed deliveries."
+        )
+    }
+}
+
+/// `401 Unauthorized`, or the bare code when it has no common name.
+fn status_words(code: u16) -> String {
+    let name = match code {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Content",
+        425 => "Too Early",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => return code.to_string(),
+    };
+    format!("{code} {name}")
+}
+
+/// The last cause of an error chain (`a: b: Connection refused (os error 111)` → `Connection
+/// refused`): the part a person can act on.
+fn root_cause(detail: &str) -> &str {
+    let last = detail.rsplit(": ").next().unwrap_or(detail).trim();
+    match last.find(" (os error") {
+        Some(i) => &last[..i],
+        None => last,
+    }
+}
+
+/// `host:port` of a URL, with the scheme's default port when none is written.
+fn host_port(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let has_port = match authority.rfind(':') {
+        Some(i) => !authority[i..].contains(']'),
+        None => false,
+    };
+    if has_port {
+        return authority.to_owned();
+    }
+    match scheme {
+        "https" => format!("{authority}:443"),
+        "http" => format!("{authority}:80"),
+        _ => authority.to_owned(),
+    }
+}
+
+fn host_of(url: &str) -> String {
+    let place = host_port(url);
+    match place.rfind(':') {
+        Some(i) if !place[i..].contains(']') => place[..i].to_owned(),
+        _ => place,
+    }
+}
+
+/// A duration as people say it: `120 ms`, `25 s`, `5 min`, `2 h 5 min`, `3 d`.
+pub fn duration_words(d: Duration) -> String {
+    let ms = d.as_millis();
+    let s = d.as_secs();
+    match s {
+        0 => format!("{ms} ms"),
+        1..=59 if ms < 10_000 && !ms.is_multiple_of(1000) => format!("{:.1} s", d.as_secs_f64()),
+        1..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min", (s + 30) / 60),
+        3600..=86_399 => match (s / 3600, (s % 3600 + 30) / 60) {
+            (h, 0) => format!("{h} h"),
+            (h, 60) => format!("{} h", h + 1),
+            (h, m) => format!("{h} h {m} min"),
+        },
+        _ => format!("{} d", (s + 43_200) / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URL: &str = "https://10.0.0.5/hook";
+
+    fn attempt(
+        status: Option<u16>,
+        error: Option<ErrorKind>,
+        class: &'static str,
+    ) -> AttemptFacts<'static> {
+        AttemptFacts {
+            url: URL,
+            status,
+            error,
+            error_detail: None,
+            classification: class,
+            duration_ms: 120,
+        }
+    }
+
+    fn failed(count: i32) -> DeliveryFacts {
+        DeliveryFacts {
+            state: DeliveryState::Failed,
+            attempt_count: count,
+            next_attempt_at: Timestamp::from_millis(0),
+            latest: true,
+        }
+    }
+
+    fn rules() -> StatusRules {
+        StatusRules {
+            endpoint: StatusOverrides::default(),
+            fallback: StatusPreset::Default,
+        }
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_millis(1_700_000_000_000)
+    }
+
+    fn say(
+        a: &AttemptFacts<'_>,
+        d: &DeliveryFacts,
+        r: &StatusRules,
+        reader: Reader,
+    ) -> Explanation {
+        explain(a, d, r, reader, now())
+    }
+
+    #[test]
+    fn a_dead_delivery_that_ran_out_of_retries_says_it_gave_up_after_its_attempts() {
+        let e = say(
+            &attempt(Some(503), None, "retry"),
+            &failed(3),
+            &rules(),
+            Reader::Tenant,
+        );
+        assert_eq!(
+            e.happened,
+            "The endpoint answered 503 Service Unavailable after 120 ms."
+        );
+        assert!(e.next.starts_with("Gave up after 3 attempts"), "{}", e.next);
+    }
+
+    #[test]
+    fn a_401_points_the_tenant_to_the_setting_that_decides_it_and_the_customer_to_nothing() {
+        let a = attempt(Some(401), None, "permanent");
+        let tenant = say(&a, &failed(1), &rules(), Reader::Tenant);
+        assert_eq!(
+            tenant.next,
+            "401 ends retries under this endpoint's status preset: change it in Settings → \
+             Failed deliveries."
+        );
+        let customer = say(&a, &failed(1), &rules(), Reader::Customer);
+        assert!(
+            customer
+                .next
+                .starts_with("401 ends retries for this endpoint"),
+            "{}",
+            customer.next
+        );
+        assert!(!customer.next.contains("Settings") && !customer.next.contains("API"));
+        // The endpoint's own choices are named as such.
+        let own = StatusRules {
+            endpoint: StatusOverrides::new(StatusPreset::Default, vec![], vec![]).unwrap(),
+            ..rules()
+        };
+        assert!(
+            say(&a, &failed(1), &own, Reader::Tenant)
+                .next
+                .contains("own status preset (default)")
+        );
+        let listed = StatusRules {
+            endpoint: StatusOverrides::new(None, vec![], vec![401]).unwrap(),
+            ..rules()
+        };
+        assert!(
+            say(&a, &failed(1), &listed, Reader::Tenant)
+                .next
+                .contains("permanentOn")
+        );
+        // Rules changed since: no pointer to a setting that no longer decides it.
+        let now_retries = StatusRules {
+            endpoint: StatusOverrides::new(StatusPreset::RetryAllBut410, vec![], vec![]).unwrap(),
+            ..rules()
+        };
+        assert!(
+            say(&a, &failed(1), &now_retries, Reader::Tenant)
+                .next
+                .starts_with("401 ends retries for this endpoint")
+        );
+    }
+
+    #[test]
+    fn network_failures_name_the_place_in_plain_words() {
+        let mut a = attempt(None, Some(ErrorKind::Connect), "retry");
+        a.error_detail = Some(
+            "error sending request for url (https://10.0.0.5/hook): client error (Connect): \
+             tcp connect error: Connection refused (os error 111)",
+        );
+        assert_eq!(happened(&a), "Connection refused by 10.0.0.5:443.");
+        a.error_detail =
+            Some("error sending request: tcp connect error: Network is unreachable (os error 101)");
+        assert_eq!(
+            happened(&a),
+            "Could not connect to 10.0.0.5:443: Network is unreachable."
+        );
+        a.error = Some(ErrorKind::Dns);
+        a.url = "http://nowhere.invalid:8080/x";
+        a.error_detail = Some(
+            "client error (Connect): dns error: failed to lookup address information: Name or service not known",
+        );
+        assert_eq!(
+            happened(&a),
+            "The name nowhere.invalid could not be found (DNS): Name or service not known."
+        );
+        a.error_detail = Some(
+            "destination 10.0.0.5 is private; hookd reaches it only where the operator granted that network to your account",
+        );
+        assert!(happened(&a).starts_with("Not sent: nowhere.invalid:8080 is on a network"));
+        let t = AttemptFacts {
+            duration_ms: 15_000,
+            ..attempt(None, Some(ErrorKind::Timeout), "retry")
+        };
+        assert_eq!(
+            happened(&t),
+            "No answer from 10.0.0.5:443 within 15 s: the request timed out."
+        );
+    }
+
+    #[test]
+    fn a_pending_delivery_says_when_it_is_tried_next_and_an_older_attempt_says_one_followed() {
+        let d = DeliveryFacts {
+            state: DeliveryState::Pending,
+            attempt_count: 1,
+            next_attempt_at: now().plus(Duration::from_secs(25)),
+            latest: true,
+        };
+        let a = attempt(None, Some(ErrorKind::Connect), "retry");
+        assert_eq!(
+            say(&a, &d, &rules(), Reader::Tenant).next,
+            "Next attempt in 25 s."
+        );
+        let older = DeliveryFacts { latest: false, ..d };
+        assert_eq!(
+            say(&a, &older, &rules(), Reader::Tenant).next,
+            "Another attempt followed this one."
+        );
+        let ok = attempt(Some(200), None, "success");
+        let done = DeliveryFacts {
+            state: DeliveryState::Succeeded,
+            ..d
+        };
+        let e = say(&ok, &done, &rules(), Reader::Customer);
+        assert_eq!(
+            e.happened,
+            "Delivered: the endpoint answered 200 OK in 120 ms."
+        );
+        assert_eq!(e.next, "");
+    }
+
+    #[test]
+    fn gone_and_abort_explain_why_retries_ended() {
+        let gone = say(
+            &attempt(Some(410), None, "permanent"),
+            &failed(2),
+            &rules(),
+            Reader::Tenant,
+        );
+        assert!(gone.next.contains("disables the endpoint"), "{}", gone.next);
+        let mut a = attempt(Some(500), None, "permanent");
+        a.error_detail = Some(
+            "the receiver asked to stop retrying this message (webhook-delivery: abort-message)",
+        );
+        assert!(
+            say(&a, &failed(2), &rules(), Reader::Tenant)
+                .next
+                .contains("asked not to retry")
+        );
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        let w = |s: u64| duration_words(Duration::from_secs(s));
+        assert_eq!(duration_words(Duration::from_millis(42)), "42 ms");
+        assert_eq!(duration_words(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(w(25), "25 s");
+        assert_eq!(w(300), "5 min");
+        assert_eq!(w(7500), "2 h 5 min");
+        assert_eq!(w(3 * 86_400), "3 d");
+    }
+
+    #[test]
+    fn header_lists_are_bounded_and_say_how_many_were_left_out() {
+        let long = "x".repeat(HEADER_VALUE_KEPT_BYTES * 2);
+        let many: Vec<(String, String)> = (0..100)
+            .map(|i| (format!("x-h{i}"), long.clone()))
+            .collect();
+        let list = HeaderList::bounded(many.iter().map(|(k, v)| (k, v)));
+        let size: usize = list.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(size <= HEADERS_KEPT_BYTES, "{size}");
+        assert!(list.headers[0].1.ends_with('…'));
+        assert_eq!(list.headers.len() + list.omitted as usize, 100);
+        let back = HeaderList::from_json(&list.to_json()).unwrap();
+        assert_eq!(back, list);
+        // Cut on a character boundary.
+        let wide = "é".repeat(HEADER_VALUE_KEPT_BYTES);
+        let one = HeaderList::bounded([("x", wide.as_str())]);
+        assert!(one.headers[0].1.len() <= HEADER_VALUE_KEPT_BYTES);
+    }
+}
