@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::Timestamp;
-use domain::attempt::HeaderList;
+use domain::attempt::{HeaderList, kept_sent_headers};
 use domain::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
 use domain::delivery::ErrorKind;
 use domain::egress::Egress;
@@ -286,8 +286,10 @@ pub(crate) async fn attempt(
         retry_after.map(|r| r.as_millis() as i64),
     );
     let own = sent.len().saturating_sub(target.headers.len());
-    attempt.request_headers =
-        (own > 0).then(|| HeaderList::bounded(sent[..own].iter().map(|(k, v)| (*k, v))).to_json());
+    attempt.request_headers = (own > 0).then(|| {
+        let kept = kept_sent_headers(&sent[..own], target.signature_headers.names());
+        HeaderList::bounded(kept).to_json()
+    });
     attempt.response_headers = response.headers;
     AttemptResult {
         delivery: d.clone(),
