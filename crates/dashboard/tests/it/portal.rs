@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{Browser, api, app_with_endpoint, send_message, spawn_app};
+use crate::helpers::{Browser, Page, api, app_with_endpoint, send_message, spawn_app};
 
 /// What a browser adds to the landing page's post: it comes from a page of the server itself.
 const SAME_ORIGIN: &[(&str, &str)] = &[("sec-fetch-site", "same-origin")];
@@ -898,4 +898,66 @@ async fn hidden_advanced_options_are_absent_and_ignored_in_any_request() {
         .expect("json");
     assert_eq!(ep["timeout"], "15s", "{ep}");
     assert_eq!(ep["maxConcurrency"], 10, "{ep}");
+}
+
+/// A tenant may keep its portal customers to the public internet: ticked in Settings, a
+/// customer's endpoint on a network the tenant itself may reach is refused, in the customer's
+/// words, while the tenant's own dashboard still takes it.
+#[tokio::test]
+async fn a_tenant_can_keep_its_portal_customers_to_public_addresses() {
+    let app = spawn_app().await;
+    let mut tenant = Browser::new(&app);
+    let key = tenant.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
+    let mut customer = Browser::new(&app);
+    let token = portal_token(&app, &key, &app_a, json!({})).await;
+    customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
+    let new = format!("/portal/app/{app_a}/endpoint/new");
+    // Before: the customer reaches what the tenant reaches (here the server's loopback).
+    assert_eq!(
+        add(&mut customer, &new, "http://127.0.0.1:9/before")
+            .await
+            .status,
+        303
+    );
+
+    let settings = tenant.get("/settings").await;
+    let saved = tenant
+        .post(
+            "/settings/portal",
+            &[("csrf", &settings.csrf()), ("public_endpoints_only", "1")],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    tenant
+        .get("/settings")
+        .await
+        .assert(200, r#"name="public_endpoints_only" value="1" checked"#);
+
+    let refused = add(&mut customer, &new, "http://127.0.0.1:9/after").await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(
+        refused.body.contains("private or internal network") && !refused.body.contains("HOOKD_"),
+        "{}",
+        refused.body
+    );
+    // The tenant's own dashboard is not bound by its portal setting.
+    let form = tenant.get(&format!("/app/{app_a}/endpoint/new")).await;
+    let made = tenant
+        .post(
+            &format!("/app/{app_a}/endpoint/new"),
+            &[("csrf", &form.csrf()), ("url", "http://127.0.0.1:9/tenant")],
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+}
+
+/// Adds an endpoint at `url` through the form at `new`, as its page hands it out.
+async fn add(browser: &mut Browser, new: &str, url: &str) -> Page {
+    let form = browser.get(new).await;
+    browser
+        .post(new, &[("csrf", &form.csrf()), ("url", url)])
+        .await
 }
