@@ -825,14 +825,7 @@ async fn a_portal_link_shows_and_does_only_what_its_capabilities_allow() {
 #[tokio::test]
 async fn hidden_advanced_options_are_absent_and_ignored_in_any_request() {
     let app = spawn_app().await;
-    let mut tenant = Browser::new(&app);
-    let key = tenant.sign_up("Acme", "ops@acme.example").await;
-    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
-    let mut customer = Browser::new(&app);
-    let token = portal_token(&app, &key, &app_a, json!({})).await;
-    customer
-        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
-        .await;
+    let (mut tenant, key, app_a, mut customer) = tenant_and_customer(&app).await;
     let new = format!("/portal/app/{app_a}/endpoint/new");
     // Shown by default, behind "Advanced", closed.
     let form = customer.get(&new).await;
@@ -906,14 +899,7 @@ async fn hidden_advanced_options_are_absent_and_ignored_in_any_request() {
 #[tokio::test]
 async fn a_tenant_can_keep_its_portal_customers_to_public_addresses() {
     let app = spawn_app().await;
-    let mut tenant = Browser::new(&app);
-    let key = tenant.sign_up("Acme", "ops@acme.example").await;
-    let (app_a, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook-a").await;
-    let mut customer = Browser::new(&app);
-    let token = portal_token(&app, &key, &app_a, json!({})).await;
-    customer
-        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
-        .await;
+    let (mut tenant, _, app_a, mut customer) = tenant_and_customer(&app).await;
     let new = format!("/portal/app/{app_a}/endpoint/new");
     // Before: the customer reaches what the tenant reaches (here the server's loopback).
     assert_eq!(
@@ -960,4 +946,18 @@ async fn add(browser: &mut Browser, new: &str, url: &str) -> Page {
     browser
         .post(new, &[("csrf", &form.csrf()), ("url", url)])
         .await
+}
+
+/// A signed-up tenant (its browser and API key), an application of its with one endpoint, and
+/// a customer's browser with a portal session on that application.
+async fn tenant_and_customer(app: &testkit::TestApp) -> (Browser, String, String, Browser) {
+    let mut tenant = Browser::new(app);
+    let key = tenant.sign_up("Acme", "ops@acme.example").await;
+    let (app_a, _) = app_with_endpoint(app, &key, "http://127.0.0.1:9/hook-a").await;
+    let mut customer = Browser::new(app);
+    let token = portal_token(app, &key, &app_a, json!({})).await;
+    customer
+        .post_with("/portal/session", &[("token", &token)], SAME_ORIGIN)
+        .await;
+    (tenant, key, app_a, customer)
 }
