@@ -162,6 +162,22 @@ pub struct Grant {
     pub namespace: Namespace,
 }
 
+impl Grant {
+    /// A grant from its text parts, as the command line, the configuration file and a stored
+    /// row give them; the error is a sentence naming the part that is wrong.
+    pub fn parse(
+        target: &str,
+        redis_prefix: Option<&str>,
+        amqp_vhost: Option<&str>,
+        nats_prefix: Option<&str>,
+    ) -> Result<Grant, String> {
+        Ok(Grant {
+            target: GrantTarget::parse(target).map_err(|e| e.to_string())?,
+            namespace: Namespace::new(redis_prefix, amqp_vhost, nats_prefix)?,
+        })
+    }
+}
+
 /// Why an address may be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admitted<'a> {

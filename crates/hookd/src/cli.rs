@@ -680,7 +680,7 @@ async fn create_tenant(
 
 /// `hookd tenant allow-network | deny-network | grants`.
 async fn grants(settings: Settings, command: TenantCommand) -> Result<(), BoxError> {
-    use domain::egress::{Grant, GrantTarget, Namespace};
+    use domain::egress::{Grant, GrantTarget};
     let tenant_of = |t: &str| {
         domain::ids::TenantId::parse(t.trim()).map_err(|e| format!("invalid tenant id: {e}"))
     };
@@ -696,14 +696,12 @@ async fn grants(settings: Settings, command: TenantCommand) -> Result<(), BoxErr
                 ..
             } => {
                 let tenant = tenant_of(&tenant)?;
-                let grant = Grant {
-                    target: target_of(&target)?,
-                    namespace: Namespace::new(
-                        ns.redis_prefix.as_deref(),
-                        ns.amqp_vhost.as_deref(),
-                        ns.nats_prefix.as_deref(),
-                    )?,
-                };
+                let grant = Grant::parse(
+                    &target,
+                    ns.redis_prefix.as_deref(),
+                    ns.amqp_vhost.as_deref(),
+                    ns.nats_prefix.as_deref(),
+                )?;
                 store
                     .grant_egress(tenant, &grant, store::GrantOrigin::Cli)
                     .await

@@ -333,7 +333,7 @@ fn declared_grants(
     value: toml::Value,
     path: &str,
 ) -> Result<Vec<(domain::ids::TenantId, domain::egress::Grant)>, ConfigError> {
-    use domain::egress::{Grant, GrantTarget, MAX_GRANTS_PER_TENANT, Namespace};
+    use domain::egress::{Grant, MAX_GRANTS_PER_TENANT};
     let toml::Value::Array(items) = value else {
         return Err(ConfigError::Toml {
             path: path.to_owned(),
@@ -359,15 +359,13 @@ fn declared_grants(
             .tenant
             .parse::<domain::ids::TenantId>()
             .map_err(|_| fail(format!("tenant {:?} is not a tenant id (tnt_…)", g.tenant)))?;
-        let grant = Grant {
-            target: GrantTarget::parse(&g.target).map_err(|e| fail(e.to_string()))?,
-            namespace: Namespace::new(
-                g.redis_prefix.as_deref(),
-                g.amqp_vhost.as_deref(),
-                g.nats_prefix.as_deref(),
-            )
-            .map_err(fail)?,
-        };
+        let grant = Grant::parse(
+            &g.target,
+            g.redis_prefix.as_deref(),
+            g.amqp_vhost.as_deref(),
+            g.nats_prefix.as_deref(),
+        )
+        .map_err(fail)?;
         if out
             .iter()
             .any(|(t, o)| *t == tenant && o.target == grant.target)

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use domain::Timestamp;
-use domain::egress::{Grant, GrantTarget, MAX_GRANTS_PER_TENANT, Namespace};
+use domain::egress::{Grant, GrantTarget, MAX_GRANTS_PER_TENANT};
 use domain::ids::TenantId;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set};
@@ -42,14 +42,13 @@ fn decode(row: egress_grant::Model) -> Result<Grant> {
             row.target, row.tenant_id
         ))
     };
-    let target = GrantTarget::parse(&row.target).map_err(|e| corrupt(e.to_string()))?;
-    let namespace = Namespace::new(
+    Grant::parse(
+        &row.target,
         row.redis_prefix.as_deref(),
         row.amqp_vhost.as_deref(),
         row.nats_prefix.as_deref(),
     )
-    .map_err(corrupt)?;
-    Ok(Grant { target, namespace })
+    .map_err(corrupt)
 }
 
 impl Store {
