@@ -21,12 +21,12 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
+import { freePort, sleep, step, waitUp } from './support.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -38,17 +38,6 @@ mkdirSync(shots, { recursive: true });
 const children = [];
 let browser;
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-    s.on('error', fail);
-  });
-}
-
 function start(args, env) {
   const child = spawn(bin, args, {
     env: { PATH: process.env.PATH, ...env },
@@ -56,24 +45,6 @@ function start(args, env) {
   });
   children.push(child);
   return child;
-}
-
-async function waitUp(url) {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    try {
-      const r = await fetch(url);
-      if (r.ok) return;
-    } catch { /* not yet */ }
-    await sleep(100);
-  }
-  throw new Error(`${url} did not come up`);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function step(text) {
-  console.log(`• ${text}`);
 }
 
 /**

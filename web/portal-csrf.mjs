@@ -14,12 +14,12 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
+import { freePort, sleep, step, waitUp } from './support.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -29,34 +29,6 @@ const browserPath = process.env.CHROMIUM || '/usr/bin/chromium';
 const children = [];
 let browser;
 let attackerSite;
-
-function freePort(host = '127.0.0.1') {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.listen(0, host, () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-    s.on('error', fail);
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUp(url) {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch { /* not yet */ }
-    await sleep(100);
-  }
-  throw new Error(`${url} did not come up`);
-}
-
-function step(text) {
-  console.log(`• ${text}`);
-}
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'hookd-web-csrf-'));

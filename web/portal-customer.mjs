@@ -16,12 +16,12 @@
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
+import { freePort, sleep, step, waitUp } from './support.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -34,34 +34,6 @@ const OPERATOR_WORDS = /HOOKD_|\/api\/v1|retryPolicy|filterTypes|maxConcurrency|
 
 const children = [];
 let browser;
-
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-    s.on('error', fail);
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUp(url) {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch { /* not yet */ }
-    await sleep(100);
-  }
-  throw new Error(`${url} did not come up`);
-}
-
-function step(text) {
-  console.log(`• ${text}`);
-}
 
 /** The page's visible text and title hold no operator words. */
 async function speaksCustomer(page, where) {
