@@ -18,92 +18,15 @@
 //
 // Needs: target/debug/hookd (or HOOKD_BIN), Chromium at /usr/bin/chromium (or CHROMIUM).
 
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
-import { freePort, sleep, step, waitUp } from './support.mjs';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const root = resolve(here, '..');
-const bin = process.env.HOOKD_BIN || join(root, 'target', 'debug', 'hookd');
-const browserPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const shots = join(here, 'screenshots');
-mkdirSync(shots, { recursive: true });
-
-const children = [];
-let browser;
-
-function start(args, env) {
-  const child = spawn(bin, args, {
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  children.push(child);
-  return child;
-}
-
-/**
- * Clicks `target` (a locator) as a person does and waits for the page it leads to; fails when
- * that page's `<main>` is missing or shows nothing.
- */
-async function go(page, target, what) {
-  await page.evaluate(() => document.querySelector('main')?.setAttribute('data-left', ''));
-  await target.click();
-  try {
-    await page.waitForFunction(() => !document.querySelector('main[data-left]'), null, { timeout: 15_000 });
-  } catch {
-    throw new Error(`clicking ${what} did not lead anywhere (still at ${page.url()})`);
-  }
-  await page.waitForLoadState();
-  await mainShows(page, `clicking ${what}`);
-}
-
-/**
- * Fails unless the page's `<main>` is there and shows visible text. The portal's landing page
- * forwards a signed-in customer to their application (its links to the portal's root lead
- * there): that forward is followed first.
- */
-async function mainShows(page, after) {
-  for (let tries = 0; ; tries++) {
-    try {
-      await page.waitForFunction(() => !document.querySelector('#portal-open[data-home]'), null, { timeout: 15_000 });
-      const text = await page.evaluate(() => {
-        const main = document.querySelector('main');
-        if (!main || !main.checkVisibility()) return '';
-        return main.innerText.trim();
-      });
-      assert.ok(text.length > 0, `an empty <main> after ${after} (${page.url()})`);
-      return;
-    } catch (e) {
-      if (tries > 3 || !String(e).includes('Execution context was destroyed')) throw e;
-      await page.waitForLoadState();
-    }
-  }
-}
-
-/** Reloads the current page until `check(page)` holds, for what the dispatcher does in the background. */
-async function reloadUntil(page, what, check, timeout = 30_000) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    await mainShows(page, `waiting for ${what}`);
-    if (await check(page)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await sleep(300);
-    await page.reload();
-  }
-}
-
-/** Clicks the link to message `id` in a list, reloading the list until the message is in it. */
-async function openMessage(page, id) {
-  const link = page.getByRole('link', { name: id, exact: true });
-  await reloadUntil(page, `message ${id} listed`, async () => (await link.count()) > 0);
-  await go(page, link.first(), `message ${id} in the list`);
-}
+import {
+  freePort, go, launchBrowser, mainShows, openMessage, reloadUntil, runSuite, shot, sleep, start, step,
+  waitFor, waitUp, watchErrors,
+} from './support.mjs';
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'hookd-web-'));
@@ -134,16 +57,10 @@ async function main() {
     },
   };
 
-  browser = await chromium.launch({
-    executablePath: browserPath,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'],
-  });
+  const browser = await launchBrowser();
   const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
   const page = await context.newPage();
-  const consoleErrors = [];
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  page.on('pageerror', (e) => consoleErrors.push(String(e)));
-  page.on('response', (r) => { if (r.status() >= 500 || (r.status() === 404 && r.request().resourceType() !== 'document')) consoleErrors.push(`${r.status()} ${r.url()}`); });
+  const consoleErrors = watchErrors(page);
 
   // --- Sign up -----------------------------------------------------------------------------
   step('sign up');
@@ -322,7 +239,7 @@ async function main() {
   }
 
   // --- The portal: the tenant's customer, through a link -----------------------------------
-  const portal = await portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage: page });
+  const portal = await portalFlow({ browser, base, key, sink, sinkBase, consoleErrors, tenantPage: page });
 
   // --- Every main page at both widths ------------------------------------------------------
   step('screenshots at 1440 and 360 px; no page scrolls sideways at 360 px');
@@ -374,7 +291,7 @@ async function main() {
  * fails, resends one and recovers the rest. Returns the customer's page and its pages to
  * screenshot.
  */
-async function portalFlow({ base, key, sink, sinkBase, consoleErrors, tenantPage }) {
+async function portalFlow({ browser, base, key, sink, sinkBase, consoleErrors, tenantPage }) {
   step('portal: the tenant asks for a link; the customer opens it');
   const uid = `customer-${Date.now()}`;
   const access = await fetch(`${base}/api/v1/auth/app-portal-access/${uid}`, {
@@ -521,24 +438,4 @@ async function badge(page) {
   return (await page.locator('.heading .badge').first().textContent()).trim();
 }
 
-async function waitFor(check, what, timeout = 30_000) {
-  const deadline = Date.now() + timeout;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await sleep(200);
-  }
-}
-
-async function shot(page, name) {
-  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-}
-
-try {
-  await main();
-} catch (e) {
-  console.error('FAILED:', e);
-  process.exitCode = 1;
-} finally {
-  if (browser) await browser.close();
-  for (const c of children) c.kill('SIGTERM');
-}
+await runSuite(main);

@@ -14,26 +14,15 @@
 //
 // Needs: target/debug/hookd (or HOOKD_BIN), Chromium at /usr/bin/chromium (or CHROMIUM).
 
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
-import { freePort, sleep, step, waitUp } from './support.mjs';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const root = resolve(here, '..');
-const bin = process.env.HOOKD_BIN || join(root, 'target', 'debug', 'hookd');
-const browserPath = process.env.CHROMIUM || '/usr/bin/chromium';
+import { freePort, launchBrowser, runSuite, sleep, start, step, waitUp } from './support.mjs';
 
 /** What a customer must never read: settings, API paths, environment variables, JSON field
  * names and the JSON parser's words. */
 const OPERATOR_WORDS = /HOOKD_|\/api\/v1|retryPolicy|filterTypes|maxConcurrency|throttleRate|missing field|unknown field|serde|`/;
-
-const children = [];
-let browser;
 
 /** The page's visible text and title hold no operator words. */
 async function speaksCustomer(page, where) {
@@ -96,22 +85,15 @@ async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'hookd-web-customer-'));
   const apiPort = await freePort();
   const base = `http://127.0.0.1:${apiPort}`;
-  children.push(spawn(bin, ['serve'], {
-    env: {
-      PATH: process.env.PATH,
-      HOOKD_DATABASE_URL: `sqlite://${join(dir, 'hookd.db')}`,
-      HOOKD_BIND: `127.0.0.1:${apiPort}`,
-      HOOKD_ROLES: 'api',
-      HOOKD_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  }));
+  start(['serve'], {
+    HOOKD_DATABASE_URL: `sqlite://${join(dir, 'hookd.db')}`,
+    HOOKD_BIND: `127.0.0.1:${apiPort}`,
+    HOOKD_ROLES: 'api',
+    HOOKD_LOG_LEVEL: 'warn',
+  });
   await waitUp(`${base}/api/v1/health`);
 
-  browser = await chromium.launch({
-    executablePath: browserPath,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'],
-  });
+  const browser = await launchBrowser();
 
   step('the tenant signs up and brands the portal: a faint purple, dark theme');
   const tenant = await (await browser.newContext({
@@ -244,12 +226,4 @@ async function main() {
   console.log('ok: the portal speaks to the customer, readably');
 }
 
-try {
-  await main();
-} catch (e) {
-  console.error('FAILED:', e);
-  process.exitCode = 1;
-} finally {
-  if (browser) await browser.close();
-  for (const c of children) c.kill('SIGTERM');
-}
+await runSuite(main);
