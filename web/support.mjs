@@ -194,3 +194,28 @@ export async function api(base, key, method, path, body) {
   try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
   return { status: r.status, body: json, text };
 }
+
+const axeSource = join(root, 'web', 'node_modules', 'axe-core', 'axe.min.js');
+
+/**
+ * Runs axe-core (WCAG 2 A and AA rules) over the page as it is now and returns the serious and
+ * critical violations, each as one line: rule, impact, and the first offending elements.
+ */
+export async function axeProblems(page) {
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) {
+    await page.addScriptTag({ path: axeSource });
+  }
+  const result = await page.evaluate(async () => window.axe.run(document, {
+    runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+    resultTypes: ['violations'],
+  }));
+  return result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`);
+}
+
+/** Fails when axe-core finds a serious or critical violation on the page. */
+export async function assertAccessible(page, where) {
+  const problems = await axeProblems(page);
+  assert.deepEqual(problems, [], `${where}: axe-core found serious or critical problems`);
+}
