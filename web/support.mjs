@@ -200,6 +200,8 @@ const axeSource = join(root, 'web', 'node_modules', 'axe-core', 'axe.min.js');
 /**
  * Runs axe-core (WCAG 2 A and AA rules) over the page as it is now and returns the serious and
  * critical violations, each as one line: rule, impact, and the first offending elements.
+ * hookd's Content-Security-Policy refuses inline scripts, so the page's browser context must be
+ * made with `bypassCSP: true` for axe to be injected.
  */
 export async function axeProblems(page) {
   if (!(await page.evaluate(() => typeof window.axe === 'object'))) {
