@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  freePort, go, launchBrowser, mainShows, openMessage, reloadUntil, runSuite, shot, sleep, start, step,
+  axeProblems, freePort, go, launchBrowser, mainShows, openMessage, reloadUntil, runSuite, shot, sleep, start, step,
   waitFor, waitUp, watchErrors,
 } from './support.mjs';
 
@@ -242,33 +242,49 @@ async function main() {
   const portal = await portalFlow({ browser, base, key, sink, sinkBase, consoleErrors, tenantPage: page });
 
   // --- Every main page at both widths ------------------------------------------------------
-  step('screenshots at 1440 and 360 px; no page scrolls sideways at 360 px');
-  // Each width is a tour from one address onwards, by clicks.
+  step('every main page in both themes at 1440 and 375 px: axe-core finds nothing serious, nothing scrolls sideways, screenshots');
+  // Each width and theme is a tour from one address onwards, by clicks.
   const tour = [
     ['overview', null],
     ['endpoint', (p) => go(p, p.getByRole('link', { name: endpointUrl }), 'the endpoint')],
     ['messages', (p) => go(p, p.getByRole('link', { name: 'Messages', exact: true }).first(), 'Messages')],
     ['message', (p) => go(p, p.getByRole('link', { name: failed[0], exact: true }), 'a message')],
+    ['attempt', (p) => go(p, p.locator('.delivery tbody a[href*="/attempt/"]').first(), 'an attempt')],
+    ['message-again', (p) => go(p, p.locator('.crumbs').getByRole('link', { name: failed[0] }), 'the message in the crumbs')],
     ['endpoint-again', (p) => go(p, p.locator('.delivery h2 a').first(), 'its endpoint')],
     ['dead-letters', (p) => go(p, p.getByRole('link', { name: 'Dead letters' }), 'Dead letters')],
     ['endpoint-back', (p) => go(p, p.locator('.crumbs a.url'), 'the endpoint in the crumbs')],
     ['endpoint-edit', (p) => go(p, p.getByRole('link', { name: 'Edit', exact: true }), 'Edit')],
     ['settings', (p) => go(p, p.getByRole('link', { name: 'Settings' }), 'Settings')],
   ];
-  for (const [width, height] of [[1440, 900], [360, 780]]) {
-    for (const [p, start, steps] of [[page, '/', tour], [portal.page, portal.home, portal.tour]]) {
-      await p.setViewportSize({ width, height });
-      await p.goto(start);
-      for (const [name, move] of steps) {
-        if (move) await move(p);
-        await mainShows(p, name);
-        if (name.endsWith('-again') || name.endsWith('-back')) continue;
-        const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-        assert.ok(overflow <= 1, `${name} scrolls sideways by ${overflow}px at ${width}px`);
-        await shot(p, `${name}-${width}`);
+  const problems = [];
+  for (const theme of ['light', 'dark']) {
+    // The dashboard follows the system's theme; the portal, the tenant's choice in Settings.
+    await page.emulateMedia({ colorScheme: theme });
+    await page.setViewportSize({ width: 1440, height: 900 });
+    await go(page, page.getByRole('link', { name: 'Settings' }), 'Settings');
+    const dark = page.getByRole('checkbox', { name: 'Dark theme' });
+    if ((await dark.isChecked()) !== (theme === 'dark')) {
+      await dark.setChecked(theme === 'dark');
+      await go(page, page.locator('form[action="/settings/portal"]').getByRole('button', { name: 'Save' }), 'Save the portal settings');
+    }
+    for (const [width, height] of [[1440, 900], [375, 780]]) {
+      for (const [p, start, steps] of [[page, '/', tour], [portal.page, portal.home, portal.tour]]) {
+        await p.setViewportSize({ width, height });
+        await p.goto(start);
+        for (const [name, move] of steps) {
+          if (move) await move(p);
+          await mainShows(p, name);
+          if (name.endsWith('-again') || name.endsWith('-back')) continue;
+          const overflow = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+          assert.ok(overflow <= 1, `${name} scrolls sideways by ${overflow}px at ${width}px (${theme})`);
+          for (const found of await axeProblems(p)) problems.push(`${name} ${theme} ${width}px: ${found}`);
+          await shot(p, `${name}-${theme}-${width}`);
+        }
       }
     }
   }
+  assert.deepEqual(problems, [], 'axe-core: serious or critical violations');
   assert.deepEqual(consoleErrors, [], 'no script errors in the browser console');
   // After the console check: the browser logs the page's 401 as a failed load.
   step('an expired portal link shows a clear page');
@@ -418,6 +434,8 @@ async function portalFlow({ browser, base, key, sink, sinkBase, consoleErrors, t
       ['portal-endpoint', (p) => go(p, p.getByRole('link', { name: endpointUrl }), 'the endpoint')],
       ['portal-messages', (p) => go(p, p.getByRole('link', { name: 'Messages', exact: true }).first(), 'Messages')],
       ['portal-message', (p) => go(p, p.getByRole('link', { name: failed[0], exact: true }), 'a message')],
+      ['portal-attempt', (p) => go(p, p.locator('.delivery tbody a[href*="/attempt/"]').first(), 'an attempt')],
+      ['portal-message-again', (p) => go(p, p.locator('.crumbs').getByRole('link', { name: failed[0] }), 'the message in the crumbs')],
       ['portal-home-again', (p) => go(p, p.getByRole('link', { name: 'Overview' }).first(), 'Overview')],
       ['portal-endpoint-new', (p) => go(p, p.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint')],
     ],

@@ -271,8 +271,8 @@ pub async fn brand_css(req: HttpRequest) -> Result<HttpResponse, PageError> {
 }
 
 /// The stylesheet of [`brand_css`]: the accent made readable in the chosen theme
-/// ([`PortalSettings::accent`]) and the dark palette. The name and logo are in the page
-/// itself (see [`brand`]).
+/// ([`PortalSettings::accent`]). The dark palette is `static/dark.css`, linked by the pages
+/// when the tenant chose it; the name and logo are in the page itself (see [`brand`]).
 fn brand_stylesheet(s: &PortalSettings) -> String {
     let mut css = String::new();
     if s.color.is_some() || s.dark {
@@ -280,15 +280,6 @@ fn brand_stylesheet(s: &PortalSettings) -> String {
         css.push_str(&format!(
             ":root {{ --accent: {}; --on-accent: {}; }}\n",
             accent.color, accent.on_accent
-        ));
-    }
-    if s.dark {
-        let [bg, card] = domain::portal::DARK_SURFACES;
-        css.push_str(&format!(
-            ":root {{ --bg: {bg}; --fg: #e4e7ee; --muted: #9aa3b5; --line: #3a4152; \
-             --card: {card}; --off: #c5cad6; --off-bg: #2a2f3a; --field-bg: {bg}; \
-             color-scheme: dark; }}\n\
-             .top {{ background: #0b0d12; }}\n",
         ));
     }
     css
@@ -299,6 +290,8 @@ fn brand_stylesheet(s: &PortalSettings) -> String {
 pub struct Brand {
     pub name: String,
     pub logo_url: Option<String>,
+    /// The tenant chose the dark theme: the pages link `static/dark.css`.
+    pub dark: bool,
 }
 
 impl Brand {
@@ -309,6 +302,7 @@ impl Brand {
                 .clone()
                 .unwrap_or_else(|| "Webhooks".to_owned()),
             logo_url: s.logo_url.clone(),
+            dark: s.dark,
         }
     }
 }
@@ -357,9 +351,8 @@ mod tests {
         assert!(!css.contains("--bg"), "{css}");
         let dark = PortalSettings { dark: true, ..s };
         let css = brand_stylesheet(&dark);
-        assert!(css.contains("--bg: #12151c"), "{css}");
-        assert!(css.contains("--field-bg: #12151c"), "{css}");
         assert!(!css.contains("--accent: #112233;"), "{css}");
+        assert!(css.contains("--on-accent: #12151c;"), "{css}");
         assert_eq!(brand_stylesheet(&PortalSettings::default()), "");
     }
 }
