@@ -17,6 +17,7 @@ use store::{NewTenant, Store, StoreError};
 use crate::error::PageError;
 use crate::limiter::{AuthLimits, Busy};
 use crate::password;
+use crate::problems::Problems;
 use crate::session::{self, FORM_COOKIE, SESSION_COOKIE, SESSION_TTL, Session};
 use crate::views::{self, LoginPage, MessagePage, SignupConfirmPage, SignupDone, SignupPage};
 
@@ -64,7 +65,7 @@ pub async fn signup_page(req: HttpRequest) -> Result<HttpResponse, PageError> {
         form_token: token.clone(),
         name: String::new(),
         email: String::new(),
-        error: None,
+        errors: Problems::new(),
     };
     with_form_cookie(&req, token, StatusCode::OK, &page)
 }
@@ -85,28 +86,43 @@ pub async fn signup(
         .filter(|m| m.confirm_by_email);
     let name = form.name.trim().to_owned();
     let email = form.email.trim().to_lowercase();
-    let problem = if name.is_empty() || name.chars().count() > 100 {
-        Some("Enter your organisation's name (at most 100 characters).".to_owned())
-    } else if !plausible_email(&email) {
-        Some("Enter a valid email address, like ops@example.com.".to_owned())
-    } else if form.password.chars().count() < MIN_PASSWORD || form.password.len() > MAX_PASSWORD {
-        Some(format!(
-            "Choose a password of at least {MIN_PASSWORD} characters."
-        ))
-    } else if by_email.is_none() && store.system().find_user_for_login(&email).await?.is_some() {
+    let mut errors = Problems::new();
+    if name.is_empty() || name.chars().count() > 100 {
+        errors.add(
+            "name",
+            "Enter your organisation's name (at most 100 characters).",
+        );
+    }
+    if !plausible_email(&email) {
+        errors.add(
+            "email",
+            "Enter a valid email address, like ops@example.com.",
+        );
+    }
+    if form.password.chars().count() < MIN_PASSWORD || form.password.len() > MAX_PASSWORD {
+        errors.add(
+            "password",
+            format!("Choose a password of at least {MIN_PASSWORD} characters."),
+        );
+    }
+    if errors.is_empty()
+        && by_email.is_none()
+        && store.system().find_user_for_login(&email).await?.is_some()
+    {
         // Without SMTP there is no way to answer uniformly: the account is created right here.
-        Some("An account with this email already exists. Log in instead.".to_owned())
-    } else {
-        None
-    };
-    if let Some(error) = problem {
+        errors.add(
+            "email",
+            "An account with this email already exists. Log in instead.",
+        );
+    }
+    if !errors.is_empty() {
         let page = SignupPage {
             csrf: None,
             root: "",
             form_token: form.csrf,
             name,
             email,
-            error: Some(error),
+            errors,
         };
         return Ok(views::render(StatusCode::UNPROCESSABLE_ENTITY, &page)?);
     }

@@ -17,6 +17,7 @@ mod manage;
 mod messages;
 mod password;
 mod portal;
+mod problems;
 mod session;
 mod settings;
 mod sources;

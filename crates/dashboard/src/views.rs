@@ -76,7 +76,7 @@ pub struct SignupPage {
     pub form_token: String,
     pub name: String,
     pub email: String,
-    pub error: Option<String>,
+    pub errors: crate::problems::Problems,
 }
 
 #[derive(Template)]

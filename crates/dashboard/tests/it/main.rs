@@ -242,13 +242,26 @@ async fn bad_sign_up_input_gets_a_message_on_the_page() {
     b.sign_up("Taken", "taken@example.com").await;
     let mut b = Browser::new(&app);
     let token = b.get("/signup").await.csrf();
+    // Each problem is shown under its field, which is marked invalid and points at it.
     let cases = [
-        ("", "a@example.com", PASSWORD, "organisation"),
-        ("Acme", "not-an-email", PASSWORD, "valid email"),
-        ("Acme", "a@example.com", "short", "at least 10 characters"),
-        ("Acme", "TAKEN@example.com", PASSWORD, "already exists"),
+        ("", "a@example.com", PASSWORD, "organisation", "name"),
+        ("Acme", "not-an-email", PASSWORD, "valid email", "email"),
+        (
+            "Acme",
+            "a@example.com",
+            "short",
+            "at least 10 characters",
+            "password",
+        ),
+        (
+            "Acme",
+            "TAKEN@example.com",
+            PASSWORD,
+            "already exists",
+            "email",
+        ),
     ];
-    for (name, email, password, message) in cases {
+    for (name, email, password, message, field) in cases {
         let r = b
             .post(
                 "/signup",
@@ -261,6 +274,17 @@ async fn bad_sign_up_input_gets_a_message_on_the_page() {
             )
             .await;
         r.assert(422, message);
+        r.assert(
+            422,
+            &format!(r#"aria-invalid="true" aria-describedby="{field}-error""#),
+        );
+        let under = r.body.split(&format!(r#"id="{field}-error">"#)).nth(1);
+        assert!(
+            under.is_some_and(|rest| rest[..rest.find('<').unwrap_or(0)].contains(message)),
+            "{message} under {field}: {}",
+            r.body
+        );
+        assert_eq!(r.body.matches("aria-invalid").count(), 1, "{}", r.body);
         // What was typed is kept (escaped), the password is not.
         assert!(
             r.body
