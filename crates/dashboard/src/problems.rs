@@ -13,20 +13,9 @@ impl Problems {
         Problems(Vec::new())
     }
 
-    /// One problem: `field` is the form field's `name` ("" for the form as a whole).
-    pub fn one(field: &'static str, message: impl Into<String>) -> Problems {
-        let mut p = Problems::new();
-        p.add(field, message);
-        p
-    }
-
+    /// A problem with the field named `field` ("" for the form as a whole).
     pub fn add(&mut self, field: &'static str, message: impl Into<String>) {
         self.0.push((field, message.into()));
-    }
-
-    /// Puts a problem before the others (the first field's, found later).
-    pub fn add_first(&mut self, field: &'static str, message: impl Into<String>) {
-        self.0.insert(0, (field, message.into()));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -49,11 +38,6 @@ impl Problems {
     pub fn messages(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(_, m)| m.as_str())
     }
-
-    /// The messages rewritten by `f` (the portal's customer words), fields kept.
-    pub fn map(self, f: impl Fn(&str) -> String) -> Problems {
-        Problems(self.0.into_iter().map(|(k, m)| (k, f(&m))).collect())
-    }
 }
 
 #[cfg(test)]
@@ -62,10 +46,11 @@ mod tests {
 
     #[test]
     fn a_fields_first_problem_is_the_one_under_it() {
-        let mut p = Problems::one("url", "URL: enter an address.");
+        let mut p = Problems::new();
+        p.add("name", "Name: too long.");
+        p.add("url", "URL: enter an address.");
         p.add("url", "URL: second.");
         p.add("", "Something about the whole form.");
-        p.add_first("name", "Name: too long.");
         assert_eq!(p.of("url"), Some("URL: enter an address."));
         assert_eq!(p.of("name"), Some("Name: too long."));
         assert_eq!(p.of(""), None, "a form-wide problem belongs to no field");
