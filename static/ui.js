@@ -51,3 +51,42 @@
     buttons(event).forEach(function (b) { b.disabled = false; });
   });
 })();
+
+// The event-type picker (templates/endpoint_form.html): a filter box (hidden without script,
+// where the list scrolls) shows the types whose name or description contains what is typed;
+// checking a type chooses "Only the event types checked below".
+(function () {
+  function show(box) {
+    var list = document.getElementById(box.dataset.pickerFilter);
+    if (!list) return;
+    var words = box.value.trim().toLowerCase();
+    list.querySelectorAll("li").forEach(function (li) {
+      li.hidden = words !== "" && li.textContent.toLowerCase().indexOf(words) < 0;
+    });
+  }
+  function reveal(root) {
+    root.querySelectorAll("[data-picker-filter]").forEach(function (box) {
+      var label = box.closest("label");
+      if (label) label.hidden = false;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { reveal(document); });
+  document.addEventListener("htmx:load", function (event) { reveal(event.target); });
+  document.addEventListener("input", function (event) {
+    var box = event.target;
+    if (box.matches && box.matches("[data-picker-filter]")) show(box);
+  });
+  // Enter in the filter box filters; it does not submit the endpoint form.
+  document.addEventListener("keydown", function (event) {
+    var box = event.target;
+    if (event.key === "Enter" && box.matches && box.matches("[data-picker-filter]")) {
+      event.preventDefault();
+    }
+  });
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!box.matches || !box.matches("fieldset.picker input[type=checkbox]") || !box.checked) return;
+    var some = box.closest("fieldset").querySelector("input[name=filter][value=some]");
+    if (some) some.checked = true;
+  });
+})();

@@ -90,7 +90,7 @@ async function main() {
   await page.getByText('Application created').waitFor();
   await go(page, page.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint');
   await page.getByLabel('URL').fill(`${sinkBase}/hooks/orders`);
-  await page.getByLabel('Event types').fill('order.paid');
+  await page.getByRole('checkbox', { name: 'order.paid' }).check();
   // Two quick tries, so failures become dead letters within a second.
   await page.locator('textarea[name=retry_policy]').fill('{"delays": ["300ms"], "maxAttempts": 2}');
   await go(page, page.getByRole('button', { name: 'Create endpoint' }), 'Create endpoint');
@@ -333,7 +333,7 @@ async function portalFlow({ browser, base, key, sink, sinkBase, consoleErrors, t
   step('portal: the customer adds an endpoint at the sink');
   await go(page, page.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint');
   await page.getByLabel('URL').fill(`${sinkBase}/hooks/customer`);
-  await page.getByLabel('Event types').fill('order.paid');
+  await page.getByRole('checkbox', { name: 'order.paid' }).check();
   await page.locator('summary', { hasText: 'Advanced' }).click();
   await page.locator('textarea[name=retry_policy]').fill('{"delays": ["300ms"], "maxAttempts": 2}');
   await go(page, page.getByRole('button', { name: 'Create endpoint' }), 'Create endpoint');

@@ -127,6 +127,7 @@ async function main() {
     body: JSON.stringify(body),
   });
   assert.equal((await api('/event-type', { name: 'order.paid', description: 'An order was paid' })).status, 201);
+  assert.equal((await api('/event-type', { name: 'order.lost', description: 'An order was lost' })).status, 201);
   const access = await api('/auth/app-portal-access/customer-co', { application: { name: 'Customer Co', uid: 'customer-co' } });
   const { url } = await access.json();
   assert.equal(access.status, 200);
@@ -173,15 +174,21 @@ async function main() {
   await assertReadable(page, 'the refused form');
 
   await page.getByLabel('URL').fill('https://93.184.215.14/hooks');
-  await page.getByLabel('Event types').fill('order.paid, order.lost');
+  // The customer picks two event types; the tenant archives one before the form is sent.
+  await page.getByRole('checkbox', { name: 'order.paid' }).check();
+  await page.getByRole('checkbox', { name: 'order.lost' }).check();
   await page.getByLabel('Timeout').fill('');
   await page.getByLabel('Retry policy').fill('');
+  const archived = await fetch(`${base}/api/v1/event-type/order.lost`, {
+    method: 'DELETE', headers: { authorization: `Bearer ${key}` },
+  });
+  assert.equal(archived.status, 204);
   await page.getByRole('button', { name: 'Create endpoint' }).click();
   await alert.getByText(/order\.lost/).waitFor();
   await speaksCustomer(page, 'the refused form (event type)');
   await alert.getByText('Event types: order.lost is not offered here').waitFor();
 
-  await page.getByLabel('Event types').fill('order.paid');
+  await page.getByRole('checkbox', { name: 'order.lost' }).uncheck();
   await page.getByRole('button', { name: 'Create endpoint' }).click();
   await page.getByText('Endpoint created').waitFor();
   await speaksCustomer(page, 'the endpoint page');

@@ -16,8 +16,8 @@ pub fn words(line: &str) -> String {
     };
     if let Some(names) = unknown_event_types(text) {
         return with_label(format!(
-            "{names} {} not offered here. Choose from the event types listed above, or leave \
-             the field empty to receive every event type.",
+            "{names} {} not offered here. Check event types from the list, or choose All \
+             event types.",
             if names.contains(',') { "are" } else { "is" }
         ));
     }
@@ -122,8 +122,8 @@ mod tests {
         );
         assert_eq!(
             shown,
-            "Event types: a.b, c.d are not offered here. Choose from the event types listed \
-             above, or leave the field empty to receive every event type."
+            "Event types: a.b, c.d are not offered here. Check event types from the list, or \
+             choose All event types."
         );
         let shown = words("Retry policy: invalid retryPolicy: missing field `cap`.");
         assert!(

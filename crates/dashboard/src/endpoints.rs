@@ -244,6 +244,7 @@ pub async fn detail(
         root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
+        filter_types: ep.filter_types()?,
         ep: EndpointView::of(&ep, now, &crate::service_config(&req)?.breaker),
         notice,
         attempts: attempts.attempts,

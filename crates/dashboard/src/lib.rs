@@ -12,6 +12,7 @@ mod charts;
 mod customer;
 mod endpoints;
 mod error;
+mod event_types;
 mod limiter;
 mod manage;
 mod messages;
@@ -42,6 +43,13 @@ pub(crate) fn service_config(req: &actix_web::HttpRequest) -> Result<&service::C
 /// workers) in the app data.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let form = || web::FormConfig::default().error_handler(error::form_error);
+    // Forms that carry JSON (an event type's schema and example, bounded by the service at
+    // `rules::MAX_SCHEMAS_BYTES`) or many choices (an endpoint's event types).
+    let big_form = || {
+        web::FormConfig::default()
+            .limit(BIG_FORM_BYTES)
+            .error_handler(error::form_error)
+    };
     cfg.service(web::resource("/static/{file}").route(web::get().to(assets::serve)))
         .service(
             web::resource("/signup")
@@ -69,6 +77,26 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/").route(web::get().to(endpoints::overview)))
         .service(web::resource("/settings").route(web::get().to(settings::show)))
         .service(web::resource("/sources").route(web::get().to(sources::list)))
+        .service(web::resource("/event-types").route(web::get().to(event_types::list)))
+        // Before `/event-types/{name}/…`; an event type named "new" is edited at
+        // `/event-types/new/edit`.
+        .service(
+            web::resource("/event-types/new")
+                .app_data(big_form())
+                .route(web::get().to(event_types::new_form))
+                .route(web::post().to(event_types::create)),
+        )
+        .service(
+            web::resource("/event-types/{name}/edit")
+                .app_data(big_form())
+                .route(web::get().to(event_types::edit_form))
+                .route(web::post().to(event_types::update)),
+        )
+        .service(
+            web::resource("/event-types/{name}/{action}")
+                .app_data(form())
+                .route(web::post().to(event_types::archive)),
+        )
         .service(
             web::resource("/settings/keys")
                 .app_data(form())
@@ -131,15 +159,25 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .default_service(web::to(error::not_found));
 }
 
+/// The body limit of forms that carry JSON or many choices: room for
+/// `service::rules::MAX_SCHEMAS_BYTES` of schema and example, percent-encoded, or for
+/// `service::rules::MAX_FILTER_TYPES` event type names.
+const BIG_FORM_BYTES: usize = 512 * 1024;
+
 /// The pages of one application, on the dashboard (`/app/…`) and in the portal
 /// (`/portal/app/…`): the same handlers, and the session decides which applications they find.
 fn app_pages(cfg: &mut web::ServiceConfig) {
     let form = || web::FormConfig::default().error_handler(error::form_error);
+    let big_form = || {
+        web::FormConfig::default()
+            .limit(BIG_FORM_BYTES)
+            .error_handler(error::form_error)
+    };
     cfg
         // Before `/app/{app_id}/endpoint/{endpoint_id}`, which would take "new" as an id.
         .service(
             web::resource("/app/{app_id}/endpoint/new")
-                .app_data(form())
+                .app_data(big_form())
                 .route(web::get().to(manage::new_form))
                 .route(web::post().to(manage::create_endpoint)),
         )
@@ -149,7 +187,7 @@ fn app_pages(cfg: &mut web::ServiceConfig) {
         )
         .service(
             web::resource("/app/{app_id}/endpoint/{endpoint_id}/edit")
-                .app_data(form())
+                .app_data(big_form())
                 .route(web::get().to(manage::edit_form))
                 .route(web::post().to(manage::update_endpoint)),
         )

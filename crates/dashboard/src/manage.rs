@@ -186,7 +186,17 @@ fn parse_form(
             .collect();
         (!items.is_empty()).then_some(items)
     };
-    new.filter_types = list(&f.event_types);
+    new.filter_types = if f.all_types() {
+        None
+    } else {
+        let chosen = f.chosen_types();
+        if chosen.is_empty() {
+            errors.push(
+                "Event types: check at least one event type, or choose All event types.".to_owned(),
+            );
+        }
+        Some(chosen).filter(|c| !c.is_empty())
+    };
     if !advanced {
         errors.extend(service::endpoints::problems(&new).iter().map(problem));
         return if errors.is_empty() {
@@ -268,11 +278,13 @@ fn values_of(
     headers: std::collections::BTreeMap<String, String>,
 ) -> Result<EndpointFormValues, store::StoreError> {
     let list = |v: Option<Vec<String>>| v.map(|v| v.join(", ")).unwrap_or_default();
+    let types = ep.filter_types()?;
     Ok(EndpointFormValues {
         csrf: String::new(),
         url: ep.url.clone(),
         description: ep.description.clone(),
-        event_types: list(ep.filter_types()?),
+        filter: if types.is_some() { "some" } else { "all" }.to_owned(),
+        event_types: types.unwrap_or_default(),
         channels: list(ep.channels()?),
         timeout: ep
             .timeout_ms
@@ -301,15 +313,8 @@ async fn form_page(
     form: EndpointFormValues,
     errors: Vec<String>,
 ) -> Result<HttpResponse, PageError> {
-    // Endpoints filter only on defined event types: the form says which exist.
-    let types = session::store_of(req)?
-        .list_event_types(
-            session.tenant,
-            false,
-            &store::ListParams::first(KNOWN_TYPES_SHOWN),
-        )
-        .await?;
-    let known_event_types = types.data.into_iter().map(|t| t.name).collect();
+    // Endpoints filter only on defined event types: the picker offers the live ones.
+    let (picker, more_event_types) = picker_items(session::store_of(req)?, &session, &form).await?;
     let portal = session.actor() == service::endpoints::Actor::Portal;
     let advanced = has_advanced(req, &session);
     // In the portal the advanced part starts closed, unless it holds what was just refused.
@@ -333,8 +338,8 @@ async fn form_page(
     let page = EndpointFormPage {
         advanced,
         advanced_open,
-        known_event_types,
-        more_event_types: !types.done,
+        picker,
+        more_event_types,
         csrf: Some(session.csrf),
         root: session.root,
         app_id: app.id.to_string(),
@@ -360,8 +365,55 @@ fn has_advanced(req: &HttpRequest, session: &Session) -> bool {
             .is_some_and(|s| s.hide_advanced)
 }
 
-/// How many defined event types the endpoint form lists.
-const KNOWN_TYPES_SHOWN: u64 = 50;
+/// The picker's checkboxes: the tenant's live event types (the first
+/// [`views::PICKER_TYPES`]) and whatever the form has checked besides (an archived type the
+/// endpoint chose before stays shown and checked, marked retired), sorted by name.
+async fn picker_items(
+    store: &Store,
+    session: &Session,
+    form: &EndpointFormValues,
+) -> Result<(Vec<views::PickerItem>, bool), PageError> {
+    /// Characters of a description shown beside its checkbox.
+    const DESCRIPTION_SHOWN: usize = 120;
+    let live = store
+        .list_event_types(
+            session.tenant,
+            false,
+            &store::ListParams::first(views::PICKER_TYPES),
+        )
+        .await?;
+    let mut chosen = form.chosen_types();
+    chosen.truncate(rules::MAX_FILTER_TYPES);
+    let mut items: Vec<views::PickerItem> = live
+        .data
+        .into_iter()
+        .map(|t| {
+            let mut description: String = t.description.chars().take(DESCRIPTION_SHOWN).collect();
+            if description.len() < t.description.len() {
+                description.push('…');
+            }
+            views::PickerItem {
+                checked: chosen.contains(&t.name),
+                name: t.name,
+                description,
+                retired: false,
+            }
+        })
+        .collect();
+    let others: Vec<String> = chosen
+        .into_iter()
+        .filter(|n| !items.iter().any(|i| &i.name == n))
+        .collect();
+    let retired = store.unknown_event_types(session.tenant, &others).await?;
+    items.extend(others.into_iter().map(|name| views::PickerItem {
+        retired: retired.contains(&name),
+        checked: true,
+        description: String::new(),
+        name,
+    }));
+    items.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((items, !live.done))
+}
 
 /// What the service refused, as lines of the form's error list; failures that are not about
 /// the input become an error page.
@@ -400,14 +452,14 @@ pub async fn create_endpoint(
     req: HttpRequest,
     session: Session,
     path: web::Path<String>,
-    form: web::Form<EndpointFormValues>,
+    form: web::Form<Vec<(String, String)>>,
 ) -> Result<HttpResponse, PageError> {
+    let form = EndpointFormValues::from_pairs(form.into_inner());
     session.check_csrf(&req, &form.csrf)?;
     session.require(Capability::ManageEndpoint)?;
     let store = session::store_of(&req)?;
     let cfg = service_config(&req)?;
     let app = session.app(store, &path).await?;
-    let form = form.into_inner();
     let new = match parse_form(&form, NewEndpoint::default(), has_advanced(&req, &session)) {
         Ok(new) => new,
         Err(mut errors) => {
@@ -480,14 +532,14 @@ pub async fn update_endpoint(
     req: HttpRequest,
     session: Session,
     path: web::Path<(String, String)>,
-    form: web::Form<EndpointFormValues>,
+    form: web::Form<Vec<(String, String)>>,
 ) -> Result<HttpResponse, PageError> {
+    let form = EndpointFormValues::from_pairs(form.into_inner());
     session.check_csrf(&req, &form.csrf)?;
     session.require(Capability::ManageEndpoint)?;
     let store = session::store_of(&req)?;
     let cfg = service_config(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
-    let form = form.into_inner();
     let base = service::endpoints::as_new(store, &ep)?;
     let ep_id = ep.id;
     let new = match parse_form(&form, base, has_advanced(&req, &session)) {
@@ -660,10 +712,53 @@ mod tests {
     }
 
     #[test]
+    fn the_picker_chooses_all_or_the_checked_types() {
+        let checked = |filter: &str, types: &[&str]| {
+            form(|v| {
+                v.filter = filter.into();
+                v.event_types = types.iter().map(|t| t.to_string()).collect();
+            })
+        };
+        let base = NewEndpoint::default;
+        // "All event types" wins over boxes left checked.
+        let all = parse_form(&checked("all", &["a.b"]), base(), false).expect("valid");
+        assert_eq!(all.filter_types, None);
+        let some = parse_form(&checked("some", &["a.b", "c.d", "a.b"]), base(), false);
+        assert_eq!(
+            some.expect("valid").filter_types,
+            Some(vec!["a.b".to_owned(), "c.d".to_owned()])
+        );
+        let none = parse_form(&checked("some", &[]), base(), false).expect_err("nothing checked");
+        assert_eq!(
+            none,
+            ["Event types: check at least one event type, or choose All event types."]
+        );
+        // Without the picker's radio (a script, an old page): the checked ones, else all.
+        let bare = parse_form(&checked("", &["a.b"]), base(), false).expect("valid");
+        assert_eq!(bare.filter_types, Some(vec!["a.b".to_owned()]));
+        assert_eq!(
+            parse_form(&checked("", &[]), base(), false)
+                .expect("valid")
+                .filter_types,
+            None
+        );
+        // Repeated checkboxes arrive as repeated pairs.
+        let posted = EndpointFormValues::from_pairs(vec![
+            ("url".into(), "https://example.com/a".into()),
+            ("filter".into(), "some".into()),
+            ("event_types".into(), "a.b".into()),
+            ("event_types".into(), "c.d".into()),
+            ("unknown".into(), "ignored".into()),
+        ]);
+        assert_eq!(posted.chosen_types(), ["a.b", "c.d"]);
+        assert!(!posted.all_types());
+    }
+
+    #[test]
     fn every_problem_is_reported() {
         let bad = form(|v| {
             v.url = " ".into();
-            v.event_types = "a.b, c d".into();
+            v.event_types = vec!["a.b, c d".into()];
             v.channels = "eu, x/y".into();
             v.timeout = "99ms".into();
             v.max_concurrency = "1001".into();
@@ -685,7 +780,7 @@ mod tests {
     #[test]
     fn stored_values_fill_the_form_and_parse_back() {
         let filled = form(|v| {
-            v.event_types = "user.created,invoice.paid".into();
+            v.event_types = vec!["user.created".into(), "invoice.paid".into()];
             v.channels = "eu".into();
             v.timeout = "2500ms".into();
             v.max_concurrency = "4".into();
@@ -712,7 +807,8 @@ mod tests {
             ..store::testing::endpoint_model("ep_1", &new.url)
         };
         let shown = values_of(&ep, new.headers.clone()).expect("readable");
-        assert_eq!(shown.event_types, "user.created, invoice.paid");
+        assert_eq!(shown.event_types, ["user.created", "invoice.paid"]);
+        assert_eq!(shown.filter, "some");
         assert_eq!(shown.timeout, "2500ms");
         let again = parse_form(&shown, NewEndpoint::default(), true).expect("valid");
         assert_eq!(again.filter_types, new.filter_types);

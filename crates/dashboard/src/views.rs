@@ -146,6 +146,8 @@ pub struct EndpointPage {
     pub app_id: String,
     pub app_name: String,
     pub ep: EndpointView,
+    /// The event types it receives; `None`: every event type.
+    pub filter_types: Option<Vec<String>>,
     pub notice: Option<String>,
     pub attempts: Vec<AttemptRow>,
     pub more_attempts: bool,
@@ -496,8 +498,10 @@ pub struct EndpointFormPage {
     pub ep_id: Option<String>,
     pub form: EndpointFormValues,
     pub errors: Vec<String>,
-    /// The tenant's event types an endpoint may filter on (the first of them).
-    pub known_event_types: Vec<String>,
+    /// The event-type picker: the live event types (the first [`PICKER_TYPES`] by name) and
+    /// the endpoint's own choices, archived ones included.
+    pub picker: Vec<PickerItem>,
+    /// More live event types exist than the picker lists.
     pub more_event_types: bool,
     /// Whether the form has its "Advanced" part (timeout, rate limit, concurrency, retry
     /// policy, headers), and whether it starts open.
@@ -505,33 +509,95 @@ pub struct EndpointFormPage {
     pub advanced_open: bool,
 }
 
-/// The endpoint form's fields, as text.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-pub struct EndpointFormValues {
-    #[serde(default)]
-    pub csrf: String,
-    #[serde(default)]
-    pub url: String,
-    #[serde(default)]
+/// Most live event types the endpoint form's picker lists.
+pub const PICKER_TYPES: u64 = store::MAX_LIMIT;
+
+/// One checkbox of the event-type picker.
+#[derive(Clone, Debug)]
+pub struct PickerItem {
+    pub name: String,
     pub description: String,
-    /// Comma-separated; empty means every event type.
-    #[serde(default)]
-    pub event_types: String,
-    #[serde(default)]
+    pub checked: bool,
+    /// Archived (or gone) since the endpoint chose it: shown so it can be kept or dropped,
+    /// never offered to a new choice.
+    pub retired: bool,
+}
+
+/// The endpoint form's fields, as text.
+#[derive(Clone, Debug, Default)]
+pub struct EndpointFormValues {
+    pub csrf: String,
+    pub url: String,
+    pub description: String,
+    /// The picker's choice: `all` (every event type), `some` (the checked ones), or empty
+    /// (a client without the picker: the checked ones, if any, else all).
+    pub filter: String,
+    /// The checked event types (each value may also be a comma-separated list).
+    pub event_types: Vec<String>,
     pub channels: String,
     /// Like `15s`; empty means the default.
-    #[serde(default)]
     pub timeout: String,
-    #[serde(default)]
     pub max_concurrency: String,
-    #[serde(default)]
     pub throttle_rate: String,
     /// The JSON of the API's `retryPolicy`; empty means the default.
-    #[serde(default)]
     pub retry_policy: String,
     /// Custom headers sent with every attempt, one `Name: value` per line.
-    #[serde(default)]
     pub headers: String,
+}
+
+impl EndpointFormValues {
+    /// The posted form (`web::Form<Vec<(String, String)>>`: checkboxes repeat their name).
+    /// Unknown fields are ignored, as a form's would be; a repeated text field keeps its last.
+    pub fn from_pairs(pairs: Vec<(String, String)>) -> EndpointFormValues {
+        let mut f = EndpointFormValues::default();
+        for (k, v) in pairs {
+            let slot = match k.as_str() {
+                "event_types" => {
+                    f.event_types.push(v);
+                    continue;
+                }
+                "csrf" => &mut f.csrf,
+                "url" => &mut f.url,
+                "description" => &mut f.description,
+                "filter" => &mut f.filter,
+                "channels" => &mut f.channels,
+                "timeout" => &mut f.timeout,
+                "max_concurrency" => &mut f.max_concurrency,
+                "throttle_rate" => &mut f.throttle_rate,
+                "retry_policy" => &mut f.retry_policy,
+                "headers" => &mut f.headers,
+                _ => continue,
+            };
+            *slot = v;
+        }
+        f
+    }
+
+    /// The checked event types, each once, in the order given.
+    pub fn chosen_types(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for name in self
+            .event_types
+            .iter()
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            if !out.iter().any(|n| n == name) {
+                out.push(name.to_owned());
+            }
+        }
+        out
+    }
+
+    /// Whether the form asks for every event type (no filter).
+    pub fn all_types(&self) -> bool {
+        match self.filter.as_str() {
+            "all" => true,
+            "some" => false,
+            _ => self.chosen_types().is_empty(),
+        }
+    }
 }
 
 /// The endpoint page's recent attempts, also served alone for polling.

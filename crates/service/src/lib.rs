@@ -7,6 +7,7 @@
 
 pub mod endpoints;
 mod error;
+pub mod event_types;
 pub mod inbound;
 pub mod limits;
 pub mod messages;

@@ -21,6 +21,9 @@ pub const MAX_CHANNELS: usize = 10;
 pub const MAX_TAGS: usize = 5;
 /// Most feature flags on an event type.
 pub const MAX_FEATURE_FLAGS: usize = 10;
+/// Largest `schemas` of an event type (bytes of its JSON): room for a detailed schema and
+/// examples, while a form or an API call cannot store megabytes per event type.
+pub const MAX_SCHEMAS_BYTES: usize = 64 * 1024;
 /// Most event types an endpoint may filter on.
 pub const MAX_FILTER_TYPES: usize = 1000;
 /// Largest `maxConcurrency` of an endpoint.
@@ -125,6 +128,15 @@ pub fn schemas(value: &serde_json::Value) -> Result<(), FieldError> {
             "schemas must be an object of JSON Schemas by version, like {\"1\": {\"type\": \"object\"}}",
         ));
     };
+    if value.to_string().len() > MAX_SCHEMAS_BYTES {
+        return Err(FieldError::new(
+            "schemas",
+            format!(
+                "schemas must be at most {} KiB of JSON",
+                MAX_SCHEMAS_BYTES / 1024
+            ),
+        ));
+    }
     match versions.iter().find(|(_, schema)| !schema.is_object()) {
         Some((version, _)) => Err(FieldError::new(
             "schemas",

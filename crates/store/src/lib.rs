@@ -44,7 +44,7 @@ pub use error::{StoreError, redact_url};
 pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};
-pub use page::{ListParams, Page};
+pub use page::{ListParams, MAX_LIMIT, Page};
 pub use portal::{
     NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, PORTAL_TOKEN_PREFIX, PortalGrant,
     portal_url,

@@ -7,7 +7,7 @@ use crate::dto::{
     list_params, time,
 };
 use crate::extract::{JsonBody, Tenant};
-use service::rules;
+use service::event_types as service;
 
 use crate::ApiError;
 
@@ -23,21 +23,6 @@ fn out(m: event_type::Model) -> Result<EventTypeOut, ApiError> {
         created_at: time(m.created_at),
         updated_at: time(m.updated_at),
     })
-}
-
-fn checked(new: NewEventType) -> Result<NewEventType, ApiError> {
-    rules::ident("name", &new.name)?;
-    rules::description(&new.description)?;
-    if let Some(s) = &new.schemas {
-        rules::schemas(s)?;
-    }
-    if let Some(flags) = &new.feature_flags {
-        rules::labels("featureFlags", flags, rules::MAX_FEATURE_FLAGS)?;
-    }
-    if let Some(g) = &new.group_name {
-        rules::ident("groupName", g)?;
-    }
-    Ok(new)
 }
 
 #[utoipa::path(get, path = "/api/v1/event-type", tag = "Event Type", params(EventTypeListQuery),
@@ -73,7 +58,7 @@ pub async fn create(
     Tenant(t): Tenant,
     JsonBody(body): JsonBody<EventTypeIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let new = checked(NewEventType {
+    let new = NewEventType {
         name: body.name,
         description: body.description,
         schemas: body.schemas,
@@ -81,8 +66,8 @@ pub async fn create(
         group_name: body.group_name,
         deprecated: body.deprecated.unwrap_or(false),
         archived: body.archived.unwrap_or(false),
-    })?;
-    let created = store.create_event_type(t, new).await?;
+    };
+    let created = service::create(&store, t, new).await?;
     Ok(HttpResponse::Created().json(out(created)?))
 }
 
@@ -110,7 +95,7 @@ pub async fn upsert(
     path: web::Path<String>,
     JsonBody(body): JsonBody<EventTypeUpsertIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let new = checked(NewEventType {
+    let new = service::checked(NewEventType {
         name: path.into_inner(),
         description: body.description.unwrap_or_default(),
         schemas: body.schemas,
@@ -120,9 +105,9 @@ pub async fn upsert(
         archived: body.archived.unwrap_or(false),
     })?;
     match store.get_event_type(t, &new.name).await {
-        Ok(_) => Ok(HttpResponse::Ok().json(out(store.update_event_type(t, new).await?)?)),
+        Ok(_) => Ok(HttpResponse::Ok().json(out(service::update(&store, t, new).await?)?)),
         Err(StoreError::NotFound { .. }) => {
-            Ok(HttpResponse::Created().json(out(store.create_event_type(t, new).await?)?))
+            Ok(HttpResponse::Created().json(out(service::create(&store, t, new).await?)?))
         }
         Err(e) => Err(e.into()),
     }
@@ -139,7 +124,7 @@ pub async fn patch(
     JsonBody(body): JsonBody<EventTypePatch>,
 ) -> Result<HttpResponse, ApiError> {
     let current = out(store.get_event_type(t, &path).await?)?;
-    let new = checked(NewEventType {
+    let new = NewEventType {
         name: current.name,
         description: body.description.apply_required(current.description),
         schemas: body.schemas.apply(current.schemas),
@@ -147,8 +132,8 @@ pub async fn patch(
         group_name: body.group_name.apply(current.group_name),
         deprecated: body.deprecated.apply_required(current.deprecated),
         archived: body.archived.apply_required(current.archived),
-    })?;
-    Ok(HttpResponse::Ok().json(out(store.update_event_type(t, new).await?)?))
+    };
+    Ok(HttpResponse::Ok().json(out(service::update(&store, t, new).await?)?))
 }
 
 /// Archives the event type (messages of that type stay readable).

@@ -1,6 +1,7 @@
 //! The dashboard as a browser uses it, over HTTP against the real application.
 
 mod attempts;
+mod event_types;
 mod helpers;
 mod manage;
 mod messages;
