@@ -19,6 +19,7 @@ use store::{NewApplication, NewEndpoint, Store};
 use crate::auth::see_other;
 use crate::endpoints::load;
 use crate::error::PageError;
+use crate::problems::Problems;
 use crate::service_config;
 use crate::session::{self, Session};
 use crate::views::{self, EndpointFormPage, EndpointFormValues, MessagePage, SecretFragment};
@@ -137,9 +138,36 @@ fn label(field: &str) -> &'static str {
     }
 }
 
-/// A field problem as a line of the form's error list.
-fn problem(e: &FieldError) -> String {
-    format!("{}: {}.", label(&e.field), e.msg.trim_end_matches('.'))
+/// The form field (its `name`) of an endpoint field, by the field's API name; "" for a
+/// problem of the endpoint as a whole.
+fn form_field(field: &str) -> &'static str {
+    match field {
+        "url" => "url",
+        "description" => "description",
+        "filterTypes" => "event_types",
+        "channels" => "channels",
+        "timeout" => "timeout",
+        "retryPolicy" => "retry_policy",
+        "maxConcurrency" => "max_concurrency",
+        "throttleRate" => "throttle_rate",
+        "headers" => "headers",
+        _ => "",
+    }
+}
+
+/// A field problem, for under its field and the form's list.
+fn problem(e: &FieldError) -> (&'static str, String) {
+    (
+        form_field(&e.field),
+        format!("{}: {}.", label(&e.field), e.msg.trim_end_matches('.')),
+    )
+}
+
+/// Adds the service's `found` problems to `errors`.
+fn add_all(errors: &mut Problems, found: &[FieldError]) {
+    for (field, text) in found.iter().map(problem) {
+        errors.add(field, text);
+    }
 }
 
 /// The URL's own problems (syntax, the SSRF guard, a shared broker's namespace) put first in
@@ -149,12 +177,14 @@ async fn url_problems(
     cfg: &service::Config,
     session: &Session,
     url: &str,
-    errors: &mut Vec<String>,
+    errors: &mut Problems,
 ) -> Result<(), PageError> {
     match service::endpoints::check_url(store, cfg, session.tenant, session.actor(), url).await {
         Ok(_) => Ok(()),
         Err(service::ServiceError::Invalid(found)) => {
-            errors.splice(0..0, found.iter().map(problem));
+            for (field, text) in found.iter().map(problem).rev() {
+                errors.add_first(field, text);
+            }
             Ok(())
         }
         Err(e) => Err(e.into()),
@@ -169,12 +199,15 @@ fn parse_form(
     f: &EndpointFormValues,
     base: NewEndpoint,
     advanced: bool,
-) -> Result<NewEndpoint, Vec<String>> {
-    let mut errors = Vec::new();
+) -> Result<NewEndpoint, Problems> {
+    let mut errors = Problems::new();
     let mut new = base;
     new.url = f.url.trim().to_owned();
     if new.url.is_empty() {
-        errors.push("URL: enter the address hookd should send webhooks to.".to_owned());
+        errors.add(
+            "url",
+            "URL: enter the address hookd should send webhooks to.",
+        );
     }
     new.description = f.description.trim().to_owned();
     let list = |text: &str| -> Option<Vec<String>> {
@@ -191,14 +224,15 @@ fn parse_form(
     } else {
         let chosen = f.chosen_types();
         if chosen.is_empty() {
-            errors.push(
-                "Event types: check at least one event type, or choose All event types.".to_owned(),
+            errors.add(
+                "event_types",
+                "Event types: check at least one event type, or choose All event types.",
             );
         }
         Some(chosen).filter(|c| !c.is_empty())
     };
     if !advanced {
-        errors.extend(service::endpoints::problems(&new).iter().map(problem));
+        add_all(&mut errors, &service::endpoints::problems(&new));
         return if errors.is_empty() {
             Ok(new)
         } else {
@@ -206,7 +240,10 @@ fn parse_form(
         };
     }
     new.channels = list(&f.channels);
-    let mut parsed = |r: Result<i64, FieldError>| r.map_err(|e| errors.push(problem(&e))).ok();
+    let mut parsed = |r: Result<i64, FieldError>| {
+        r.map_err(|e| add_all(&mut errors, std::slice::from_ref(&e)))
+            .ok()
+    };
     new.timeout_ms = match f.timeout.trim() {
         "" => None,
         t => parsed(rules::timeout(t)),
@@ -216,7 +253,7 @@ fn parse_form(
         text => serde_json::from_str::<serde_json::Value>(text)
             .map_err(|e| FieldError::new("retryPolicy", format!("not JSON: {e}")))
             .and_then(rules::retry_policy)
-            .map_err(|e| errors.push(problem(&e)))
+            .map_err(|e| add_all(&mut errors, std::slice::from_ref(&e)))
             .ok(),
     };
     // A number the rule refuses, or no number at all: the form says which numbers it takes.
@@ -226,10 +263,10 @@ fn parse_form(
             t => {
                 let n = t.parse::<u32>().ok().and_then(rule);
                 if n.is_none() {
-                    errors.push(format!(
-                        "{}: enter a whole number from 1 to {max}.",
-                        label(field)
-                    ));
+                    errors.add(
+                        form_field(field),
+                        format!("{}: enter a whole number from 1 to {max}.", label(field)),
+                    );
                 }
                 n
             }
@@ -256,14 +293,14 @@ fn parse_form(
             Some((name, value)) if !name.trim().is_empty() => {
                 headers.insert(name.trim().to_owned(), value.trim().to_owned());
             }
-            _ => errors.push(format!(
-                "Custom headers: line {} is not “Name: value”.",
-                i + 1
-            )),
+            _ => errors.add(
+                "headers",
+                format!("Custom headers: line {} is not “Name: value”.", i + 1),
+            ),
         }
     }
     new.headers = headers;
-    errors.extend(service::endpoints::problems(&new).iter().map(problem));
+    add_all(&mut errors, &service::endpoints::problems(&new));
     if errors.is_empty() {
         Ok(new)
     } else {
@@ -311,7 +348,7 @@ async fn form_page(
     app: application::Model,
     ep_id: Option<String>,
     form: EndpointFormValues,
-    errors: Vec<String>,
+    errors: Problems,
 ) -> Result<HttpResponse, PageError> {
     // Endpoints filter only on defined event types: the picker offers the live ones.
     let (picker, more_event_types) = picker_items(session::store_of(req)?, &session, &form).await?;
@@ -331,7 +368,7 @@ async fn form_page(
             .iter()
             .any(|v| !v.trim().is_empty()));
     let errors = if portal {
-        errors.iter().map(|e| crate::customer::words(e)).collect()
+        errors.map(crate::customer::words)
     } else {
         errors
     };
@@ -417,11 +454,17 @@ async fn picker_items(
 
 /// What the service refused, as lines of the form's error list; failures that are not about
 /// the input become an error page.
-fn form_problems(e: ServiceError) -> Result<Vec<String>, PageError> {
+fn form_problems(e: ServiceError) -> Result<Problems, PageError> {
     match e {
-        ServiceError::Invalid(errors) => Ok(errors.iter().map(problem).collect()),
+        ServiceError::Invalid(found) => {
+            let mut errors = Problems::new();
+            add_all(&mut errors, &found);
+            Ok(errors)
+        }
         ServiceError::Store(store::StoreError::Conflict { field }) => {
-            Ok(vec![format!("{field} already exists")])
+            let mut errors = Problems::new();
+            errors.add(form_field(&field), format!("{field} already exists"));
+            Ok(errors)
         }
         other => Err(other.into()),
     }
@@ -442,7 +485,7 @@ pub async fn new_form(
         app,
         None,
         EndpointFormValues::default(),
-        Vec::new(),
+        Problems::new(),
     )
     .await
 }
@@ -521,7 +564,7 @@ pub async fn edit_form(
         app,
         Some(ep.id.to_string()),
         values,
-        Vec::new(),
+        Problems::new(),
     )
     .await
 }
@@ -730,9 +773,10 @@ mod tests {
         );
         let none = parse_form(&checked("some", &[]), base(), false).expect_err("nothing checked");
         assert_eq!(
-            none,
-            ["Event types: check at least one event type, or choose All event types."]
+            none.of("event_types"),
+            Some("Event types: check at least one event type, or choose All event types.")
         );
+        assert_eq!(none.len(), 1);
         // Without the picker's radio (a script, an old page): the checked ones, else all.
         let bare = parse_form(&checked("", &["a.b"]), base(), false).expect("valid");
         assert_eq!(bare.filter_types, Some(vec!["a.b".to_owned()]));
@@ -768,13 +812,28 @@ mod tests {
         });
         let errors = parse_form(&bad, NewEndpoint::default(), true).expect_err("invalid");
         assert_eq!(errors.len(), 9, "{errors:#?}");
-        assert!(errors.contains(&"Custom headers: line 1 is not “Name: value”.".to_owned()));
         assert!(
             errors
-                .iter()
+                .messages()
+                .any(|e| e == "Custom headers: line 1 is not “Name: value”.")
+        );
+        assert!(
+            errors
+                .messages()
                 .any(|e| e.starts_with("Custom headers: header \"webhook-id\"")),
             "{errors:#?}"
         );
+        // Each is under its own field.
+        for field in [
+            "url",
+            "timeout",
+            "max_concurrency",
+            "throttle_rate",
+            "retry_policy",
+            "headers",
+        ] {
+            assert!(errors.of(field).is_some(), "{field}: {errors:#?}");
+        }
     }
 
     #[test]

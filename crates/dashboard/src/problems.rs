@@ -18,6 +18,11 @@ impl Problems {
         self.0.push((field, message.into()));
     }
 
+    /// Puts a problem before the others (the first field's, found later).
+    pub fn add_first(&mut self, field: &'static str, message: impl Into<String>) {
+        self.0.insert(0, (field, message.into()));
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -38,6 +43,11 @@ impl Problems {
     pub fn messages(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(_, m)| m.as_str())
     }
+
+    /// The messages rewritten by `f` (the portal's customer words), fields kept.
+    pub fn map(self, f: impl Fn(&str) -> String) -> Problems {
+        Problems(self.0.into_iter().map(|(k, m)| (k, f(&m))).collect())
+    }
 }
 
 #[cfg(test)]
@@ -51,11 +61,14 @@ mod tests {
         p.add("url", "URL: enter an address.");
         p.add("url", "URL: second.");
         p.add("", "Something about the whole form.");
-        assert_eq!(p.of("url"), Some("URL: enter an address."));
+        p.add_first("url", "URL: first.");
+        assert_eq!(p.of("url"), Some("URL: first."));
         assert_eq!(p.of("name"), Some("Name: too long."));
         assert_eq!(p.of(""), None, "a form-wide problem belongs to no field");
         assert_eq!(p.of("timeout"), None);
-        assert_eq!(p.len(), 4);
-        assert_eq!(p.messages().next(), Some("Name: too long."));
+        assert_eq!(p.len(), 5);
+        assert_eq!(p.messages().next(), Some("URL: first."));
+        let p = p.map(|m| m.to_uppercase());
+        assert_eq!(p.of("name"), Some("NAME: TOO LONG."));
     }
 }

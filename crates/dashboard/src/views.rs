@@ -497,7 +497,7 @@ pub struct EndpointFormPage {
     /// `None` for a new endpoint.
     pub ep_id: Option<String>,
     pub form: EndpointFormValues,
-    pub errors: Vec<String>,
+    pub errors: crate::problems::Problems,
     /// The event-type picker: the live event types (the first [`PICKER_TYPES`] by name) and
     /// the endpoint's own choices, archived ones included.
     pub picker: Vec<PickerItem>,

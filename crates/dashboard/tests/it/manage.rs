@@ -94,6 +94,27 @@ async fn create_an_application_then_an_endpoint_with_every_setting() {
     ] {
         assert!(bad.body.contains(text), "{text:?} not in:\n{}", bad.body);
     }
+    // Each field's problem is under it, the field marked invalid and pointing at it.
+    for field in [
+        "url",
+        "event_types",
+        "timeout",
+        "max_concurrency",
+        "throttle_rate",
+        "retry_policy",
+    ] {
+        assert!(
+            bad.body.contains(&format!(r#"id="{field}-error""#)),
+            "{field}: no problem under it:\n{}",
+            bad.body
+        );
+    }
+    assert_eq!(
+        bad.body.matches(r#"aria-invalid="true""#).count(),
+        5,
+        "{}",
+        bad.body
+    );
     // The SSRF guard alone refuses a private address, as the API does.
     let ssrf = b
         .post(&new, &[("csrf", &csrf), ("url", "http://10.1.2.3/hook")])
