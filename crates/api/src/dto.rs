@@ -653,7 +653,7 @@ pub struct BackgroundTaskOut {
     /// What the task did: `{"deliveries": n}` once finished, `{"error": "..."}` if it failed.
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
-    /// `running`, `finished` or `failed`.
+    /// `running`, `finished`, `failed` or `canceled`.
     pub status: String,
     /// `endpoint.recover` or `endpoint.replay`.
     pub task: String,

@@ -48,9 +48,15 @@ pub async fn overview(
     session: Session,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, PageError> {
-    let notice = query
-        .get("created")
-        .map(|id| format!("Application created ({id}). Add an endpoint to it below."));
+    let notice = match (query.get("created"), query.get("deleted")) {
+        (Some(id), _) => Some(format!(
+            "Application created ({id}). Add an endpoint to it below."
+        )),
+        (None, Some(name)) => Some(format!(
+            "Application {name} deleted, with its endpoints and messages."
+        )),
+        (None, None) => None,
+    };
     let extra = OverviewExtra {
         notice,
         ..OverviewExtra::default()
@@ -360,7 +366,7 @@ pub async fn job_notice(
             "failed: {}",
             job.error.as_deref().unwrap_or("no reason recorded")
         ),
-        JobState::Running => JobState::Running.to_string(),
+        JobState::Running | JobState::Canceled => job.state.to_string(),
     };
     Ok(Some(match label {
         "Replay" => format!("Replay started: job {} ({state}), for {what}.", job.id),
@@ -533,7 +539,8 @@ fn auth_text(auth: &Option<EndpointAuth>) -> String {
 }
 
 /// POST `/app/{app}/endpoint/{ep}/{action}`: `enable`, `disable`, `recover` (since a date),
-/// `recover-all` (every failed delivery, from the dead-letter page), `rotate-secret`, `test`
+/// `recover-all` (every failed delivery, from the dead-letter page) and `replay-missing`
+/// (since a date), which show their preview (see `bulk`), `rotate-secret`, `test`
 /// (a test event, or the example of a chosen event type) or `delete`.
 pub async fn act(
     req: HttpRequest,
@@ -546,7 +553,7 @@ pub async fn act(
     let (app_id, ep_id, action) = path.into_inner();
     session.require(match action.as_str() {
         "rotate-secret" | "rotate-ed25519" => Capability::ManageEndpointSecret,
-        "recover" | "recover-all" | "test" => Capability::CreateAttempts,
+        "recover" | "recover-all" | "replay-missing" | "test" => Capability::CreateAttempts,
         _ => Capability::ManageEndpoint,
     })?;
     let (app, ep) = load(store, &session, &app_id, &ep_id).await?;
@@ -565,28 +572,29 @@ pub async fn act(
                 .await?;
             Ok(see_other(&format!("{page}?done=disabled")))
         }
-        "recover" => {
+        "recover" | "replay-missing" => {
             let since = views::parse_datetime_local(&form.since).ok_or_else(|| {
                 PageError::bad_input(
-                    "Choose a date and time to recover from, like 2024-05-01 12:00 (UTC).",
+                    "Choose a date and time to start from, like 2024-05-01 12:00 (UTC).",
                 )
             })?;
             let now = Timestamp::now();
             if since > now.plus(Duration::from_secs(60)) {
                 return Err(PageError::bad_input(
-                    "The recovery start is in the future; choose a time in the past (UTC).",
+                    "The start is in the future; choose a time in the past (UTC).",
                 ));
             }
-            let job = service::endpoints::start_job(
-                store,
-                session.tenant,
-                &ep,
-                JobKind::EndpointRecover,
+            let kind = if action == "recover" {
+                JobKind::EndpointRecover
+            } else {
+                JobKind::EndpointReplay
+            };
+            let bulk = crate::bulk::Bulk {
+                kind,
                 since,
-                None,
-            )
-            .await?;
-            Ok(see_other(&format!("{page}?job={}", job.id)))
+                from_message: None,
+            };
+            crate::bulk::preview(&req, session, app, ep, bulk).await
         }
         "rotate-secret" => {
             manage::rotate_secret(store, &session, &ep, None).await?;
@@ -626,16 +634,12 @@ pub async fn act(
             Ok(see_other(&home))
         }
         "recover-all" => {
-            let job = service::endpoints::start_job(
-                store,
-                session.tenant,
-                &ep,
-                JobKind::EndpointRecover,
-                Timestamp::from_millis(0),
-                None,
-            )
-            .await?;
-            Ok(see_other(&format!("{page}/dead?job={}", job.id)))
+            let bulk = crate::bulk::Bulk {
+                kind: JobKind::EndpointRecover,
+                since: Timestamp::from_millis(0),
+                from_message: None,
+            };
+            crate::bulk::preview(&req, session, app, ep, bulk).await
         }
         _ => Err(PageError::NotFound),
     }

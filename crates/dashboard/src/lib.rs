@@ -5,9 +5,11 @@
 //! Every page that shows tenant data takes a [`session::Session`], and every store call takes
 //! the session's tenant, so another tenant's ids answer 404.
 
+mod applications;
 mod assets;
 mod attempt_page;
 mod auth;
+mod bulk;
 mod charts;
 mod customer;
 mod endpoints;
@@ -139,6 +141,28 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .app_data(form())
                 .route(web::post().to(manage::open_portal)),
         )
+        // An application's own page, on the dashboard only: the portal's home is its own.
+        .service(web::resource("/app/{app_id}").route(web::get().to(applications::show)))
+        .service(
+            web::resource("/app/{app_id}/rename")
+                .app_data(form())
+                .route(web::post().to(applications::rename)),
+        )
+        .service(
+            web::resource("/app/{app_id}/delete")
+                .app_data(form())
+                .route(web::post().to(applications::delete)),
+        )
+        .service(
+            web::resource("/app/{app_id}/portal/expire-all")
+                .app_data(form())
+                .route(web::post().to(applications::expire_all)),
+        )
+        .service(
+            web::resource("/app/{app_id}/portal/{link_id}/revoke")
+                .app_data(form())
+                .route(web::post().to(applications::revoke_link)),
+        )
         // The portal: its own pages, then the application's pages the dashboard has, for the
         // one application of the portal session (see `portal`).
         .service(
@@ -211,6 +235,20 @@ fn app_pages(cfg: &mut web::ServiceConfig) {
             web::resource("/app/{app_id}/endpoint/{endpoint_id}/{action}")
                 .app_data(form())
                 .route(web::post().to(endpoints::act)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/bulk/start")
+                .app_data(form())
+                .route(web::post().to(bulk::start)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/job/{job_id}")
+                .route(web::get().to(bulk::show)),
+        )
+        .service(
+            web::resource("/app/{app_id}/endpoint/{endpoint_id}/job/{job_id}/cancel")
+                .app_data(form())
+                .route(web::post().to(bulk::cancel)),
         )
         .service(web::resource("/app/{app_id}/msg").route(web::get().to(messages::list)))
         .service(web::resource("/app/{app_id}/msg/{msg_id}").route(web::get().to(messages::detail)))

@@ -76,14 +76,16 @@ pub struct PortalForm {
     csrf: String,
     /// Present: show a link to hand to the customer instead of opening the portal.
     copy: Option<String>,
+    /// Present (with `copy`): the link can look but not change anything.
+    read_only: Option<String>,
 }
 
 /// How long "Open portal" lets the tenant look as their customer.
 const OPEN_PORTAL_FOR: Duration = Duration::from_secs(3_600);
 
 /// POST `/app/{app_id}/portal`: "Open portal" (the browser goes to a portal link valid for an
-/// hour) or, with `copy`, "Copy portal link" (a page shows a link for the customer, valid for
-/// the API's default of seven days).
+/// hour) or, with `copy`, "Create portal link" (the application's page shows a link for the
+/// customer, valid for the API's default of seven days, this once).
 pub async fn open_portal(
     req: HttpRequest,
     session: Session,
@@ -101,6 +103,7 @@ pub async fn open_portal(
     };
     let new = store::NewPortalToken {
         expiry,
+        read_only: copy && form.read_only.is_some(),
         ..Default::default()
     };
     let (token, _) = store
@@ -111,13 +114,7 @@ pub async fn open_portal(
         // The buttons' forms are not boosted (`hx-boost="false"`): a plain navigation.
         return Ok(see_other(&url));
     }
-    let page = views::PortalLinkPage {
-        csrf: Some(session.csrf),
-        root: session.root,
-        app_name: app.name,
-        url,
-    };
-    Ok(views::render(StatusCode::OK, &page)?)
+    crate::applications::with_new_link(&req, session, app, url).await
 }
 
 /// The form's label of an endpoint field, by the field's API name.
@@ -463,7 +460,7 @@ fn form_problems(e: ServiceError) -> Result<Problems, PageError> {
         }
         ServiceError::Store(store::StoreError::Conflict { field }) => {
             let mut errors = Problems::new();
-            errors.add(form_field(&field), format!("{field} already exists"));
+            errors.add(form_field(field), format!("{field} already exists"));
             Ok(errors)
         }
         other => Err(other.into()),

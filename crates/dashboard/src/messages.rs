@@ -439,10 +439,12 @@ pub async fn act(
         service::endpoints::resend(store, crate::service_config(&req)?, target).await?;
         return Ok(see_other(&format!("{page}?done=resent&ep={}", ep.id)));
     }
-    let since = Timestamp::from_millis(msg.created_at);
-    let job =
-        service::endpoints::start_job(store, t, &ep, JobKind::EndpointRecover, since, None).await?;
-    Ok(see_other(&format!("{page}?job={}&ep={}", job.id, ep.id)))
+    let bulk = crate::bulk::Bulk {
+        kind: JobKind::EndpointRecover,
+        since: Timestamp::from_millis(msg.created_at),
+        from_message: Some(msg.id.to_string()),
+    };
+    crate::bulk::preview(&req, session, app, ep, bulk).await
 }
 
 /// An endpoint id from a query parameter; anything else names no endpoint.

@@ -22,16 +22,6 @@ pub fn render(status: StatusCode, page: &impl Template) -> Result<HttpResponse, 
     Ok(resp)
 }
 
-/// "Copy portal link": a link for one application's customer, with a copy button.
-#[derive(Template)]
-#[template(path = "portal_link.html")]
-pub struct PortalLinkPage {
-    pub csrf: Option<String>,
-    pub root: &'static str,
-    pub app_name: String,
-    pub url: String,
-}
-
 /// `csrf` in every page is the session's token: `Some` shows the logged-in chrome (log-out
 /// button, htmx's CSRF header).
 #[derive(Template)]

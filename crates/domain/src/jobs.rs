@@ -28,9 +28,17 @@ pub enum JobState {
     Running,
     Finished,
     Failed,
+    /// Stopped by the tenant between two batches; what the batches before did stays done.
+    /// hookd's addition to Svix's statuses.
+    Canceled,
 }
 
-text_enum!(JobState { Running => "running", Finished => "finished", Failed => "failed" });
+text_enum!(JobState {
+    Running => "running",
+    Finished => "finished",
+    Failed => "failed",
+    Canceled => "canceled",
+});
 
 #[cfg(test)]
 mod tests {
@@ -42,7 +50,12 @@ mod tests {
             assert_eq!(k.as_str().parse::<JobKind>(), Ok(k));
         }
         assert!("endpoint.other".parse::<JobKind>().is_err());
-        for s in [JobState::Running, JobState::Finished, JobState::Failed] {
+        for s in [
+            JobState::Running,
+            JobState::Finished,
+            JobState::Failed,
+            JobState::Canceled,
+        ] {
             assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
         }
     }

@@ -81,9 +81,18 @@ async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
     let ttl = retry_policy_of(&ep).ttl();
     let since = Timestamp::from_millis(params.since);
     let until = params.until.map(Timestamp::from_millis);
+    let run = store::Batches::of_job(job.id);
     let result = match job.kind {
-        JobKind::EndpointRecover => store.recover_failed(tenant, ep.id, since, until, ttl).await,
-        JobKind::EndpointReplay => store.replay_missing(tenant, &ep, since, until, ttl).await,
+        JobKind::EndpointRecover => {
+            store
+                .recover_failed(tenant, ep.id, since, until, ttl, run)
+                .await
+        }
+        JobKind::EndpointReplay => {
+            store
+                .replay_missing(tenant, &ep, since, until, ttl, run)
+                .await
+        }
     };
     result.map_err(|e| e.to_string())
 }

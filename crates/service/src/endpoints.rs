@@ -401,16 +401,15 @@ pub async fn skip(store: &Store, cfg: &Config, d: Delivery<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Starts a durable background job over one endpoint: recover (failed deliveries since a
-/// date) or replay (messages it never got).
-pub async fn start_job(
+/// The window of a bulk job over one endpoint: `[since, until)`, `until` after `since`, and
+/// the endpoint enabled (a disabled one gets nothing, manual work included).
+async fn job_window(
     store: &Store,
     tenant: TenantId,
     ep: &endpoint::Model,
-    kind: JobKind,
     since: Timestamp,
     until: Option<Timestamp>,
-) -> Result<job::Model> {
+) -> Result<()> {
     if let Some(until) = until
         && until <= since
     {
@@ -420,11 +419,51 @@ pub async fn start_job(
         ));
     }
     store.enabled_endpoint(tenant, ep.id).await?;
+    Ok(())
+}
+
+/// How many deliveries a job of `kind` started now would touch (recover: failed ones to
+/// re-arm; replay: missing ones to create), counted up to [`store::PREVIEW_CAP`], with the
+/// same checks as [`start_job`].
+pub async fn preview_job(
+    store: &Store,
+    tenant: TenantId,
+    ep: &endpoint::Model,
+    kind: JobKind,
+    since: Timestamp,
+    until: Option<Timestamp>,
+) -> Result<store::Capped> {
+    job_window(store, tenant, ep, since, until).await?;
+    let cap = store::PREVIEW_CAP;
+    Ok(match kind {
+        JobKind::EndpointRecover => {
+            store
+                .count_recoverable(tenant, ep.id, since, until, cap)
+                .await?
+        }
+        JobKind::EndpointReplay => store.count_missing(tenant, ep, since, until, cap).await?,
+    })
+}
+
+/// Starts a durable background job over one endpoint: recover (failed deliveries since a
+/// date) or replay (messages it never got). `expected`: what a preview counted, kept with the
+/// job so its progress reads "n of expected".
+pub async fn start_job(
+    store: &Store,
+    tenant: TenantId,
+    ep: &endpoint::Model,
+    kind: JobKind,
+    since: Timestamp,
+    until: Option<Timestamp>,
+    expected: Option<u64>,
+) -> Result<job::Model> {
+    job_window(store, tenant, ep, since, until).await?;
     let params = json!({
         "endpointId": ep.id,
         "appId": ep.app_id,
         "since": since.as_millis(),
         "until": until.map(|u| u.as_millis()),
+        "expected": expected,
     });
     Ok(store.create_job(tenant, kind, &params).await?)
 }

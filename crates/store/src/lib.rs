@@ -50,7 +50,7 @@ pub use portal::{
     portal_url,
 };
 pub use queue::{AttemptResult, DispatchEndpoint, Fresh, Next, attempt_row};
-pub use recovery::{AttemptFilter, DeliveryStats};
+pub use recovery::{AttemptFilter, Batches, Capped, DeliveryStats, PREVIEW_CAP};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
 pub use retention::{Pruned, Reclaim};
 pub use sealed::{KEY_FILE, KeySource, Reseal, Resealed};

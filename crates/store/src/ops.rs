@@ -259,6 +259,26 @@ impl Store {
         .await
     }
 
+    /// Cancels a running job of `tenant`: its runner stops before its next batch (see
+    /// [`crate::Batches`]); what earlier batches did stays done. Returns the job as it is now;
+    /// a job that already ended is left as it was.
+    pub async fn cancel_job(&self, tenant: TenantId, id: &str) -> Result<job::Model> {
+        // Between the job's own batches on SQLite, not in its busy handler behind them.
+        let turn = self.write_turn().await;
+        job::Entity::update_in(tenant)
+            .col_expr(job::Column::State, Expr::value(JobState::Canceled.as_str()))
+            .col_expr(
+                job::Column::UpdatedAt,
+                Expr::value(Timestamp::now().as_millis()),
+            )
+            .filter(job::Column::Id.eq(id))
+            .filter(job::Column::State.eq(JobState::Running.as_str()))
+            .exec(&self.db)
+            .await?;
+        drop(turn);
+        self.get_job(tenant, id).await
+    }
+
     pub async fn get_job(&self, tenant: TenantId, id: &str) -> Result<job::Model> {
         job::Entity::find_in(tenant)
             .filter(job::Column::Id.eq(id))
@@ -435,7 +455,8 @@ impl crate::System<'_> {
         Ok(res.rows_affected == 1)
     }
 
-    /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries.
+    /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries. A job
+    /// canceled meanwhile stays canceled, with the progress its last batch recorded.
     pub async fn finish_job(
         &self,
         id: JobId,
@@ -445,7 +466,8 @@ impl crate::System<'_> {
         let mut update = job::Entity::update_many()
             .col_expr(job::Column::UpdatedAt, Expr::value(now))
             .col_expr(job::Column::LeaseOwner, Expr::value(Option::<String>::None))
-            .filter(job::Column::Id.eq(id));
+            .filter(job::Column::Id.eq(id))
+            .filter(job::Column::State.eq(JobState::Running.as_str()));
         update = match outcome {
             Ok(n) => update
                 .col_expr(job::Column::State, Expr::value(JobState::Finished.as_str()))

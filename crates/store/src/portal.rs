@@ -11,7 +11,10 @@ use domain::Timestamp;
 use domain::ids::{ApplicationId, PortalTokenId, TenantId};
 use domain::portal::{Capabilities, Capability};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+    Set,
+};
 
 use crate::entities::{Owned, portal_token};
 use crate::tenants::{hash_token, random_token};
@@ -125,6 +128,70 @@ impl Store {
         let res = update.exec(&self.db).await?;
         self.portal.clear();
         Ok(res.rows_affected)
+    }
+}
+
+/// Where the count of an application's portal links stops.
+const PORTAL_COUNT_CAP: u64 = 10_000;
+
+impl Store {
+    /// The newest `limit` portal tokens of `app` (live, expired and revoked), and how many it
+    /// has in all (counted up to 10,000).
+    pub async fn list_portal_tokens(
+        &self,
+        tenant: TenantId,
+        app: ApplicationId,
+        limit: u64,
+    ) -> Result<(Vec<portal_token::Model>, crate::Capped)> {
+        let of_app =
+            || portal_token::Entity::find_in(tenant).filter(portal_token::Column::AppId.eq(app));
+        let rows = of_app()
+            .order_by_desc(portal_token::Column::CreatedAt)
+            .order_by_desc(portal_token::Column::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await?;
+        let all = of_app()
+            .select_only()
+            .column(portal_token::Column::Id)
+            .into_query();
+        let total = crate::recovery::capped_count(&self.db, all, PORTAL_COUNT_CAP).await?;
+        Ok((rows, total))
+    }
+
+    /// Revokes one portal token of `app` by its id: its link stops working at once on this
+    /// process and within a second on the others. Returns whether it was live; a token of
+    /// another tenant or application is not found.
+    pub async fn revoke_portal_token_id(
+        &self,
+        tenant: TenantId,
+        app: ApplicationId,
+        id: &str,
+    ) -> Result<bool> {
+        let now = Timestamp::now().as_millis();
+        let res = portal_token::Entity::update_in(tenant)
+            .col_expr(portal_token::Column::RevokedAt, Expr::value(now))
+            .col_expr(portal_token::Column::ExpiresAt, Expr::value(now))
+            .filter(portal_token::Column::AppId.eq(app))
+            .filter(portal_token::Column::Id.eq(id))
+            .filter(portal_token::Column::RevokedAt.is_null())
+            .exec(&self.db)
+            .await?;
+        self.portal.clear();
+        if res.rows_affected > 0 {
+            return Ok(true);
+        }
+        let exists = portal_token::Entity::find_in(tenant)
+            .filter(portal_token::Column::AppId.eq(app))
+            .filter(portal_token::Column::Id.eq(id))
+            .one(&self.db)
+            .await?
+            .is_some();
+        if exists {
+            Ok(false)
+        } else {
+            Err(crate::StoreError::not_found("portal link"))
+        }
     }
 }
 

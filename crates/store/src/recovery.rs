@@ -6,12 +6,16 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::delivery::{AttemptTrigger, DeliveryState};
-use domain::ids::{EndpointId, MessageId, TenantId};
-use sea_orm::sea_query::{Expr, Query};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
+use domain::ids::{EndpointId, JobId, MessageId, TenantId};
+use domain::jobs::JobState;
+use sea_orm::sea_query::{Alias, Expr, Query, SelectStatement};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+    Select,
+};
 
 use crate::entities::Owned;
-use crate::entities::{attempt, delivery, endpoint, message};
+use crate::entities::{attempt, delivery, endpoint, job, message};
 use crate::gate::enabled_endpoint_in;
 use crate::resources::check_owner;
 use crate::traffic::new_delivery;
@@ -67,6 +71,169 @@ impl AttemptFilter {
         }
         select
     }
+}
+
+/// How a bulk recover or replay runs: the job whose progress each batch records and whose
+/// cancel each batch obeys (none: a run nobody watches), and how many rows a batch takes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Batches {
+    pub job: Option<JobId>,
+    /// None: the operation's own size (1,000 for recover, 500 for replay).
+    pub size: Option<u64>,
+}
+
+impl Batches {
+    pub fn of_job(job: JobId) -> Batches {
+        Batches {
+            job: Some(job),
+            size: None,
+        }
+    }
+
+    /// Whether the next batch may run: false once the job left `running` (the tenant canceled
+    /// it). Read in the batch's own transaction, so a cancel takes effect at the next batch.
+    async fn may_continue(&self, txn: &impl ConnectionTrait) -> Result<bool> {
+        let Some(id) = self.job else { return Ok(true) };
+        let state: Option<JobState> = job::Entity::find_by_id(id)
+            .select_only()
+            .column(job::Column::State)
+            .into_tuple()
+            .one(txn)
+            .await?;
+        Ok(state == Some(JobState::Running))
+    }
+
+    /// Records how many rows the job has touched so far, in the batch's transaction, so the
+    /// figure never counts work that did not commit.
+    async fn record(&self, txn: &impl ConnectionTrait, done: u64) -> Result<()> {
+        if let Some(id) = self.job {
+            job::Entity::update_many()
+                .col_expr(job::Column::Progress, Expr::value(done as i64))
+                .col_expr(
+                    job::Column::UpdatedAt,
+                    Expr::value(Timestamp::now().as_millis()),
+                )
+                .filter(job::Column::Id.eq(id))
+                .exec(txn)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A count that stops at a cap, so a preview over a big table answers quickly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capped {
+    pub n: u64,
+    /// The count stopped at its cap: there may be more than `n`.
+    pub more: bool,
+}
+
+/// Where bulk previews stop counting: 100,000 rows take well under a second to count on
+/// either database, and a bigger number changes nobody's decision.
+pub const PREVIEW_CAP: u64 = 100_000;
+
+/// `SELECT COUNT(*)` over at most `cap + 1` rows of `rows`.
+pub(crate) async fn capped_count(
+    db: &impl ConnectionTrait,
+    mut rows: SelectStatement,
+    cap: u64,
+) -> Result<Capped> {
+    rows.limit(cap + 1);
+    let count = Query::select()
+        .expr(Expr::cust("COUNT(*)"))
+        .from_subquery(rows, Alias::new("capped"))
+        .to_owned();
+    let row = db
+        .query_one(db.get_database_backend().build(&count))
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("COUNT(*) returned no row".into()))?;
+    let n = row.try_get_by_index::<i64>(0)?.max(0) as u64;
+    Ok(Capped {
+        n: n.min(cap),
+        more: n > cap,
+    })
+}
+
+/// The failed deliveries of an endpoint whose message was created in `[since, until)` and
+/// still has its content: what a recover re-arms.
+fn recoverable(
+    tenant: TenantId,
+    endpoint_id: EndpointId,
+    since: Timestamp,
+    until: Option<Timestamp>,
+) -> Select<delivery::Entity> {
+    let select = delivery::Entity::find_in(tenant)
+        .select_only()
+        .column(delivery::Column::Id)
+        .filter(delivery::Column::EndpointId.eq(endpoint_id))
+        .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
+        .filter(delivery::Column::CreatedAt.gte(since.as_millis()))
+        // An expunged message has nothing left to send: one primary-key probe per
+        // failed delivery looked at.
+        .filter(
+            Expr::exists(
+                Query::select()
+                    .expr(Expr::val(1))
+                    .from(message::Entity)
+                    .and_where(
+                        Expr::col((message::Entity, message::Column::Id))
+                            .equals((delivery::Entity, delivery::Column::MsgId)),
+                    )
+                    .and_where(crate::columns::expunged_payload())
+                    .to_owned(),
+            )
+            .not(),
+        );
+    match until {
+        Some(until) => select.filter(delivery::Column::CreatedAt.lt(until.as_millis())),
+        None => select,
+    }
+}
+
+/// The application's messages with ids in `[start, end)` past `after` that were never
+/// delivered to `ep`, with their content: what a replay looks at (the endpoint's filters are
+/// applied to each in Rust, see [`crate::traffic::endpoint_accepts`]).
+fn never_delivered(
+    tenant: TenantId,
+    ep: &endpoint::Model,
+    start: MessageId,
+    after: Option<MessageId>,
+    end: Option<MessageId>,
+) -> Select<message::Entity> {
+    // NOT EXISTS, one probe of the (msg_id, endpoint_id) unique index per message,
+    // where NOT IN read every delivery the endpoint ever had for each batch.
+    let delivered = Query::select()
+        .expr(Expr::val(1))
+        .from(delivery::Entity)
+        .and_where(
+            Expr::col((delivery::Entity, delivery::Column::MsgId))
+                .equals((message::Entity, message::Column::Id)),
+        )
+        .and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.id))
+        .to_owned();
+    let select = message::Entity::find_in(tenant)
+        .filter(message::Column::AppId.eq(ep.app_id))
+        .filter(match after {
+            None => message::Column::Id.gte(start),
+            Some(last) => message::Column::Id.gt(last),
+        })
+        .filter(Expr::exists(delivered).not())
+        .order_by_asc(message::Column::Id);
+    match end {
+        Some(end) => select.filter(message::Column::Id.lt(end)),
+        None => select,
+    }
+}
+
+/// Whether a replay sends `msg`'s event to `ep`: its content is still there and the
+/// endpoint's event-type and channel filters take it.
+fn replay_takes(ep: &endpoint::Model, event_type: &str, channels: Option<&str>) -> Result<bool> {
+    let channels: Vec<String> = channels
+        .map(|t| from_json("messages.channels", t))
+        .transpose()?
+        .unwrap_or_default();
+    crate::traffic::endpoint_accepts(ep, event_type, &channels)
 }
 
 /// The columns that re-arm a delivery for a manual attempt with a fresh retry budget.
@@ -239,7 +406,8 @@ impl Store {
     /// Re-arms every failed delivery of an endpoint whose message was created in
     /// `[since, until)`; returns how many. Works in batches of 1,000, each its own
     /// transaction, so a recover over years of dead letters never holds the writer long.
-    /// Refused while the endpoint is disabled (checked in every batch).
+    /// Refused while the endpoint is disabled (checked in every batch); stops before the
+    /// next batch once `run`'s job is canceled.
     pub async fn recover_failed(
         &self,
         tenant: TenantId,
@@ -247,41 +415,20 @@ impl Store {
         since: Timestamp,
         until: Option<Timestamp>,
         ttl: Duration,
+        run: Batches,
     ) -> Result<u64> {
-        const BATCH: u64 = 1000;
+        let batch = run.size.unwrap_or(1000);
         let mut total = 0;
         loop {
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
             enabled_endpoint_in(&*txn, self.backend, tenant, endpoint_id).await?;
-            let mut ids = delivery::Entity::find_in(tenant)
-                .select_only()
-                .column(delivery::Column::Id)
-                .filter(delivery::Column::EndpointId.eq(endpoint_id))
-                .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
-                .filter(delivery::Column::CreatedAt.gte(since.as_millis()))
-                // An expunged message has nothing left to send: one primary-key probe per
-                // failed delivery looked at.
-                .filter(
-                    Expr::exists(
-                        Query::select()
-                            .expr(Expr::val(1))
-                            .from(message::Entity)
-                            .and_where(
-                                Expr::col((message::Entity, message::Column::Id))
-                                    .equals((delivery::Entity, delivery::Column::MsgId)),
-                            )
-                            .and_where(crate::columns::expunged_payload())
-                            .to_owned(),
-                    )
-                    .not(),
-                );
-            if let Some(until) = until {
-                ids = ids.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
+            if !run.may_continue(&*txn).await? {
+                return Ok(total);
             }
-            let ids: Vec<String> = ids
+            let ids: Vec<String> = recoverable(tenant, endpoint_id, since, until)
                 .order_by_asc(delivery::Column::Id)
-                .limit(BATCH)
+                .limit(batch)
                 .into_tuple()
                 .all(&*txn)
                 .await?;
@@ -295,19 +442,34 @@ impl Store {
                     .await?
                     .rows_affected
             };
-            txn.commit().await?;
             total += n;
-            if (ids.len() as u64) < BATCH {
+            run.record(&*txn, total).await?;
+            txn.commit().await?;
+            if (ids.len() as u64) < batch {
                 return Ok(total);
             }
             tokio::task::yield_now().await;
         }
     }
 
+    /// How many deliveries [`Store::recover_failed`] would re-arm now, counting at most `cap`.
+    pub async fn count_recoverable(
+        &self,
+        tenant: TenantId,
+        endpoint_id: EndpointId,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        cap: u64,
+    ) -> Result<Capped> {
+        let rows = recoverable(tenant, endpoint_id, since, until).into_query();
+        capped_count(&self.db, rows, cap).await
+    }
+
     /// Creates deliveries to `ep` for the application's messages in `[since, until)` that match
     /// the endpoint's filters and never had one (e.g. sent while it was disabled or before it
     /// existed). Works in batches; returns how many were created. Refused while the endpoint
-    /// is disabled, checked again in every batch's transaction.
+    /// is disabled, checked again in every batch's transaction; stops before the next batch
+    /// once `run`'s job is canceled.
     pub async fn replay_missing(
         &self,
         tenant: TenantId,
@@ -315,6 +477,7 @@ impl Store {
         since: Timestamp,
         until: Option<Timestamp>,
         ttl: Duration,
+        run: Batches,
     ) -> Result<u64> {
         check_owner(tenant, &ep.tenant_id, "endpoint")?;
         let start = MessageId::lower_bound(since);
@@ -322,44 +485,21 @@ impl Store {
         let end = until.map(MessageId::lower_bound);
         let mut created = 0u64;
         loop {
-            // NOT EXISTS, one probe of the (msg_id, endpoint_id) unique index per message,
-            // where NOT IN read every delivery the endpoint ever had for each batch.
-            let delivered = Query::select()
-                .expr(Expr::val(1))
-                .from(delivery::Entity)
-                .and_where(
-                    Expr::col((delivery::Entity, delivery::Column::MsgId))
-                        .equals((message::Entity, message::Column::Id)),
-                )
-                .and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.id))
-                .to_owned();
-            let mut select = message::Entity::find_in(tenant)
-                .filter(message::Column::AppId.eq(ep.app_id))
-                .filter(match after {
-                    None => message::Column::Id.gte(start),
-                    Some(last) => message::Column::Id.gt(last),
-                })
-                .filter(Expr::exists(delivered).not())
-                .order_by_asc(message::Column::Id)
-                .limit(500);
-            if let Some(end) = end {
-                select = select.filter(message::Column::Id.lt(end));
-            }
-            let batch = select.all(&self.db).await?;
+            let batch = never_delivered(tenant, ep, start, after, end)
+                .limit(run.size.unwrap_or(500))
+                .all(&self.db)
+                .await?;
             let Some(last) = batch.last() else { break };
             after = Some(last.id);
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
             let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, ep.id).await?;
+            if !run.may_continue(&*txn).await? {
+                break;
+            }
             let mut rows = Vec::new();
             for msg in batch.iter().filter(|m| !m.is_expunged()) {
-                let channels: Vec<String> = msg
-                    .channels
-                    .as_deref()
-                    .map(|t| from_json("messages.channels", t))
-                    .transpose()?
-                    .unwrap_or_default();
-                if !crate::traffic::endpoint_accepts(ep, &msg.event_type, &channels)? {
+                if !replay_takes(ep, &msg.event_type, msg.channels.as_deref())? {
                     continue;
                 }
                 let seq = match &msg.ordering_key {
@@ -384,9 +524,60 @@ impl Store {
                     .exec(&*txn)
                     .await?;
             }
+            run.record(&*txn, created).await?;
             txn.commit().await?;
         }
         Ok(created)
+    }
+
+    /// How many deliveries [`Store::replay_missing`] would create now, counting at most `cap`.
+    /// Reads ids, event types and channels only (never payloads), and looks at no more than
+    /// `2 × cap` messages: past that, `more` is set.
+    pub async fn count_missing(
+        &self,
+        tenant: TenantId,
+        ep: &endpoint::Model,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        cap: u64,
+    ) -> Result<Capped> {
+        check_owner(tenant, &ep.tenant_id, "endpoint")?;
+        const BATCH: u64 = 2_000;
+        let start = MessageId::lower_bound(since);
+        let end = until.map(MessageId::lower_bound);
+        let (mut after, mut seen, mut n) = (None, 0u64, 0u64);
+        loop {
+            let rows: Vec<(MessageId, String, Option<String>)> =
+                never_delivered(tenant, ep, start, after, end)
+                    .select_only()
+                    .column(message::Column::Id)
+                    .column(message::Column::EventType)
+                    .column(message::Column::Channels)
+                    .filter(crate::columns::expunged_payload().not())
+                    .limit(BATCH)
+                    .into_tuple()
+                    .all(&self.db)
+                    .await?;
+            let Some((last, _, _)) = rows.last() else {
+                return Ok(Capped { n, more: false });
+            };
+            after = Some(*last);
+            seen += rows.len() as u64;
+            for (_, event_type, channels) in &rows {
+                if replay_takes(ep, event_type, channels.as_deref())? {
+                    n += 1;
+                }
+            }
+            if n > cap {
+                return Ok(Capped { n: cap, more: true });
+            }
+            if (rows.len() as u64) < BATCH {
+                return Ok(Capped { n, more: false });
+            }
+            if seen >= 2 * cap {
+                return Ok(Capped { n, more: true });
+            }
+        }
     }
 
     /// An endpoint's deliveries, newest first, each with its message: two queries a page.

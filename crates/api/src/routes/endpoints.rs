@@ -447,8 +447,11 @@ pub async fn stats(
 pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
     let data = match (job.state, &job.error) {
         (JobState::Failed, Some(e)) => serde_json::json!({ "error": e }),
-        (JobState::Finished, _) => serde_json::json!({ "deliveries": job.progress }),
-        _ => serde_json::json!({}),
+        // Canceled: what the batches before the cancel did.
+        (JobState::Finished | JobState::Canceled, _) => {
+            serde_json::json!({ "deliveries": job.progress })
+        }
+        (JobState::Failed | JobState::Running, _) => serde_json::json!({}),
     };
     BackgroundTaskOut {
         id: job.id.to_string(),
@@ -472,7 +475,7 @@ async fn start_job(
         .as_deref()
         .map(|u| rules::timestamp("until", u))
         .transpose()?;
-    let job = eps::start_job(store, t, &ep, kind, since, until).await?;
+    let job = eps::start_job(store, t, &ep, kind, since, until, None).await?;
     Ok(HttpResponse::Accepted().json(task_out(job)))
 }
 
@@ -643,7 +646,8 @@ pub async fn list_messages(
     }))
 }
 
-/// A background task started by recover or replay-missing: poll until `finished` or `failed`.
+/// A background task started by recover or replay-missing: poll until `finished`, `failed`
+/// or `canceled` (hookd's addition: the tenant stopped it in the dashboard).
 #[utoipa::path(get, path = "/api/v1/background-task/{task_id}", tag = "Background Task",
     params(("task_id" = String, Path)),
     responses((status = 200, body = BackgroundTaskOut), (status = 404, body = crate::error::HttpErrorOut)),
@@ -661,8 +665,8 @@ pub async fn get_task(
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct TaskFilter {
-    /// `running`, `finished` or `failed`.
-    #[param(inline, value_type = Option<String>, pattern = "^(running|finished|failed)$")]
+    /// `running`, `finished`, `failed` or `canceled`.
+    #[param(inline, value_type = Option<String>, pattern = "^(running|finished|failed|canceled)$")]
     status: Option<String>,
     /// `endpoint.recover` or `endpoint.replay`.
     #[param(inline, value_type = Option<String>, pattern = "^(endpoint\\.recover|endpoint\\.replay)$")]
@@ -684,7 +688,7 @@ pub async fn list_tasks(
         Some(s) => Some(s.parse::<JobState>().map_err(|_| {
             ApiError::validation(
                 ["query", "status"],
-                "status must be running, finished or failed",
+                "status must be running, finished, failed or canceled",
             )
         })?),
     };
@@ -767,7 +771,7 @@ pub async fn replay_from_message(
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, app.id, &body.msg_id).await?;
     let since = domain::Timestamp::from_millis(msg.created_at);
-    let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None).await?;
+    let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None, None).await?;
     Ok(HttpResponse::Accepted().json(task_out(job)))
 }
 

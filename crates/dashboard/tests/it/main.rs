@@ -1,6 +1,8 @@
 //! The dashboard as a browser uses it, over HTTP against the real application.
 
+mod applications;
 mod attempts;
+mod bulk;
 mod event_types;
 mod helpers;
 mod manage;
@@ -336,22 +338,35 @@ async fn recover_since_a_date_starts_a_job_and_confirms_it() {
         .assert(422, message);
     }
 
+    // A valid date shows what would be done, and starts nothing.
     let r = b
         .post(
             &format!("{ep_page}/recover"),
             &[("csrf", &csrf), ("since", "2024-05-01T12:00")],
         )
         .await;
+    r.assert(
+        200,
+        "No failed messages since 2024-05-01 12:00:00 UTC to recover.",
+    );
+    // The confirm step starts the job and goes to its page.
+    let since = "1714564800000";
+    let start = format!("{ep_page}/bulk/start");
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("kind", "endpoint.recover"),
+        ("since", since),
+    ];
+    let r = b.post(&start, &form).await;
     assert_eq!(r.status, 303, "{}", r.body);
     assert!(
-        r.location().starts_with(&format!("{ep_page}?job=job_")),
+        r.location().starts_with(&format!("{ep_page}/job/job_")),
         "{}",
         r.location()
     );
-    let done = b.get(r.location()).await;
-    done.assert(
+    b.get(r.location()).await.assert(
         200,
-        "Recovery started for failed messages since 2024-05-01 12:00:00 UTC",
+        "Recovering failed messages since 2024-05-01 12:00:00 UTC",
     );
 
     // The job is the API's: it lists it as a background task.

@@ -126,19 +126,13 @@ async fn resend_and_replay_need_the_csrf_token_and_confirm_what_they_did() {
         done.body
     );
 
-    // Replay: a recovery job from the message's creation.
+    // Replay: a preview of the recovery from the message's creation; nothing starts yet.
     let r = b.post(&replay, &[("csrf", &csrf)]).await;
-    assert_eq!(r.status, 303, "{}", r.body);
-    assert!(
-        r.location().starts_with(&format!("{detail}?job=job_")),
-        "{}",
-        r.location()
+    r.assert(
+        200,
+        &format!("No failed messages from message {msg_id} on to recover."),
     );
-    b.get(r.location())
-        .await
-        .assert(200, "Replay started: job job_");
-    let tasks = background_tasks(&app.base, &key).await;
-    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert!(background_tasks(&app.base, &key).await.is_empty());
 
     // An action the page does not offer is 404.
     let r = b
@@ -266,16 +260,23 @@ async fn dead_letters_list_failed_deliveries_and_recover_all_of_them() {
         .assert(403, "did not come from this dashboard");
     assert!(background_tasks(&app.base, &key).await.is_empty());
 
-    let r = b.post(&recover, &[("csrf", &page.csrf())]).await;
+    // "Recover all" asks first, with the count; confirming starts the job.
+    let csrf = page.csrf();
+    let preview = b.post(&recover, &[("csrf", &csrf)]).await;
+    preview.assert(200, "Recover 1 failed message ever?");
+    assert!(background_tasks(&app.base, &key).await.is_empty());
+    let start = format!("/app/{app_id}/endpoint/{ep_id}/bulk/start");
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("kind", "endpoint.recover"),
+        ("since", "0"),
+        ("expected", "1"),
+    ];
+    let r = b.post(&start, &form).await;
     assert_eq!(r.status, 303, "{}", r.body);
-    assert!(
-        r.location().starts_with(&format!("{dead}?job=job_")),
-        "{}",
-        r.location()
-    );
     b.get(r.location())
         .await
-        .assert(200, "Recovery started for all failed messages (job job_");
+        .assert(200, "Running: 0 of 1 failed messages queued again so far.");
     let tasks = background_tasks(&app.base, &key).await;
     assert_eq!(tasks.len(), 1, "{tasks:?}");
 }

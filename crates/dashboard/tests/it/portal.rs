@@ -122,6 +122,8 @@ async fn a_portal_link_opens_its_application_and_nothing_else() {
             format!("/portal/app/{a}/endpoint/{e}/mtls"),
             format!("/portal/app/{a}/endpoint/{e}/recover"),
             format!("/portal/app/{a}/endpoint/{e}/recover-all"),
+            format!("/portal/app/{a}/endpoint/{e}/replay-missing"),
+            format!("/portal/app/{a}/endpoint/{e}/bulk/start"),
             format!("/portal/app/{a}/endpoint/{e}/delete"),
             format!("/portal/app/{a}/msg/{m}/endpoint/{e}/resend"),
             format!("/portal/app/{a}/msg/{m}/endpoint/{e}/replay"),
@@ -162,7 +164,7 @@ async fn a_portal_link_opens_its_application_and_nothing_else() {
         let page = customer.get(path).await;
         assert_eq!(page.status.as_u16(), 404, "GET {path}: {}", page.body);
     }
-    assert_eq!(walked, 4 * 21 + 2 * 3);
+    assert_eq!(walked, 4 * 23 + 2 * 3);
     // Nothing of theirs changed: B's endpoint is still enabled and has its URL.
     let b_ep = reqwest::Client::new()
         .get(format!("{}/api/v1/app/{app_b}/endpoint/{ep_b}", app.base))

@@ -323,3 +323,184 @@ async fn a_tenant_with_a_job_running_does_not_hold_up_another_tenants_and_leases
     })
     .await;
 }
+
+async fn send_typed(
+    store: &Store,
+    t: TenantId,
+    app: &store::entities::application::Model,
+    event_type: &str,
+) -> String {
+    let new = NewMessage {
+        event_type: event_type.into(),
+        payload: b"{}".to_vec(),
+        ..Default::default()
+    };
+    let ttl =
+        |_: &store::entities::endpoint::Model, now: Timestamp| now.plus(Duration::from_secs(60));
+    let created = store.create_message(t, app, new, ttl).await.unwrap();
+    created.message.id.to_string()
+}
+
+async fn set_state(store: &Store, msg: &str, state: &str) {
+    delivery::Entity::update_many()
+        .col_expr(
+            delivery::Column::State,
+            sea_orm::sea_query::Expr::value(state),
+        )
+        .filter(delivery::Column::MsgId.eq(msg))
+        .exec(store.connection())
+        .await
+        .unwrap();
+}
+
+fn job_params(ep: &store::entities::endpoint::Model) -> serde_json::Value {
+    serde_json::json!({"endpointId": ep.id, "appId": ep.app_id, "since": 0, "until": null})
+}
+
+#[tokio::test]
+async fn previews_count_exactly_what_recover_and_replay_jobs_then_do() {
+    each_backend(|store| async move {
+        let (t, app) = setup(&store).await;
+        let ep = store
+            .create_endpoint(t, &app, endpoint("a"), SECRET)
+            .await
+            .unwrap();
+        let mut sent = Vec::new();
+        for _ in 0..5 {
+            sent.push(send_typed(&store, t, &app, "x").await);
+        }
+        for msg in &sent[..3] {
+            set_state(&store, msg, "failed").await;
+        }
+        set_state(&store, &sent[3], "succeeded").await;
+        let zero = Timestamp::from_millis(0);
+        let capped = |n, more| store::Capped { n, more };
+        let preview = store
+            .count_recoverable(t, ep.id, zero, None, 100)
+            .await
+            .unwrap();
+        assert_eq!(preview, capped(3, false));
+        assert_eq!(
+            store
+                .count_recoverable(t, ep.id, zero, None, 2)
+                .await
+                .unwrap(),
+            capped(2, true),
+            "a count stops at its cap and says so"
+        );
+        let job = store
+            .create_job(t, domain::jobs::JobKind::EndpointRecover, &job_params(&ep))
+            .await
+            .unwrap();
+        assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
+        let job = store.get_job(t, &job.id.to_string()).await.unwrap();
+        assert_eq!((job.state.as_str(), job.progress), ("finished", 3));
+
+        // Replay: an endpoint made later that takes only "b" events.
+        for _ in 0..2 {
+            send_typed(&store, t, &app, "b").await;
+        }
+        let late = NewEndpoint {
+            filter_types: Some(vec!["b".into()]),
+            ..endpoint("late")
+        };
+        let late = store.create_endpoint(t, &app, late, SECRET).await.unwrap();
+        let preview = store
+            .count_missing(t, &late, zero, None, 100)
+            .await
+            .unwrap();
+        assert_eq!(preview, capped(2, false));
+        assert_eq!(
+            store.count_missing(t, &late, zero, None, 1).await.unwrap(),
+            capped(1, true)
+        );
+        let job = store
+            .create_job(t, domain::jobs::JobKind::EndpointReplay, &job_params(&late))
+            .await
+            .unwrap();
+        assert!(scheduler::jobs::run_one(&store, "n").await.unwrap());
+        let job = store.get_job(t, &job.id.to_string()).await.unwrap();
+        assert_eq!((job.state.as_str(), job.progress), ("finished", 2));
+        assert_eq!(states(&store, late.id).await.len(), 2);
+        assert_eq!(
+            store
+                .count_missing(t, &late, zero, None, 100)
+                .await
+                .unwrap(),
+            capped(0, false),
+            "nothing is missing any more"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_canceled_job_stops_before_its_next_batch_and_stays_canceled() {
+    each_backend(|store| async move {
+        let (t, app) = setup(&store).await;
+        let ep = store
+            .create_endpoint(t, &app, endpoint("a"), SECRET)
+            .await
+            .unwrap();
+        const N: u64 = 100;
+        for _ in 0..N {
+            let msg = send_typed(&store, t, &app, "x").await;
+            set_state(&store, &msg, "failed").await;
+        }
+        let job = store
+            .create_job(t, domain::jobs::JobKind::EndpointRecover, &job_params(&ep))
+            .await
+            .unwrap();
+        let id = job.id.to_string();
+        // Another tenant cannot cancel it.
+        let other = store
+            .create_tenant(NewTenant {
+                name: "other".into(),
+                notification_email: "o@o.test".into(),
+                ingest_rate: None,
+                ingest_burst: None,
+            })
+            .await
+            .unwrap();
+        assert!(store.cancel_job(other.id, &id).await.is_err());
+        // A runner taking one delivery per batch, canceled once it has done some.
+        let runner = {
+            let store = store.clone();
+            let run = store::Batches {
+                job: Some(job.id),
+                size: Some(1),
+            };
+            let ttl = Duration::from_secs(60);
+            let zero = Timestamp::from_millis(0);
+            tokio::spawn(async move { store.recover_failed(t, ep.id, zero, None, ttl, run).await })
+        };
+        while store.get_job(t, &id).await.unwrap().progress == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let canceled = store.cancel_job(t, &id).await.unwrap();
+        assert_eq!(canceled.state.as_str(), "canceled");
+        let done = runner.await.unwrap().unwrap();
+        assert!(0 < done && done < N, "stopped part way: {done}");
+        // What it did is exactly what it recorded: whole batches, no more.
+        let job = store.get_job(t, &id).await.unwrap();
+        assert_eq!(
+            (job.state.as_str(), job.progress as u64),
+            ("canceled", done)
+        );
+        let pending = states(&store, ep.id)
+            .await
+            .into_iter()
+            .filter(|(_, s, _)| s == "pending")
+            .count() as u64;
+        assert_eq!(pending, done);
+        // A runner finishing afterwards does not undo the cancel, and nobody runs it again.
+        store.system().finish_job(job.id, Ok(N)).await.unwrap();
+        let job = store.get_job(t, &id).await.unwrap();
+        assert_eq!(
+            (job.state.as_str(), job.progress as u64),
+            ("canceled", done)
+        );
+        assert!(!scheduler::jobs::run_one(&store, "n").await.unwrap());
+    })
+    .await;
+}
