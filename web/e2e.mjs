@@ -1,14 +1,17 @@
 // The dashboard in a real browser: Debian's Chromium driven by playwright-core, against a
 // live `hookd serve` (SQLite in a temporary directory) delivering to a live `hookd sink`.
 //
-// sign up → create an application and an endpoint at the sink → send events through the API →
-// see them delivered → switch the sink to failing → see failures and the endpoint's badge
-// change → resend one → recover since a date → replay from a message → the sink's report
-// shows every message delivered → the portal: the tenant asks the API for a link, the customer
-// opens it in a browser of their own, adds an endpoint at the sink, sees deliveries and
-// failures, resends one and recovers the rest; an expired link shows a clear page.
-// Screenshots of each main page (dashboard and portal) at 1440 and 360 px go to
-// web/screenshots/, and every page is checked for sideways scrolling at 360 px.
+// sign up → create an application, an event type in the catalog and an endpoint at the sink
+// with the picker → send a test event and read its attempt (request and response headers) →
+// send events through the API → see them delivered → switch the sink to failing → see
+// failures, the endpoint's badge change and a dead attempt's "Gave up after N attempts" →
+// resend one → recover since a date (a preview counts them, then progress) → replay from a
+// message → the sink's report shows every message delivered → the portal: the tenant asks the
+// API for a link, the customer opens it in a browser of their own, adds an endpoint at the sink
+// with the picker, sees deliveries, failures and an attempt, resends one and recovers the
+// rest; an expired link shows a clear page. Every main page of both, in both themes at 1440
+// and 375 px: axe-core finds no serious or critical problem, nothing scrolls sideways, and a
+// screenshot goes to web/screenshots/.
 //
 // Each journey opens one address and then moves as a person does: it clicks links and buttons
 // (`go`) and reloads to see what the dispatcher did in the background (`reloadUntil`), never
@@ -77,17 +80,18 @@ async function main() {
   await page.getByText('No applications yet').waitFor();
 
   // --- Application and endpoint ------------------------------------------------------------
-  step('create an application and an endpoint at the sink');
-  // Endpoints filter only on event types that exist; the API creates them.
-  const et = await fetch(`${base}/api/v1/event-type`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'order.paid', description: 'An order was paid' }),
-  });
-  assert.equal(et.status, 201, await et.text());
+  step('create an application, an event type from the catalog, and an endpoint at the sink with the picker');
   await page.getByLabel("New application's name").fill('Storefront');
   await go(page, page.getByRole('button', { name: 'Create application' }), 'Create application');
   await page.getByText('Application created').waitFor();
+  // Endpoints filter only on event types that exist: the catalog creates one.
+  await go(page, page.getByRole('navigation').getByRole('link', { name: 'Event types' }), 'Event types');
+  await go(page, page.getByRole('link', { name: 'New event type' }), 'New event type');
+  await page.getByLabel('Name').fill('order.paid');
+  await page.getByLabel('Description').fill('An order was paid');
+  await page.getByLabel('Example payload').fill('{"order": 0, "total": 0}');
+  await go(page, page.getByRole('button', { name: 'Create event type' }), 'Create event type');
+  await go(page, page.getByRole('navigation').getByRole('link', { name: 'Overview' }), 'Overview');
   await go(page, page.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint');
   await page.getByLabel('URL').fill(`${sinkBase}/hooks/orders`);
   await page.getByRole('checkbox', { name: 'order.paid' }).check();
@@ -98,6 +102,22 @@ async function main() {
   const [, appId, epId] = new URL(page.url()).pathname.match(/^\/app\/([^/]+)\/endpoint\/([^/?]+)/);
   assert.equal(await badge(page), 'No deliveries yet');
   const endpointUrl = `${sinkBase}/hooks/orders`;
+
+  step('send a test event from the endpoint page: the log shows it delivered, its attempt shows both sides');
+  await go(page, page.getByRole('button', { name: 'Send test event' }), 'Send test event');
+  await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");
+  await reloadUntil(page, 'the test event delivered',
+    async (p) => (await p.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count()) === 1);
+  await go(page, page.locator('#message-list tbody a[href*="/msg/msg_"]').first(), 'the test event');
+  await reloadUntil(page, 'the test event delivered', deliveryIs('succeeded'));
+  await go(page, page.locator('.delivery tbody a[href*="/attempt/"]').first(), 'its attempt');
+  for (const header of ['webhook-id', 'webhook-timestamp', 'webhook-signature']) {
+    await page.locator('#request').getByText(header, { exact: true }).first().waitFor();
+  }
+  await page.locator('#response').getByText('Status 200').waitFor();
+  assert.ok(await page.locator('#response table.headers tbody tr').count() > 0, 'the response headers are shown');
+  await go(page, page.locator('.crumbs a[href*="/msg/msg_"]'), 'the message in the crumbs');
+  await go(page, page.locator('.delivery h2 a').first(), 'the endpoint of its delivery');
 
   const send = async (n) => {
     const r = await fetch(`${base}/api/v1/app/${appId}/msg`, {
@@ -118,18 +138,18 @@ async function main() {
   const first = [];
   for (let n = 1; n <= 5; n++) first.push(await send(n));
   await toMessages();
-  await reloadUntil(page, 'five messages listed, each delivered',
-    async (p) => (await p.locator('#message-list tbody tr').count()) === 5
-      && (await p.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count()) === 5);
+  await reloadUntil(page, 'six messages listed (the test event and five), each delivered',
+    async (p) => (await p.locator('#message-list tbody tr').count()) === 6
+      && (await p.locator('#message-list .statuses .badge', { hasText: 'Delivered' }).count()) === 6);
   step('a quick range: the last hour');
   await go(page, page.getByRole('link', { name: 'Last hour' }), 'Last hour');
-  assert.equal(await page.locator('#message-list tbody tr').count(), 5);
+  assert.equal(await page.locator('#message-list tbody tr').count(), 6);
   assert.ok((await page.getByLabel('From (UTC)').inputValue()).length > 0, 'the range shows as exact times');
   step('click a message in the list: its page shows');
   await openMessage(page, first[0]);
   await reloadUntil(page, 'first message delivered', deliveryIs('succeeded'));
   await page.getByText('"total": 10').waitFor();
-  await waitFor(async () => (await sink.report()).unique === 5, 'the sink acknowledged 5');
+  await waitFor(async () => (await sink.report()).unique === 6, 'the sink acknowledged 6');
 
   // --- Failing -----------------------------------------------------------------------------
   step('switch the sink to failing: failures show and the badge changes');
@@ -175,18 +195,19 @@ async function main() {
   await page.getByText('Resend queued').waitFor();
   await reloadUntil(page, 'the resent message delivered', deliveryIs('succeeded'));
   await page.getByText('manual').first().waitFor();
-  await waitFor(async () => (await sink.report()).unique === 6, 'the sink acknowledged the resend');
+  await waitFor(async () => (await sink.report()).unique === 7, 'the sink acknowledged the resend');
 
   // --- Recover since a date ----------------------------------------------------------------
-  step('recover failed messages since a date');
+  step('recover failed messages since a date: a preview counts them, then progress to the end');
   await toEndpoint();
   const since = new Date(Date.now() - 3600_000).toISOString().slice(0, 16);
   await page.getByLabel('Since (UTC)').fill(since);
   await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover');
-  await page.getByText('Recovery started for failed messages since').waitFor();
-  await waitFor(async () => (await sink.report()).unique === 8, 'the two other dead letters recovered');
-  await reloadUntil(page, 'the recovery confirms its count',
-    async (p) => (await p.locator('.notice').textContent()).includes('finished, 2 failed messages queued again'));
+  await page.locator('#bulk-question', { hasText: /^Recover 2 failed messages since .+\?$/ }).waitFor();
+  await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover (confirm)');
+  await page.locator('#job-status', { hasText: 'Finished: 2 failed messages queued again.' }).waitFor({ timeout: 30_000 });
+  await waitFor(async () => (await sink.report()).unique === 9, 'the two other dead letters recovered');
+  await go(page, page.getByRole('link', { name: 'Back to the endpoint' }), 'Back to the endpoint');
   await reloadUntil(page, 'the badge is healthy again', async (p) => (await badge(p)) === 'Healthy');
 
   // --- Replay from a message ---------------------------------------------------------------
@@ -203,16 +224,19 @@ async function main() {
   await reloadUntil(page, 'the earlier of them dead too', deliveryIs('failed'));
   await sink.behave({ failRate: 0 });
   await go(page, page.getByRole('button', { name: 'Replay all failed since this message' }), 'Replay');
-  await page.getByText('Replay started').waitFor();
-  await waitFor(async () => (await sink.report()).unique === 10, 'both replayed');
-  await reloadUntil(page, 'the replay confirms its count',
-    async (p) => (await p.locator('.notice').textContent()).includes('finished, 2 failed messages queued again'));
+  await page.locator('#bulk-question', { hasText: /2 failed messages/ }).waitFor();
+  await go(page, page.locator('#bulk-question ~ form button[type=submit]'), 'Replay (confirm)');
+  await page.locator('#job-status', { hasText: 'Finished: 2 failed messages queued again.' }).waitFor({ timeout: 30_000 });
+  await waitFor(async () => (await sink.report()).unique === 11, 'both replayed');
+  await go(page, page.getByRole('link', { name: 'Back to the endpoint' }), 'Back to the endpoint');
+  await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");
+  await openMessage(page, later[1]);
   await reloadUntil(page, 'the replayed message delivered', deliveryIs('succeeded'));
 
   // --- The sink's report -------------------------------------------------------------------
   step("the sink's report shows every message delivered");
   const report = await sink.report();
-  assert.equal(report.unique, 10, JSON.stringify(report));
+  assert.equal(report.unique, 11, JSON.stringify(report));
   assert.equal(report.duplicates, 0, JSON.stringify(report));
   assert.ok((report.statuses['503'] || 0) >= 6, `failures were seen: ${JSON.stringify(report)}`);
 
@@ -222,7 +246,7 @@ async function main() {
   await page.getByText('Last 24 hours').waitFor();
   const summary = await page.locator('.chart-box figcaption').first().textContent();
   const delivered = Number(summary.match(/([\d,]+) delivered/)[1].replace(/,/g, ''));
-  assert.equal(delivered, 10, summary);
+  assert.equal(delivered, 11, summary);
   assert.equal(await page.locator('svg.chart').count(), 4);
 
   step("the endpoint page's delivery counts are the stats API's");
@@ -231,7 +255,7 @@ async function main() {
   });
   const stats = await statsResp.json();
   assert.equal(statsResp.status, 200, JSON.stringify(stats));
-  assert.equal(stats.success, 10, JSON.stringify(stats));
+  assert.equal(stats.success, 11, JSON.stringify(stats));
   await go(page, page.getByRole('link', { name: endpointUrl }), 'the endpoint on the overview');
   for (const [label, field] of [['succeeded', 'success'], ['pending', 'pending'], ['sending', 'sending'], ['failed', 'fail']]) {
     const shown = Number((await page.locator(`dd[data-state="${label}"]`).textContent()).replace(/,/g, ''));
@@ -377,8 +401,11 @@ async function portalFlow({ browser, base, key, sink, sinkBase, consoleErrors, t
   await go(page, page.locator('.delivery h2 a').first(), 'the endpoint of a delivery');
   await page.getByLabel('Since (UTC)').fill(new Date(Date.now() - 3600_000).toISOString().slice(0, 16));
   await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover');
-  await page.getByText('Recovery started for failed messages since').waitFor();
+  await page.locator('#bulk-question', { hasText: /^Recover 1 failed message since .+\?$/ }).waitFor();
+  await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover (confirm)');
+  await page.locator('#job-status', { hasText: 'Finished: 1 failed message queued again.' }).waitFor({ timeout: 30_000 });
   await waitFor(async () => (await sink.report()).unique === before + 4, 'all four reached the sink');
+  await go(page, page.getByRole('link', { name: 'Back to the endpoint' }), 'Back to the endpoint');
   await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");
   await page.getByRole('heading', { name: 'Messages to this endpoint' }).waitFor();
   await reloadUntil(page, 'the log shows all four delivered',

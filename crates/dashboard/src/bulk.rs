@@ -223,24 +223,29 @@ fn progress_of(
 ) -> ProgressFragment {
     let done = job.progress;
     let total = params.expected.map(|e| (e as i64).max(done));
-    let what = match job.kind {
-        JobKind::EndpointRecover => "failed messages queued again",
-        JobKind::EndpointReplay => "missing messages queued",
+    // "1 failed message", "2 failed messages".
+    let what = |n: i64| match (job.kind, n == 1) {
+        (JobKind::EndpointRecover, true) => "failed message queued again",
+        (JobKind::EndpointRecover, false) => "failed messages queued again",
+        (JobKind::EndpointReplay, true) => "missing message queued",
+        (JobKind::EndpointReplay, false) => "missing messages queued",
     };
     let of = match total {
-        Some(t) => format!("{} of {} {what}", group(done), group(t)),
-        None => format!("{} {what}", group(done)),
+        Some(t) => format!("{} of {} {}", group(done), group(t), what(t)),
+        None => format!("{} {}", group(done), what(done)),
     };
     let text = match job.state {
         JobState::Running => format!("Running: {of} so far."),
-        JobState::Finished => format!("Finished: {} {what}.", group(done)),
+        JobState::Finished => format!("Finished: {} {}.", group(done), what(done)),
         JobState::Canceled => format!(
-            "Canceled: {} {what} before it stopped; the rest were left as they were.",
-            group(done)
+            "Canceled: {} {} before it stopped; the rest were left as they were.",
+            group(done),
+            what(done)
         ),
         JobState::Failed => format!(
-            "Failed after {} {what}: {}",
+            "Failed after {} {}: {}",
             group(done),
+            what(done),
             job.error.as_deref().unwrap_or("no reason recorded")
         ),
     };
