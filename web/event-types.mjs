@@ -62,8 +62,8 @@ async function main() {
   await page.getByRole('alert').getByText('Please fix the 2 problems shown below').waitFor();
   const schema = page.getByLabel('JSON Schema');
   assert.equal(await schema.getAttribute('aria-invalid'), 'true');
-  assert.match(await page.locator('#et-schema-error').innerText(), /must be a JSON object/);
-  assert.match(await page.locator('#et-example-error').innerText(), /not valid JSON/);
+  assert.match(await page.locator('#schema-error').innerText(), /must be a JSON object/);
+  assert.match(await page.locator('#example-error').innerText(), /not valid JSON/);
   assert.equal(await page.getByLabel('Name').inputValue(), 'invoice.paid', 'what was typed is kept');
   await assertAccessible(page, 'the refused event type form');
   // The refusal's own 422, which the browser logs as a console error.

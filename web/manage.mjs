@@ -108,8 +108,10 @@ async function main() {
     const r = await api(base, key, 'POST', `/app/${appId}/msg`, { eventType: 'order.paid', payload: { n } });
     assert.equal(r.status, 202, r.text);
   }
+  // Six failing attempts: the breaker opens at the fifth failure in a row and holds the sixth
+  // for its 30 s open period, so this wait outlasts one.
   await waitFor(async () => (await api(base, key, 'GET', `/app/${appId}/endpoint/${epId}/stats`)).body.fail === 3,
-    'three failed deliveries');
+    'three failed deliveries', 45_000);
   await sink.behave({ failRate: 0 });
 
   step('Recover: the preview counts them; Cancel goes back and starts nothing');

@@ -18,6 +18,7 @@ use store::{ListParams, NewEventType};
 
 use crate::auth::see_other;
 use crate::error::PageError;
+use crate::problems::Problems;
 use crate::session::{self, Session};
 use crate::views;
 
@@ -62,37 +63,15 @@ pub struct EventTypeForm {
     pub example: String,
 }
 
-/// One line under each field that was refused.
-#[derive(Clone, Debug, Default)]
-pub struct FieldProblems {
-    pub name: Option<String>,
-    pub description: Option<String>,
-    pub schema: Option<String>,
-    pub example: Option<String>,
-}
-
-impl FieldProblems {
-    fn count(&self) -> usize {
-        [&self.name, &self.description, &self.schema, &self.example]
-            .iter()
-            .filter(|p| p.is_some())
-            .count()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.count() == 0
-    }
-
-    /// Puts a service problem under its field (by the field's API name).
-    fn add(&mut self, e: &FieldError) {
-        let slot = match e.field.as_str() {
-            "name" => &mut self.name,
-            "description" => &mut self.description,
-            _ => &mut self.schema,
-        };
-        if slot.is_none() {
-            *slot = Some(sentence(&e.msg));
-        }
+/// A service problem under its field (by the field's API name), unless that field has one.
+fn add_problem(problems: &mut Problems, e: &FieldError) {
+    let field = match e.field.as_str() {
+        "name" => "name",
+        "description" => "description",
+        _ => "schema",
+    };
+    if problems.of(field).is_none() {
+        problems.add(field, sentence(&e.msg));
     }
 }
 
@@ -117,8 +96,7 @@ pub struct FormPage {
     pub editing: Option<String>,
     pub archived: bool,
     pub form: EventTypeForm,
-    pub problems: FieldProblems,
-    pub problem_count: usize,
+    pub problems: Problems,
     pub notice: Option<String>,
     /// Examples beyond the first, kept as stored.
     pub more_examples: usize,
@@ -212,11 +190,8 @@ fn form_of(m: &event_type::Model) -> Result<(EventTypeForm, usize), PageError> {
 
 /// The event type the form describes, over `stored` (its other versions and further
 /// examples kept), or the problems of the fields it could not read.
-fn parse(
-    f: &EventTypeForm,
-    stored: Option<&event_type::Model>,
-) -> Result<NewEventType, FieldProblems> {
-    let mut problems = FieldProblems::default();
+fn parse(f: &EventTypeForm, stored: Option<&event_type::Model>) -> Result<NewEventType, Problems> {
+    let mut problems = Problems::new();
     let json = |text: &str, what: &str| -> Result<Option<Value>, String> {
         match text.trim() {
             "" => Ok(None),
@@ -229,30 +204,35 @@ fn parse(
         Ok(None) => Some(Map::new()),
         Ok(Some(Value::Object(o))) => Some(o),
         Ok(Some(_)) => {
-            problems.schema =
-                Some("The schema must be a JSON object, like {\"type\": \"object\"}.".to_owned());
+            problems.add(
+                "schema",
+                "The schema must be a JSON object, like {\"type\": \"object\"}.",
+            );
             None
         }
         Err(e) => {
-            problems.schema = Some(e);
+            problems.add("schema", e);
             None
         }
     };
     let example = json(&f.example, "example").unwrap_or_else(|e| {
-        problems.example = Some(e);
+        problems.add("example", e);
         None
     });
     if let (Some(s), Some(_)) = (&schema, &example)
         && s.contains_key("examples")
     {
-        problems.example =
-            Some("Give the example here or in the schema's \"examples\", not in both.".to_owned());
+        problems.add(
+            "example",
+            "Give the example here or in the schema's \"examples\", not in both.",
+        );
     }
     let (mut new, kept) = match stored {
         Some(m) => {
-            let new = service::event_types::as_new(m).map_err(|_| FieldProblems {
-                schema: Some("The stored schemas could not be read.".to_owned()),
-                ..FieldProblems::default()
+            let new = service::event_types::as_new(m).map_err(|_| {
+                let mut p = Problems::new();
+                p.add("schema", "The stored schemas could not be read.");
+                p
             })?;
             let kept = match version_one(m) {
                 Ok(Some(mut v1)) => match v1.remove("examples") {
@@ -294,12 +274,12 @@ fn parse(
 
 /// The service's refusal as problems under the fields; failures that are not about the
 /// input become an error page.
-fn refused(e: ServiceError) -> Result<FieldProblems, PageError> {
-    let mut problems = FieldProblems::default();
+fn refused(e: ServiceError) -> Result<Problems, PageError> {
+    let mut problems = Problems::new();
     match e {
-        ServiceError::Invalid(errors) => errors.iter().for_each(|e| problems.add(e)),
+        ServiceError::Invalid(errors) => errors.iter().for_each(|e| add_problem(&mut problems, e)),
         ServiceError::Store(store::StoreError::Conflict { .. }) => {
-            problems.name = Some("An event type with this name already exists.".to_owned())
+            problems.add("name", "An event type with this name already exists.")
         }
         other => return Err(other.into()),
     }
@@ -311,7 +291,7 @@ fn form_page(
     status: StatusCode,
     stored: Option<&event_type::Model>,
     form: EventTypeForm,
-    problems: FieldProblems,
+    problems: Problems,
     notice: Option<String>,
 ) -> Result<HttpResponse, PageError> {
     let more_examples = match stored {
@@ -327,7 +307,6 @@ fn form_page(
             csrf: String::new(),
             ..form
         },
-        problem_count: problems.count(),
         problems,
         notice,
         more_examples,
@@ -342,7 +321,7 @@ pub async fn new_form(session: Session) -> Result<HttpResponse, PageError> {
         StatusCode::OK,
         None,
         EventTypeForm::default(),
-        FieldProblems::default(),
+        Problems::new(),
         None,
     )
 }
@@ -368,7 +347,7 @@ pub async fn create(
             };
             service::event_types::problems(&named)
                 .iter()
-                .for_each(|e| problems.add(e));
+                .for_each(|e| add_problem(&mut problems, e));
             return form_page(session, status, None, form, problems, None);
         }
     };
@@ -409,7 +388,7 @@ pub async fn edit_form(
         StatusCode::OK,
         Some(&m),
         form,
-        FieldProblems::default(),
+        Problems::new(),
         notice,
     )
 }
@@ -545,16 +524,11 @@ mod tests {
             ..EventTypeForm::default()
         };
         let p = parse(&form, None).expect_err("invalid");
+        assert!(p.of("schema").is_some_and(|s| s.contains("JSON object")));
         assert!(
-            p.schema
-                .as_deref()
-                .is_some_and(|s| s.contains("JSON object"))
-        );
-        assert!(
-            p.example
-                .as_deref()
+            p.of("example")
                 .is_some_and(|s| s.contains("not valid JSON"))
         );
-        assert_eq!(p.count(), 2);
+        assert_eq!(p.len(), 2);
     }
 }

@@ -63,12 +63,12 @@ async fn the_catalog_creates_edits_archives_and_restores_event_types() {
         )
         .await;
     bad.assert(422, "Please fix the 3 problems shown below");
-    assert!(text_of(&bad, "et-name-error").starts_with("The name must be 1 to 256 characters"));
-    assert!(text_of(&bad, "et-schema-error").contains("must be a JSON object"));
-    assert!(text_of(&bad, "et-example-error").starts_with("The example is not valid JSON"));
+    assert!(text_of(&bad, "name-error").starts_with("The name must be 1 to 256 characters"));
+    assert!(text_of(&bad, "schema-error").contains("must be a JSON object"));
+    assert!(text_of(&bad, "example-error").starts_with("The example is not valid JSON"));
     assert!(
         bad.body
-            .contains(r#"aria-invalid="true" aria-describedby="et-name-error""#)
+            .contains(r#"aria-invalid="true" aria-describedby="name-error""#)
     );
     assert!(bad.body.contains(r#"value="invoice paid""#));
     let huge = format!(r#"{{"description": "{}"}}"#, "x".repeat(70 * 1024));
@@ -79,7 +79,7 @@ async fn the_catalog_creates_edits_archives_and_restores_event_types() {
         )
         .await;
     too_big.assert(422, "at most 64 KiB");
-    assert!(text_of(&too_big, "et-schema-error").contains("64 KiB"));
+    assert!(text_of(&too_big, "schema-error").contains("64 KiB"));
     b.post("/event-types/new", &[("csrf", "forged"), ("name", "a.b")])
         .await
         .assert(403, "did not come from this dashboard");
@@ -121,7 +121,7 @@ async fn the_catalog_creates_edits_archives_and_restores_event_types() {
         .await;
     again.assert(422, "already exists");
     assert_eq!(
-        text_of(&again, "et-name-error"),
+        text_of(&again, "name-error"),
         "An event type with this name already exists."
     );
     let list = b.get("/event-types").await;

@@ -276,7 +276,7 @@ async fn dead_letters_list_failed_deliveries_and_recover_all_of_them() {
     assert_eq!(r.status, 303, "{}", r.body);
     b.get(r.location())
         .await
-        .assert(200, "Running: 0 of 1 failed messages queued again so far.");
+        .assert(200, "Running: 0 of 1 failed message queued again so far.");
     let tasks = background_tasks(&app.base, &key).await;
     assert_eq!(tasks.len(), 1, "{tasks:?}");
 }
