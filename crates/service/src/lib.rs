@@ -10,6 +10,7 @@ mod error;
 pub mod inbound;
 pub mod limits;
 pub mod messages;
+pub mod refusals;
 pub mod rules;
 pub mod ssrf;
 pub mod trace;
