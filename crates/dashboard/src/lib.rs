@@ -68,6 +68,25 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/").route(web::get().to(endpoints::overview)))
         .service(web::resource("/settings").route(web::get().to(settings::show)))
         .service(web::resource("/sources").route(web::get().to(sources::list)))
+        // Before `/sources/{source_id}`, which would take "new" as an id.
+        .service(
+            web::resource("/sources/new")
+                .app_data(form())
+                .route(web::get().to(sources::new_form))
+                .route(web::post().to(sources::create)),
+        )
+        .service(web::resource("/sources/{source_id}").route(web::get().to(sources::show)))
+        .service(
+            web::resource("/sources/{source_id}/edit")
+                .app_data(form())
+                .route(web::get().to(sources::edit_form))
+                .route(web::post().to(sources::update)),
+        )
+        .service(
+            web::resource("/sources/{source_id}/delete")
+                .app_data(form())
+                .route(web::post().to(sources::delete)),
+        )
         .service(
             web::resource("/settings/keys")
                 .app_data(form())
