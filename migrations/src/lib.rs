@@ -24,6 +24,7 @@ mod m0015_egress_grants;
 mod m0016_inbound_signed;
 mod m0017_portal_capabilities;
 mod m0019_attempt_headers;
+mod m0021_inbound_refusals;
 
 pub struct Migrator;
 
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0016_inbound_signed::Migration),
             Box::new(m0017_portal_capabilities::Migration),
             Box::new(m0019_attempt_headers::Migration),
+            Box::new(m0021_inbound_refusals::Migration),
         ]
     }
 }

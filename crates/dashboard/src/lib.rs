@@ -99,6 +99,25 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .app_data(form())
                 .route(web::post().to(event_types::archive)),
         )
+        // Before `/sources/{source_id}`, which would take "new" as an id.
+        .service(
+            web::resource("/sources/new")
+                .app_data(form())
+                .route(web::get().to(sources::new_form))
+                .route(web::post().to(sources::create)),
+        )
+        .service(web::resource("/sources/{source_id}").route(web::get().to(sources::show)))
+        .service(
+            web::resource("/sources/{source_id}/edit")
+                .app_data(form())
+                .route(web::get().to(sources::edit_form))
+                .route(web::post().to(sources::update)),
+        )
+        .service(
+            web::resource("/sources/{source_id}/delete")
+                .app_data(form())
+                .route(web::post().to(sources::delete)),
+        )
         .service(
             web::resource("/settings/keys")
                 .app_data(form())

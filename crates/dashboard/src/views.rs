@@ -22,6 +22,92 @@ pub fn render(status: StatusCode, page: &impl Template) -> Result<HttpResponse, 
     Ok(resp)
 }
 
+/// A source's page: what it is, and its Requests view (what it refused, newest first).
+#[derive(Template)]
+#[template(path = "source.html")]
+pub struct SourcePage {
+    pub csrf: Option<String>,
+    pub root: &'static str,
+    pub id: String,
+    pub name: String,
+    pub url: String,
+    pub scheme: String,
+    pub event_type: String,
+    pub app_id: String,
+    pub app_name: String,
+    pub declared: bool,
+    /// Refused for a bad signature, in all; and refusals a flood left unrecorded.
+    pub refused: i64,
+    pub unrecorded: i64,
+    pub requests: Vec<RefusalRow>,
+    /// Showing an older page (a link back to the newest).
+    pub paged: bool,
+    /// The next older page's `before`, when there is one.
+    pub older: Option<String>,
+    pub notice: Option<String>,
+    /// The bounds: newest kept per source, days kept.
+    pub kept: u64,
+    pub days: u64,
+}
+
+/// A refused request as the Requests view lists it.
+pub struct RefusalRow {
+    pub time: String,
+    pub reason: &'static str,
+    pub detail: String,
+    pub status: u16,
+    pub size: String,
+    pub remote: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl RefusalRow {
+    pub fn of(r: store::Refusal) -> Self {
+        RefusalRow {
+            time: show_time(r.at.as_millis()),
+            reason: r.reason.map(|r| r.label()).unwrap_or("Refused"),
+            detail: r.detail,
+            status: r.status,
+            size: show_size(r.size),
+            remote: r.remote_addr,
+            headers: r.headers,
+        }
+    }
+}
+
+/// `0 bytes`, `512 bytes`, `1.5 KiB`, `2.0 MiB`.
+pub fn show_size(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} bytes"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
+/// The new-source and edit-source form.
+#[derive(Template)]
+#[template(path = "source_form.html")]
+pub struct SourceFormPage {
+    pub csrf: Option<String>,
+    pub root: &'static str,
+    /// Editing this source; none: a new one.
+    pub id: Option<String>,
+    /// Editing a source that has a secret (sealed: never shown, kept when left empty).
+    pub secret_set: bool,
+    pub current_scheme: String,
+    /// The tenant's applications: (id, name).
+    pub apps: Vec<(String, String)>,
+    pub form: crate::sources::SourceForm,
+    pub errors: crate::sources::FieldErrors,
+}
+
+impl SourceFormPage {
+    /// The problem shown under `field`, if any.
+    pub fn err(&self, field: &str) -> Option<&str> {
+        self.errors.get(field).map(String::as_str)
+    }
+}
+
 /// `csrf` in every page is the session's token: `Some` shows the logged-in chrome (log-out
 /// button, htmx's CSRF header).
 #[derive(Template)]
@@ -313,11 +399,15 @@ pub struct SourcesPage {
     pub csrf: Option<String>,
     pub root: &'static str,
     pub sources: Vec<SourceRow>,
+    pub notice: Option<String>,
 }
 
 /// An inbound source as the sources page lists it.
 pub struct SourceRow {
+    pub id: String,
     pub name: String,
+    /// Declared by a configuration file: read-only here.
+    pub declared: bool,
     /// Where the sender posts.
     pub url: String,
     pub scheme: String,

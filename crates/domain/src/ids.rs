@@ -241,6 +241,7 @@ define_id!(/** A running hookd process. */ NodeId, "node");
 define_id!(/** A durable background job (bulk recover or replay). */ JobId, "job");
 define_id!(/** An app portal token (its secret part is never stored). */ PortalTokenId, "ptk");
 define_id!(/** An inbound source: a URL that receives webhooks (`hookd receive`). */ SourceId, "src");
+define_id!(/** A request an inbound source refused, as its Requests view lists it. */ RefusalId, "rfs");
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,7 @@ pub mod endpoint_url;
 pub mod health;
 pub mod ids;
 pub mod inbound;
+pub mod inbound_refusal;
 pub mod jobs;
 pub mod notify;
 pub mod ordering;

@@ -594,6 +594,7 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
         total.swept.jobs += r.swept.jobs;
         total.swept.inbound_keys += r.swept.inbound_keys;
         total.swept.portal_tokens += r.swept.portal_tokens;
+        total.refusals += r.refusals;
         // A dry pass changes nothing, so another would count the same rows again.
         if !p.more || dry_run {
             break;
@@ -623,7 +624,7 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
         println!(
             "removed: {} idempotency records, {} sessions, {} sign-ups, {} statistics rows, \
              {} operational events, {} emails, {} background jobs, {} idle inbound ordering keys, \
-             {} expired or revoked portal tokens",
+             {} expired or revoked portal tokens, {} refused inbound requests",
             total.swept.idempotency_keys,
             total.swept.sessions,
             total.swept.pending_signups,
@@ -632,7 +633,8 @@ async fn prune(settings: Settings, dry_run: bool) -> Result<(), BoxError> {
             total.swept.emails,
             total.swept.jobs,
             total.swept.inbound_keys,
-            total.swept.portal_tokens
+            total.swept.portal_tokens,
+            total.refusals
         );
         if store.system().reclaim_space().await? == store::Reclaim::Vacuumed {
             println!(

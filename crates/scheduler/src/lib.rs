@@ -47,6 +47,8 @@ pub struct PruneReport {
     pub swept: store::Swept,
     /// Per-minute statistics rows (not counted when dry).
     pub stats: u64,
+    /// Refused inbound requests past `store::REFUSAL_RETENTION` (not counted when dry).
+    pub refusals: u64,
 }
 
 /// The prune job, for the scheduler and `hookd prune`: one retention pass (bounded; see
@@ -77,14 +79,18 @@ pub async fn prune(
             done: ago(HISTORY_RETENTION),
         };
         report.swept = store.system().sweep_expired(horizons, now).await?;
+        report.refusals = store
+            .system()
+            .prune_refusals(ago(store::REFUSAL_RETENTION))
+            .await?;
     }
     Ok(report)
 }
 
 /// Rows this process's prunes removed, by kind, since it started (for `/metrics`).
-static PRUNED: [std::sync::atomic::AtomicU64; 12] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 12];
-const PRUNED_KINDS: [&str; 12] = [
+static PRUNED: [std::sync::atomic::AtomicU64; 13] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 13];
+const PRUNED_KINDS: [&str; 13] = [
     "messages",
     "deliveries",
     "attempts",
@@ -97,10 +103,11 @@ const PRUNED_KINDS: [&str; 12] = [
     "inbound_keys",
     "inbound_signed",
     "portal_tokens",
+    "inbound_refusals",
 ];
 
 impl PruneReport {
-    fn by_kind(&self) -> [u64; 12] {
+    fn by_kind(&self) -> [u64; 13] {
         let (p, s) = (self.retention, self.swept);
         [
             p.messages,
@@ -115,6 +122,7 @@ impl PruneReport {
             s.inbound_keys,
             s.inbound_signed,
             s.portal_tokens,
+            self.refusals,
         ]
     }
 }

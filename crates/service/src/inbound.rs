@@ -21,6 +21,10 @@ use domain::inbound::{
 use store::entities::application;
 use store::{Claim, NewMessage, Offer, Source, SourceSettings, Store, StoreError, Tally};
 
+use domain::inbound_refusal::Reason;
+
+pub use crate::refusals::Arrival;
+use crate::refusals::Recording;
 use crate::{Config, Result, ServiceError, messages, rules};
 
 /// What a verified request became.
@@ -88,6 +92,8 @@ pub struct Counts {
     sources: Mutex<HashMap<SourceId, Tally>>,
     /// What the sources hold ahead of gaps, as far as this process knows (see [`Held`]).
     held: Mutex<Held>,
+    /// Refused requests waiting to be written for the Requests view (see `refusals`).
+    recording: Mutex<Recording>,
 }
 
 /// Events held per source: as last counted in the database (every second), plus those this
@@ -128,14 +134,52 @@ impl Counts {
         *self.held().added.entry(source).or_default() += 1;
     }
 
+    /// Records a refused request for its source's Requests view, within the bounds of
+    /// `refusals`; past them it is only counted.
+    fn refused(
+        &self,
+        source: &Source,
+        reason: Reason,
+        detail: &str,
+        size: u64,
+        arrival: &Arrival<'_>,
+    ) {
+        let kept = self
+            .recording
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keep(source, reason, detail, size, arrival);
+        if !kept {
+            self.tally(source.row.id, |t| t.unrecorded += 1);
+        }
+    }
+
     fn tally(&self, source: SourceId, f: impl FnOnce(&mut Tally)) {
         let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
         f(sources.entry(source).or_default());
     }
 }
 
-/// Adds what this process counted per source to the sources (every second, and at shutdown).
+/// Adds what this process counted per source to the sources, and writes the refused
+/// requests it recorded (every second, and at shutdown).
 pub async fn write_counts(store: &Store, cfg: &Config) -> Result<()> {
+    let recorded = cfg
+        .inbound_counts
+        .recording
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Err(e) = store
+        .system()
+        .record_refusals(&recorded, store::REFUSALS_KEPT)
+        .await
+    {
+        // Not kept for another try: the next second brings its own (they are samples).
+        tracing::warn!(error = %e, rows = recorded.len(), "recording refused inbound requests");
+        for r in &recorded {
+            cfg.inbound_counts.tally(r.source_id, |t| t.unrecorded += 1);
+        }
+    }
     let taken: Vec<(SourceId, Tally)> = {
         let mut sources = cfg
             .inbound_counts
@@ -151,6 +195,7 @@ pub async fn write_counts(store: &Store, cfg: &Config) -> Result<()> {
                 mine.duplicates += t.duplicates;
                 mine.refused += t.refused;
                 mine.last_refused_at = mine.last_refused_at.max(t.last_refused_at);
+                mine.unrecorded += t.unrecorded;
             });
         }
         return Err(e.into());
@@ -181,15 +226,76 @@ pub async fn count_held(store: &Store, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Verifies and stores a request to source `id`; `header` looks a request header up.
+/// Verifies and stores a request to source `id`. A refusal is recorded for the source's
+/// Requests view (within the bounds of `refusals`).
 pub async fn receive(
     store: &Store,
     cfg: &Config,
     id: &str,
-    header: &dyn Fn(&str) -> Option<String>,
+    arrival: &Arrival<'_>,
     body: &[u8],
 ) -> std::result::Result<Received, Refusal> {
     let source = store.system().source(id).await?;
+    let answer = verify_and_take(store, cfg, &source, arrival.header, body).await;
+    if let Err(refusal) = &answer
+        && let Some(reason) = refusal.reason()
+    {
+        cfg.inbound_counts.refused(
+            &source,
+            reason,
+            &refusal.to_string(),
+            body.len() as u64,
+            arrival,
+        );
+    }
+    answer
+}
+
+/// Records a request to source `id` whose body was not read (too large, or broken off): the
+/// handler answers it. An unknown source records nothing.
+pub async fn refused_unread(
+    store: &Store,
+    cfg: &Config,
+    id: &str,
+    arrival: &Arrival<'_>,
+    reason: Reason,
+    detail: &str,
+) {
+    if let Ok(source) = store.system().source(id).await {
+        let size = (arrival.header)("content-length")
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        cfg.inbound_counts
+            .refused(&source, reason, detail, size, arrival);
+    }
+}
+
+impl Refusal {
+    /// How the Requests view names it; none for what is not the request's fault (an unknown
+    /// source, a failure of the server).
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            Refusal::Unverified(why) => Some(Reason::of(why)),
+            Refusal::Invalid { code, .. } if *code == "invalid_sequence" => {
+                Some(Reason::BadSequence)
+            }
+            Refusal::Invalid { .. } => Some(Reason::NotJson),
+            Refusal::Full(_) => Some(Reason::TooManyHeld),
+            Refusal::Service(ServiceError::RateLimited { .. }) => Some(Reason::RateLimited),
+            Refusal::Service(ServiceError::PayloadTooLarge { .. }) => Some(Reason::TooLarge),
+            Refusal::Service(ServiceError::Invalid(_)) => Some(Reason::Unacceptable),
+            Refusal::NotFound | Refusal::Service(_) => None,
+        }
+    }
+}
+
+async fn verify_and_take(
+    store: &Store,
+    cfg: &Config,
+    source: &Source,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+) -> std::result::Result<Received, Refusal> {
     let now = Timestamp::now();
     let verified = verify(
         &source.settings.scheme,
@@ -211,7 +317,7 @@ pub async fn receive(
         code: "invalid_payload",
         detail,
     })?;
-    let answer = take(store, cfg, &source, verified, header, body).await;
+    let answer = take(store, cfg, source, verified, header, body).await;
     match answer {
         Ok(Received::Duplicate) => cfg
             .inbound_counts
@@ -542,6 +648,32 @@ pub async fn create_source(store: &Store, tenant: TenantId, spec: &SourceSpec) -
         .await?)
 }
 
+/// Changes the tenant's source `id` to what `spec` says (the dashboard's edit): its id, URL,
+/// name and counts stay. A source a configuration file declares is changed in the file: the
+/// next start would undo an edit made here.
+pub async fn change_source(
+    store: &Store,
+    tenant: TenantId,
+    id: &str,
+    spec: &SourceSpec,
+) -> Result<Source> {
+    let have = store.get_source(tenant, id).await?;
+    if have.row.declared {
+        return Err(ServiceError::Conflict(format!(
+            "the source {:?} is defined in the configuration file: change it there",
+            have.row.name
+        )));
+    }
+    if have.row.name != spec.name {
+        return Err(ServiceError::field(
+            "name",
+            "a source keeps its name (its events are tagged with it)",
+        ));
+    }
+    let app = store.get_application(tenant, &spec.app).await?;
+    Ok(store.update_source(&have, &app, &spec.settings).await?)
+}
+
 /// What [`declare_source`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Declared {
@@ -579,6 +711,7 @@ pub async fn declare_source(
     // our insert; then it is there to compare with.
     for _ in 0..2 {
         if let Some(have) = store.source_named(tenant, &spec.name).await? {
+            store.mark_source_declared(&have).await?;
             if have.row.app_id == app.id && have.settings == spec.settings {
                 return Ok((have, Declared::Unchanged));
             }
@@ -589,7 +722,10 @@ pub async fn declare_source(
             .create_source(tenant, &app, &spec.name, &spec.settings)
             .await
         {
-            Ok(created) => return Ok((created, Declared::Created)),
+            Ok(created) => {
+                store.mark_source_declared(&created).await?;
+                return Ok((created, Declared::Created));
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }

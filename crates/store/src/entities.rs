@@ -525,6 +525,39 @@ pub mod inbound_source {
         /// How far a signed timestamp may be from now, for schemes that sign one; none: the
         /// default (`domain::inbound::DEFAULT_TOLERANCE`).
         pub tolerance_secs: Option<i64>,
+        /// Declared by a configuration file (`[[sources]]`): the dashboard shows it read-only,
+        /// since the next start would bring it back in line with the file.
+        pub declared: bool,
+        /// Refused requests a flood left out of the Requests view (counted, not recorded).
+        pub unrecorded: i64,
+    }
+    entity_boilerplate!();
+}
+
+/// A request a source refused, as its Requests view lists it (bounded: see
+/// `store::REFUSALS_KEPT` and `store::REFUSAL_RETENTION`).
+pub mod inbound_refusal {
+    use domain::ids::{RefusalId, SourceId, TenantId};
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "inbound_refusals")]
+    pub struct Model {
+        /// Minted when the request arrived: its time, and the list's order.
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: RefusalId,
+        pub source_id: SourceId,
+        pub tenant_id: TenantId,
+        /// `domain::inbound_refusal::Reason` as stored.
+        pub reason: String,
+        /// What the sender was answered (names what is wrong, never a secret).
+        pub detail: String,
+        /// The HTTP status it was answered.
+        pub status: i32,
+        /// Body bytes (as declared, for one too large to read).
+        pub size: i64,
+        pub remote_addr: String,
+        /// JSON array of `[name, value]`: `domain::inbound_refusal::excerpt`.
+        pub headers: String,
     }
     entity_boilerplate!();
 }
@@ -625,4 +658,5 @@ owned!(
     inbound_held,
     egress_grant,
     inbound_signed,
+    inbound_refusal,
 );

@@ -13,7 +13,7 @@ use sea_orm::{
 };
 
 use crate::entities::{
-    Owned, application, inbound_held, inbound_key, inbound_signed, inbound_source,
+    Owned, application, inbound_held, inbound_key, inbound_refusal, inbound_signed, inbound_source,
 };
 use crate::error::conflict_as;
 use crate::resources::check_owner;
@@ -108,6 +108,8 @@ impl Store {
             duplicates: Set(0),
             refused: Set(0),
             last_refused_at: Set(None),
+            declared: Set(false),
+            unrecorded: Set(0),
         };
         let txn = self.write_txn().await?;
         let row = row.insert(&*txn).await.map_err(conflict_as("name"))?;
@@ -169,6 +171,22 @@ impl Store {
         self.open_source(row)
     }
 
+    /// Marks a source as declared by a configuration file (see `inbound_source::declared`).
+    pub async fn mark_source_declared(&self, source: &Source) -> Result<()> {
+        if source.row.declared {
+            return Ok(());
+        }
+        let txn = self.write_txn().await?;
+        inbound_source::Entity::update_many()
+            .col_expr(inbound_source::Column::Declared, Expr::value(true))
+            .filter(inbound_source::Column::Id.eq(source.row.id))
+            .exec(&*txn)
+            .await?;
+        txn.commit().await?;
+        self.sources.clear();
+        Ok(())
+    }
+
     pub async fn delete_source(&self, tenant: TenantId, id: &str) -> Result<()> {
         let source = self.get_source(tenant, id).await?;
         let txn = self.write_txn().await?;
@@ -196,8 +214,12 @@ impl System<'_> {
     }
 }
 
-/// Deletes sources with their held events, ordering keys and signed digests.
+/// Deletes sources with their held events, ordering keys, signed digests and refused requests.
 async fn delete_sources(db: &impl ConnectionTrait, ids: Vec<SourceId>) -> Result<()> {
+    inbound_refusal::Entity::delete_many()
+        .filter(inbound_refusal::Column::SourceId.is_in(ids.clone()))
+        .exec(db)
+        .await?;
     inbound_signed::Entity::delete_many()
         .filter(inbound_signed::Column::SourceId.is_in(ids.clone()))
         .exec(db)
@@ -688,6 +710,8 @@ pub struct Tally {
     pub duplicates: u64,
     pub refused: u64,
     pub last_refused_at: Option<i64>,
+    /// Refusals not recorded for the Requests view (past the recording bound).
+    pub unrecorded: u64,
 }
 
 impl System<'_> {
@@ -706,6 +730,10 @@ impl System<'_> {
                 .col_expr(
                     inbound_source::Column::Refused,
                     Expr::col(inbound_source::Column::Refused).add(t.refused as i64),
+                )
+                .col_expr(
+                    inbound_source::Column::Unrecorded,
+                    Expr::col(inbound_source::Column::Unrecorded).add(t.unrecorded as i64),
                 );
             if let Some(at) = t.last_refused_at {
                 update = update.col_expr(inbound_source::Column::LastRefusedAt, Expr::value(at));

@@ -23,6 +23,7 @@ mod plans;
 mod portal;
 mod queue;
 mod recovery;
+mod refusals;
 mod resources;
 mod retention;
 mod sealed;
@@ -51,6 +52,7 @@ pub use portal::{
 };
 pub use queue::{AttemptResult, DispatchEndpoint, Fresh, Next, attempt_row};
 pub use recovery::{AttemptFilter, Batches, Capped, DeliveryStats, PREVIEW_CAP};
+pub use refusals::{NewRefusal, REFUSAL_RETENTION, REFUSALS_KEPT, REFUSALS_PAGE, Refusal};
 pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
 pub use retention::{Pruned, Reclaim};
 pub use sealed::{KEY_FILE, KeySource, Reseal, Resealed};

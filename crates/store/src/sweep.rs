@@ -153,3 +153,23 @@ impl crate::System<'_> {
         })
     }
 }
+
+impl crate::System<'_> {
+    /// Deletes the refused inbound requests recorded before `before` (their ids start with
+    /// that time), in bounded batches.
+    pub async fn prune_refusals(&self, before: Timestamp) -> Result<u64> {
+        let p = match self.backend {
+            Backend::Sqlite => "?1",
+            Backend::Postgres => "$1",
+        };
+        let sql = format!(
+            "DELETE FROM inbound_refusals WHERE id IN ( \
+               SELECT id FROM inbound_refusals WHERE id < {p} LIMIT {SWEEP_BATCH})"
+        );
+        self.delete_in_batches(
+            &sql,
+            domain::ids::RefusalId::lower_bound(before).to_string(),
+        )
+        .await
+    }
+}

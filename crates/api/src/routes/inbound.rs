@@ -3,6 +3,7 @@
 //! forwards through the source's application's endpoints.
 
 use actix_web::{HttpRequest, HttpResponse, web};
+use domain::inbound_refusal::Reason;
 use serde::{Deserialize, Serialize};
 use service::inbound::{Received, Refusal};
 use store::{Source, Store};
@@ -162,14 +163,48 @@ pub async fn receive(
     path: web::Path<String>,
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.map_err(|e| crate::extract::body_error(&req, e))?;
     let header = |name: &str| {
         req.headers()
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let answer = service::inbound::receive(&store, &cfg.service, &path, &header, &body).await;
+    let headers = || {
+        req.headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+            .collect()
+    };
+    let arrival = service::inbound::Arrival {
+        header: &header,
+        headers: &headers,
+        remote: req
+            .peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default(),
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => {
+            let err = crate::extract::body_error(&req, e);
+            let reason = if err.status == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE {
+                Reason::TooLarge
+            } else {
+                Reason::UnreadableBody
+            };
+            service::inbound::refused_unread(
+                &store,
+                &cfg.service,
+                &path,
+                &arrival,
+                reason,
+                &err.detail,
+            )
+            .await;
+            return Err(err);
+        }
+    };
+    let answer = service::inbound::receive(&store, &cfg.service, &path, &arrival, &body).await;
     cfg.inbound_counts.record(match &answer {
         Ok(Received::Stored(_)) => crate::InboundResult::Stored,
         Ok(Received::Held) => crate::InboundResult::Held,

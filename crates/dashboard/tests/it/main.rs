@@ -9,6 +9,7 @@ mod manage;
 mod messages;
 mod portal;
 mod settings;
+mod sources;
 
 use helpers::{Browser, PASSWORD, app_with_endpoint, spawn_app};
 

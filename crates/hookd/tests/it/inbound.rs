@@ -1164,3 +1164,327 @@ async fn short_source_secrets_and_overflowing_sequences_are_refused() {
         s.stop().await;
     }
 }
+
+/// Polls a source's Requests view (as the store lists it) until it holds `n` rows.
+async fn refusals_of(app: &TestApp, id: &str, n: usize) -> Vec<store::Refusal> {
+    let source: domain::ids::SourceId = id.parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = app
+            .store
+            .list_refusals(app.tenant, source, None, 100)
+            .await
+            .unwrap();
+        if rows.len() >= n || std::time::Instant::now() > deadline {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Each way a source refuses a request is recorded for its Requests view with its reason and
+/// the status the sender was answered, with the request's size, address and headers, never
+/// a credential or a signature value; accepted requests are not; another tenant lists none.
+#[tokio::test]
+async fn refused_requests_are_recorded_with_their_reason_and_no_secret() {
+    use domain::inbound_refusal::Reason;
+    for app in crate::delivery::apps_with(&[("HOOKD_MAX_PAYLOAD_BYTES", "2048")]).await {
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "in"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let (id, _) = source(
+            &app,
+            "stripe",
+            &a,
+            json!({"scheme": "stripe", "secret": STRIPE_SECRET}),
+        )
+        .await;
+        let now = domain::Timestamp::now().as_secs();
+        let body = r#"{"id":"evt_1","type":"charge.succeeded"}"#;
+        let forged = stripe_signature("whsec_not_the_secret", now, body);
+        let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(80_000));
+        type Case<'a> = (Reason, Vec<(&'a str, String)>, String);
+        let cases: Vec<Case> = vec![
+            (
+                Reason::BadSignature,
+                vec![
+                    ("Stripe-Signature", forged.clone()),
+                    ("Authorization", "Bearer hk_must_not_be_kept".into()),
+                ],
+                body.into(),
+            ),
+            (Reason::MissingHeader, vec![], body.into()),
+            (
+                Reason::MalformedHeader,
+                vec![("Stripe-Signature", "v1=abc".into())],
+                body.into(),
+            ),
+            (
+                Reason::StaleTimestamp,
+                vec![(
+                    "Stripe-Signature",
+                    stripe_signature(STRIPE_SECRET, now - 3600, body),
+                )],
+                body.into(),
+            ),
+            (
+                Reason::NotJson,
+                vec![(
+                    "Stripe-Signature",
+                    stripe_signature(STRIPE_SECRET, now, "plain text"),
+                )],
+                "plain text".into(),
+            ),
+            (
+                Reason::TooLarge,
+                vec![(
+                    "Stripe-Signature",
+                    stripe_signature(STRIPE_SECRET, now, &big),
+                )],
+                big.clone(),
+            ),
+        ];
+        for (reason, headers, body) in &cases {
+            let (status, _) = post(&app, &id, headers, body).await;
+            assert_eq!(status, reason.status(), "{reason:?} on {}", app.backend);
+        }
+        // Accepted: not a refusal.
+        let ok = vec![(
+            "Stripe-Signature",
+            stripe_signature(STRIPE_SECRET, now, body),
+        )];
+        assert_eq!(post(&app, &id, &ok, body).await.0, 200);
+
+        let rows = refusals_of(&app, &id, cases.len()).await;
+        assert_eq!(rows.len(), cases.len(), "{rows:#?}");
+        // Newest first: the cases in reverse.
+        let listed: Vec<Reason> = rows.iter().rev().map(|r| r.reason.unwrap()).collect();
+        let sent: Vec<Reason> = cases.iter().map(|c| c.0).collect();
+        assert_eq!(listed, sent, "on {}", app.backend);
+        for r in &rows {
+            assert_eq!(r.status, r.reason.unwrap().status());
+            assert_eq!(r.remote_addr, "127.0.0.1");
+            assert!(!r.detail.is_empty());
+        }
+        let bad = rows.last().unwrap();
+        assert_eq!(bad.size, body.len() as u64);
+        assert_eq!(
+            rows[0].size,
+            big.len() as u64,
+            "declared size of the one not read"
+        );
+        assert!(
+            bad.detail.contains("no signature matches"),
+            "{}",
+            bad.detail
+        );
+        let header = |r: &store::Refusal, name: &str| {
+            r.headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            header(bad, "authorization").as_deref(),
+            Some(format!("hidden ({} bytes)", "Bearer hk_must_not_be_kept".len()).as_str())
+        );
+        assert_eq!(
+            header(bad, "stripe-signature"),
+            Some(format!("hidden ({} bytes)", forged.len()))
+        );
+        assert_eq!(
+            header(bad, "content-type").as_deref(),
+            Some("application/json")
+        );
+        // No secret, no signature value, anywhere in what is stored.
+        let stored = format!("{rows:?}");
+        for secret in ["hk_must_not_be_kept", &forged[2..], STRIPE_SECRET] {
+            assert!(!stored.contains(secret), "{secret} stored");
+        }
+
+        // Another tenant sees none of it.
+        let (other, _) = testkit::new_tenant(&app.store, "other").await;
+        let src: domain::ids::SourceId = id.parse().unwrap();
+        assert!(
+            app.store
+                .list_refusals(other, src, None, 100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(app.store.get_source(other, &id).await.is_err());
+
+        // Deleting the source deletes its Requests view.
+        app.ok(Method::DELETE, &format!("/inbound/source/{id}"), None, 204)
+            .await;
+        assert!(
+            app.store
+                .list_refusals(app.tenant, src, None, 100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}
+
+/// A flood of bad requests costs no write each: each receiving process records at most
+/// `RECORD_PER_SOURCE` a second per source and counts the rest, so recorded + counted is
+/// every request.
+#[tokio::test]
+async fn a_flood_of_refused_requests_is_sampled_and_the_rest_counted() {
+    const FLOOD: usize = 400;
+    for app in apps().await {
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "in"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let (id, _) = source(
+            &app,
+            "gh",
+            &a,
+            json!({"scheme": "github", "secret": GITHUB_SECRET}),
+        )
+        .await;
+        let started = std::time::Instant::now();
+        let forged = [("X-Hub-Signature-256", "sha256=00".to_owned())];
+        let sends = (0..FLOOD).map(|_| post(&app, &id, &forged, "{}"));
+        for (status, _) in futures_util::future::join_all(sends).await {
+            assert_eq!(status, 401);
+        }
+        let secs = started.elapsed().as_secs() as usize + 2;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (recorded, unrecorded) = loop {
+            let recorded = refusals_of(&app, &id, 0).await.len();
+            let row = app.store.get_source(app.tenant, &id).await.unwrap().row;
+            if recorded + row.unrecorded as usize == FLOOD || std::time::Instant::now() > deadline {
+                break (recorded, row.unrecorded as usize);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(recorded + unrecorded, FLOOD, "on {}", app.backend);
+        assert!(
+            recorded <= service::refusals::RECORD_PER_SOURCE * secs && recorded > 0,
+            "{recorded} recorded in about {secs} s on {}",
+            app.backend
+        );
+    }
+}
+
+/// The Requests view is bounded twice: the newest `REFUSALS_KEPT` per source as they are
+/// written, and the scheduler's prune removes those older than `REFUSAL_RETENTION`.
+#[tokio::test]
+async fn refused_requests_are_kept_to_the_newest_and_pruned_by_age() {
+    use domain::inbound_refusal::Reason;
+    // No scheduler of its own: the prune below is the only one.
+    for app in TestApp::all(&[("HOOKD_ROLES", "api")]).await {
+        let (busy, old) = (domain::ids::SourceId::new(), domain::ids::SourceId::new());
+        let now = domain::Timestamp::now().as_millis();
+        let row = |source, at_ms: i64, n: usize| store::NewRefusal {
+            source_id: source,
+            tenant_id: app.tenant,
+            at: domain::Timestamp::from_millis(at_ms),
+            reason: Reason::BadSignature,
+            detail: format!("request {n}"),
+            status: 401,
+            size: 2,
+            remote_addr: "192.0.2.1".into(),
+            headers: vec![],
+        };
+        // 1,200 in six writes of 200 (the writer's most per second), a millisecond apart.
+        let sys = app.store.system();
+        for batch in 0..6 {
+            let rows: Vec<_> = (0..200)
+                .map(|i| {
+                    let n = batch * 200 + i;
+                    row(busy, now - 60_000 + n as i64, n)
+                })
+                .collect();
+            sys.record_refusals(&rows, store::REFUSALS_KEPT)
+                .await
+                .unwrap();
+        }
+        let mut kept = Vec::new();
+        let mut before = None;
+        loop {
+            let page = app
+                .store
+                .list_refusals(app.tenant, busy, before, 100)
+                .await
+                .unwrap();
+            let Some(last) = page.last() else { break };
+            before = Some(last.id);
+            kept.extend(page);
+        }
+        assert_eq!(
+            kept.len() as u64,
+            store::REFUSALS_KEPT,
+            "on {}",
+            app.backend
+        );
+        assert_eq!(kept[0].detail, "request 1199", "the newest first");
+        assert_eq!(
+            kept.last().unwrap().detail,
+            "request 200",
+            "the oldest kept"
+        );
+
+        // Eight days old: gone at the next prune; the recent ones stay.
+        let eight_days = 8 * 24 * 3600 * 1000;
+        // Written as then (ids are minted no earlier than the last one this process made, so
+        // these are made at their time by hand).
+        for n in 0..5 {
+            use sea_orm::{ActiveModelTrait, Set};
+            store::entities::inbound_refusal::ActiveModel {
+                id: Set(domain::ids::RefusalId::lower_bound(
+                    domain::Timestamp::from_millis(now - eight_days + n),
+                )),
+                source_id: Set(old),
+                tenant_id: Set(app.tenant),
+                reason: Set("bad_signature".into()),
+                detail: Set("old".into()),
+                status: Set(401),
+                size: Set(2),
+                remote_addr: Set("192.0.2.1".into()),
+                headers: Set("[]".into()),
+            }
+            .insert(app.store.connection())
+            .await
+            .unwrap();
+        }
+        assert_eq!(
+            app.store
+                .list_refusals(app.tenant, old, None, 100)
+                .await
+                .unwrap()
+                .len(),
+            5
+        );
+        let report = scheduler::prune(
+            &app.store,
+            domain::retention::Retention {
+                payload: Duration::from_secs(30 * 86_400),
+                metadata: Duration::from_secs(30 * 86_400),
+            },
+            false,
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.refusals, 5, "on {}", app.backend);
+        assert!(
+            app.store
+                .list_refusals(app.tenant, old, None, 100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            app.store
+                .list_refusals(app.tenant, busy, None, 100)
+                .await
+                .unwrap()
+                .len(),
+            100
+        );
+    }
+}
