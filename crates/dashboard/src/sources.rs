@@ -8,6 +8,7 @@ use crate::auth::SignupConfig;
 use crate::error::PageError;
 use crate::session::{self, Session};
 use crate::views::{self, SourceRow, SourcesPage};
+use crate::when::When;
 
 /// GET `/sources`.
 pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, PageError> {
@@ -57,7 +58,7 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
             held,
             duplicates: s.row.duplicates,
             refused: s.row.refused,
-            last_refused: s.row.last_refused_at.map(views::show_time),
+            last_refused: s.row.last_refused_at.map(When::at_ms),
             url: domain::inbound::source_url(&public_url, &s.row.id),
             scheme: match s.settings.signed_tolerance() {
                 Some(t) => format!(
@@ -76,7 +77,7 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
             ),
             app_id: app.id.to_string(),
             app_name: app.name,
-            created: views::show_time(s.row.created_at),
+            created: When::at_ms(s.row.created_at),
             name: s.row.name,
         });
     }

@@ -2,6 +2,7 @@
 
 mod attempts;
 mod helpers;
+mod live;
 mod manage;
 mod messages;
 mod portal;
