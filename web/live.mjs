@@ -176,14 +176,17 @@ async function main() {
   await assertAccessible(page, 'the endpoint page');
 
   step("a resent message's page turns delivered by itself");
-  await behave({ failRate: 0 });
+  // The receiver answers after 4 s: the page shows the resend under way first.
+  await behave({ failRate: 0, latencyMs: 4000 });
   await go(page, page.locator('#attempts').getByRole('link', { name: dead }).first(), 'the dead message');
   await go(page, page.getByRole('button', { name: 'Resend' }), 'Resend');
   await page.getByText('Resend queued').waitFor();
   await page.evaluate(() => { window.stayed = true; });
+  assert.notEqual((await page.locator('.delivery .badge').first().textContent()).trim(), 'succeeded');
   await waitFor(async () => (await page.locator('.delivery .badge').first().textContent()).trim() === 'succeeded',
     'the delivery turns succeeded', 30_000);
   assert.ok(await page.evaluate(() => window.stayed === true), 'the page was not reloaded');
+  await behave({ latencyMs: 0 });
 
   step('375 px: the endpoint page does not scroll sideways');
   await go(page, page.locator('.delivery h2 a').first(), 'the endpoint of the delivery');
