@@ -33,7 +33,7 @@ pub struct AttemptPage {
     pub msg_id: String,
     pub number: i32,
     pub trigger: String,
-    pub when: String,
+    pub when: crate::when::When,
     pub duration: String,
     /// The endpoint's page, unless it was deleted.
     pub endpoint_id: Option<String>,
@@ -155,7 +155,7 @@ pub async fn show(
         msg_id: msg.id.to_string(),
         number: a.attempt_number,
         trigger: a.trigger.to_string(),
-        when: views::show_time(a.started_at),
+        when: crate::when::When::at_ms(a.started_at),
         duration: domain::attempt::duration_words(std::time::Duration::from_millis(
             a.duration_ms.max(0) as u64,
         )),

@@ -17,13 +17,15 @@ use store::entities::{application, endpoint};
 use store::{AttemptFilter, EndpointChanges, ListParams, Store};
 
 use crate::auth::{base_url, see_other};
+use crate::charts::ChartRange;
 use crate::error::PageError;
 use crate::manage::{self, TEST_EVENT_TYPE};
 use crate::session::{self, Session};
 use crate::views::{
-    self, AppView, AttemptRow, AttemptsFragment, ChartsFragment, DeadLetterRow, DeadLettersPage,
-    EndpointPage, EndpointRow, EndpointView, Overview, OverviewApps,
+    self, AppView, AttemptRow, ChartRangeLink, ChartsFragment, DeadLetterRow, DeadLettersPage,
+    EndpointLive, EndpointPage, EndpointRow, EndpointView, Overview, OverviewApps,
 };
+use crate::when::{TzOffset, When};
 
 /// Applications on the overview, and endpoints shown per application.
 const OVERVIEW_APPS: u64 = 50;
@@ -40,6 +42,8 @@ pub struct OverviewExtra {
     pub error: Option<String>,
     /// The new-application name as typed, when it was refused.
     pub app_name: String,
+    /// The charts' range (`range`; empty: the last 24 hours).
+    pub chart_range: String,
 }
 
 /// GET `/`.
@@ -59,6 +63,7 @@ pub async fn overview(
     };
     let extra = OverviewExtra {
         notice,
+        chart_range: query.get("range").cloned().unwrap_or_default(),
         ..OverviewExtra::default()
     };
     overview_page(&req, session, StatusCode::OK, extra).await
@@ -88,7 +93,8 @@ pub async fn overview_page(
     let store = session::store_of(req)?;
     let tenant = store.get_tenant(session.tenant).await?;
     let live = overview_apps(req, store, &session).await?;
-    let charts = charts_of(store, &session, None, Timestamp::now()).await?;
+    let range = ChartRange::parse(&extra.chart_range);
+    let charts = charts_of(store, &session, None, range, Timestamp::now()).await?;
     let page = Overview {
         csrf: Some(session.csrf),
         root: session.root,
@@ -151,31 +157,47 @@ pub async fn apps_fragment(req: HttpRequest, session: Session) -> Result<HttpRes
     Ok(views::render(StatusCode::OK, &view)?)
 }
 
-/// The newest attempts at an endpoint.
-async fn recent_attempts(
+/// The endpoint page's live part (see [`EndpointLive`]): the endpoint as just loaded, its
+/// deliveries by state (the same counts as the API's `GET …/endpoint/{id}/stats`, from the same
+/// query) and its newest attempts.
+async fn endpoint_live(
+    req: &HttpRequest,
     store: &Store,
     session: &Session,
     app_id: ApplicationId,
-    ep_id: EndpointId,
-) -> Result<AttemptsFragment, PageError> {
+    ep: &endpoint::Model,
+    now: Timestamp,
+) -> Result<EndpointLive, PageError> {
+    let s = store.endpoint_stats(session.tenant, ep.id).await?;
     let attempts = store
         .list_attempts_by_endpoint(
             session.tenant,
-            ep_id,
+            ep.id,
             &AttemptFilter::default(),
             &ListParams::first(RECENT_ATTEMPTS),
         )
         .await?;
-    Ok(AttemptsFragment {
+    Ok(EndpointLive {
         root: session.root,
         app_id: app_id.to_string(),
-        ep_id: ep_id.to_string(),
+        ep_id: ep.id.to_string(),
+        ep: EndpointView::of(ep, now, &crate::service_config(req)?.breaker),
+        states: [
+            ("succeeded", s.success, "ok"),
+            ("pending", s.pending, "muted"),
+            ("sending", s.sending, "muted"),
+            ("failed", s.fail, "bad"),
+            ("canceled", s.canceled, "muted"),
+        ]
+        .into_iter()
+        .map(|(label, n, class)| (label, crate::charts::group(n), class))
+        .collect(),
         attempts: attempts.data.iter().map(AttemptRow::of).collect(),
         more_attempts: !attempts.done,
     })
 }
 
-/// GET `/app/{app}/endpoint/{ep}/attempts`: the endpoint page's recent attempts, for polling.
+/// GET `/app/{app}/endpoint/{ep}/attempts`: the endpoint page's live part, for polling.
 pub async fn attempts(
     req: HttpRequest,
     session: Session,
@@ -183,7 +205,7 @@ pub async fn attempts(
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
-    let view = recent_attempts(store, &session, app.id, ep.id).await?;
+    let view = endpoint_live(&req, store, &session, app.id, &ep, Timestamp::now()).await?;
     Ok(views::render(StatusCode::OK, &view)?)
 }
 
@@ -222,9 +244,10 @@ pub async fn detail(
         (_, Some(job)) => job_notice(store, &session, &ep, job, "Recovery").await?,
         _ => None,
     };
-    let attempts = recent_attempts(store, &session, app.id, ep.id).await?;
     let now = Timestamp::now();
-    let charts = charts_of(store, &session, Some((app.id, ep.id)), now).await?;
+    let live = endpoint_live(&req, store, &session, app.id, &ep, now).await?;
+    let range = ChartRange::parse(query.get("range").map_or("", String::as_str));
+    let charts = charts_of(store, &session, Some((app.id, ep.id)), range, now).await?;
     let example_types = store
         .list_event_types(session.tenant, false, &ListParams::first(EXAMPLE_TYPES))
         .await?
@@ -250,14 +273,11 @@ pub async fn detail(
         root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
-        filter_types: ep.filter_types()?,
-        ep: EndpointView::of(&ep, now, &crate::service_config(&req)?.breaker),
+        ep: live.ep.clone(),
+        live,
         notice,
-        attempts: attempts.attempts,
-        more_attempts: attempts.more_attempts,
-        since_default: views::datetime_local(Timestamp::from_millis(
-            now.as_millis() - 24 * 3600 * 1000,
-        )),
+        since_default: TzOffset::UTC
+            .datetime_local(Timestamp::from_millis(now.as_millis() - 24 * 3600 * 1000)),
         charts,
         example_types,
         test_event_type: TEST_EVENT_TYPE,
@@ -265,20 +285,16 @@ pub async fn detail(
     Ok(views::render(StatusCode::OK, &page)?)
 }
 
-/// Charts cover this long, in buckets of this many minutes.
-const CHART_WINDOW_HOURS: i64 = 24;
-const CHART_BUCKET_MINUTES: i64 = 10;
-
-/// The last 24 hours of the tenant's attempts (or one endpoint's) as charts: one query; for
-/// an endpoint, also its deliveries by state now: a second one.
+/// The tenant's attempts (or one endpoint's) over `range` as charts: one query.
 async fn charts_of(
     store: &Store,
     session: &Session,
     endpoint: Option<(ApplicationId, EndpointId)>,
+    range: ChartRange,
     now: Timestamp,
 ) -> Result<ChartsFragment, PageError> {
-    let bucket = Duration::from_secs(CHART_BUCKET_MINUTES as u64 * 60);
-    let since = Timestamp::from_millis(now.as_millis() - CHART_WINDOW_HOURS * 3_600_000);
+    let bucket = Duration::from_secs(range.bucket_minutes() as u64 * 60);
+    let since = Timestamp::from_millis(now.as_millis() - range.window().as_millis() as i64);
     let points = store
         .attempt_series(
             session.tenant,
@@ -288,51 +304,74 @@ async fn charts_of(
             bucket,
         )
         .await?;
-    // The same counts as the API's `GET …/endpoint/{id}/stats`, from the same query.
-    let states = match endpoint {
-        Some((_, ep)) => Some(store.endpoint_stats(session.tenant, ep).await?),
-        None => None,
+    // The card alone (polled, and swapped in by the range switch) and the page it is on,
+    // which keeps the range in its address.
+    let (fragment, page) = match endpoint {
+        Some((app, ep)) => {
+            let page = format!("{}/app/{app}/endpoint/{ep}", session.root);
+            (format!("{page}/charts"), page)
+        }
+        None => ("/overview/charts".to_owned(), "/".to_owned()),
     };
+    debug_assert!(
+        points.len() <= range.max_points(),
+        "{range:?}: {}",
+        points.len()
+    );
     Ok(ChartsFragment {
-        charts: crate::charts::overview_charts(&points, CHART_BUCKET_MINUTES),
-        states: states.map(|s| {
-            [
-                ("succeeded", s.success, "ok"),
-                ("pending", s.pending, "muted"),
-                ("sending", s.sending, "muted"),
-                ("failed", s.fail, "bad"),
-                ("canceled", s.canceled, "muted"),
-            ]
+        charts: crate::charts::overview_charts(&points, range.bucket_minutes()),
+        range,
+        ranges: ChartRange::ALL
             .into_iter()
-            .map(|(label, n, class)| (label, crate::charts::group(n), class))
-            .collect()
-        }),
-        poll_url: match endpoint {
-            Some((app, ep)) => format!("{}/app/{app}/endpoint/{ep}/charts", session.root),
-            None => "/overview/charts".to_owned(),
-        },
+            .map(|r| ChartRangeLink {
+                short: r.short(),
+                label: r.label(),
+                page: format!("{page}?range={}", r.as_str()),
+                fragment: format!("{fragment}?range={}", r.as_str()),
+                current: r == range,
+            })
+            .collect(),
+        poll_url: format!("{fragment}?range={}", range.as_str()),
     })
 }
 
-/// GET `/overview/charts`: the tenant's charts alone, for polling.
+#[derive(Deserialize)]
+pub struct ChartQuery {
+    #[serde(default)]
+    range: String,
+}
+
+/// GET `/overview/charts`: the tenant's charts alone, for polling and the range switch.
 pub async fn charts_fragment(
     req: HttpRequest,
     session: Session,
+    query: web::Query<ChartQuery>,
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
-    let view = charts_of(store, &session, None, Timestamp::now()).await?;
+    let range = ChartRange::parse(&query.range);
+    let view = charts_of(store, &session, None, range, Timestamp::now()).await?;
     Ok(views::render(StatusCode::OK, &view)?)
 }
 
-/// GET `/app/{app}/endpoint/{ep}/charts`: one endpoint's charts alone, for polling.
+/// GET `/app/{app}/endpoint/{ep}/charts`: one endpoint's charts alone, for polling and the
+/// range switch.
 pub async fn endpoint_charts(
     req: HttpRequest,
     session: Session,
     path: web::Path<(String, String)>,
+    query: web::Query<ChartQuery>,
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
     let (app, ep) = load(store, &session, &path.0, &path.1).await?;
-    let view = charts_of(store, &session, Some((app.id, ep.id)), Timestamp::now()).await?;
+    let range = ChartRange::parse(&query.range);
+    let view = charts_of(
+        store,
+        &session,
+        Some((app.id, ep.id)),
+        range,
+        Timestamp::now(),
+    )
+    .await?;
     Ok(views::render(StatusCode::OK, &view)?)
 }
 
@@ -426,14 +465,14 @@ pub async fn dead_letters(
         .map(|(d, m)| DeadLetterRow {
             msg_id: m.id.to_string(),
             event_type: m.event_type.clone(),
-            created: views::show_time(m.created_at),
+            created: When::at_ms(m.created_at),
             attempts: d.attempt_count,
             last_outcome: match (d.last_status, &d.last_error) {
                 (Some(code), _) => code.to_string(),
                 (None, Some(kind)) => kind.clone(),
                 (None, None) => "—".to_owned(),
             },
-            last_attempt: d.last_attempt_at.map(views::show_time),
+            last_attempt: d.last_attempt_at.map(When::at_ms),
         })
         .collect();
     let view = DeadLettersPage {
@@ -456,9 +495,12 @@ pub async fn dead_letters(
 pub struct ActionForm {
     #[serde(default)]
     csrf: String,
-    /// For `recover`: a `datetime-local` value, in UTC.
+    /// For `recover`: a `datetime-local` value, at the offset `tz` (minutes east of UTC, set
+    /// by static/ui.js; empty: UTC).
     #[serde(default)]
     since: String,
+    #[serde(default)]
+    tz: String,
     /// The test event's type (empty: hookd's test event).
     #[serde(default)]
     event_type: String,
@@ -573,16 +615,23 @@ pub async fn act(
             Ok(see_other(&format!("{page}?done=disabled")))
         }
         "recover" | "replay-missing" => {
-            let since = views::parse_datetime_local(&form.since).ok_or_else(|| {
+            let tz = TzOffset::parse(&form.tz).ok_or_else(|| {
                 PageError::bad_input(
-                    "Choose a date and time to start from, like 2024-05-01 12:00 (UTC).",
+                    "Your browser sent a time zone we cannot read; reload the page and try again.",
                 )
+            })?;
+            let since = tz.parse_datetime_local(&form.since).ok_or_else(|| {
+                PageError::bad_input(format!(
+                    "Choose a date and time to start from, like 2024-05-01 12:00 ({}).",
+                    tz.label()
+                ))
             })?;
             let now = Timestamp::now();
             if since > now.plus(Duration::from_secs(60)) {
-                return Err(PageError::bad_input(
-                    "The start is in the future; choose a time in the past (UTC).",
-                ));
+                return Err(PageError::bad_input(format!(
+                    "The start is in the future; choose a time in the past ({}).",
+                    tz.label()
+                )));
             }
             let kind = if action == "recover" {
                 JobKind::EndpointRecover

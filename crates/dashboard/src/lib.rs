@@ -25,6 +25,7 @@ mod session;
 mod settings;
 mod sources;
 mod views;
+mod when;
 
 use actix_web::middleware::ErrorHandlers;
 use actix_web::web;
@@ -193,6 +194,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(web::resource("/").route(web::get().to(portal::landing)))
                 .service(web::resource("/session").route(web::post().to(portal::open)))
                 .service(web::resource("/brand.css").route(web::get().to(portal::brand_css)))
+                .service(web::resource("/cookie-check").route(web::get().to(portal::cookie_check)))
                 .service(web::resource("/logout").route(web::post().to(portal::logout)))
                 .service(web::resource("/app/{app_id}").route(web::get().to(portal::home)))
                 .configure(app_pages)
@@ -271,6 +273,10 @@ fn app_pages(cfg: &mut web::ServiceConfig) {
         )
         .service(web::resource("/app/{app_id}/msg").route(web::get().to(messages::list)))
         .service(web::resource("/app/{app_id}/msg/{msg_id}").route(web::get().to(messages::detail)))
+        .service(
+            web::resource("/app/{app_id}/msg/{msg_id}/deliveries")
+                .route(web::get().to(messages::deliveries)),
+        )
         .service(
             web::resource("/app/{app_id}/msg/{msg_id}/payload")
                 .route(web::get().to(messages::payload)),

@@ -21,7 +21,10 @@ use crate::auth::see_other;
 use crate::endpoints::job_notice;
 use crate::error::PageError;
 use crate::session::{self, Session};
-use crate::views::{self, AttemptRow, DeliveryView, MessageDetail, MessageRow, MessagesPage};
+use crate::views::{
+    self, AttemptRow, DeliveriesFragment, DeliveryView, MessageDetail, MessageRow, MessagesPage,
+};
+use crate::when::{TzOffset, When};
 
 const MESSAGES_PER_PAGE: u64 = 50;
 /// The most delivery statuses one page of the log loads (50 messages × 20 endpoints); beyond
@@ -37,12 +40,16 @@ pub struct ListQuery {
     /// A delivery state: messages with at least one delivery in it.
     #[serde(default)]
     status: String,
-    /// `datetime-local` text (UTC): messages created at or after.
+    /// `datetime-local` text (at `tz`): messages created at or after.
     #[serde(default)]
     since: String,
-    /// `datetime-local` text (UTC): messages created before.
+    /// `datetime-local` text (at `tz`): messages created before.
     #[serde(default)]
     until: String,
+    /// The browser's offset from UTC in minutes (static/ui.js sets it): the range's times and
+    /// "Today" are read at it. Empty: UTC.
+    #[serde(default)]
+    tz: String,
     /// A message id or an `eventId`.
     #[serde(default)]
     q: String,
@@ -62,17 +69,18 @@ pub struct ListQuery {
 /// The quick ranges beside the exact one: (value, label).
 pub const RANGE_PRESETS: [(&str, &str); 3] = [
     ("1h", "Last hour"),
-    ("today", "Today (UTC)"),
+    ("today", "Today"),
     ("7d", "Last 7 days"),
 ];
 
-/// Where a quick range starts, at `now`; None for an unknown one.
-fn range_start(preset: &str, now: Timestamp) -> Option<Timestamp> {
+/// Where a quick range starts, at `now`; "today" is the day at the browser's offset. None for
+/// an unknown one.
+fn range_start(preset: &str, now: Timestamp, tz: TzOffset) -> Option<Timestamp> {
     const HOUR: i64 = 3_600_000;
     let ms = now.as_millis();
     let start = match preset {
         "1h" => ms - HOUR,
-        "today" => ms - ms.rem_euclid(24 * HOUR),
+        "today" => return Some(tz.start_of_day(now)),
         "7d" => ms - 7 * 24 * HOUR,
         _ => return None,
     };
@@ -106,6 +114,14 @@ pub async fn list(
     let tag = query.tag.trim().to_owned();
     let range = query.range.trim().to_owned();
     let mut problems = Vec::new();
+    let tz = TzOffset::parse(&query.tz).unwrap_or_else(|| {
+        problems.push("Your browser sent a time zone we cannot read; the times are in UTC.".into());
+        TzOffset::UTC
+    });
+    let tz_text = match tz.minutes() {
+        0 => String::new(),
+        m => m.to_string(),
+    };
     // One query: the endpoint filter's check, and the URLs the statuses name.
     let endpoints: HashMap<EndpointId, endpoint::Model> = store
         .list_endpoints_of_apps(session.tenant, std::slice::from_ref(&app.id))
@@ -126,8 +142,8 @@ pub async fn list(
     let (since, until) = if range.is_empty() {
         (query.since.trim().to_owned(), query.until.trim().to_owned())
     } else {
-        match range_start(&range, Timestamp::now()) {
-            Some(start) => (views::datetime_local(start), String::new()),
+        match range_start(&range, Timestamp::now(), tz) {
+            Some(start) => (tz.datetime_local(start), String::new()),
             None => {
                 problems.push(format!("Unknown range “{range}”."));
                 (String::new(), String::new())
@@ -149,7 +165,7 @@ pub async fn list(
         if text.is_empty() {
             return None;
         }
-        let t = views::parse_datetime_local(text);
+        let t = tz.parse_datetime_local(text);
         if t.is_none() {
             problems.push(format!("{what} “{text}” is not a date and time."));
         }
@@ -221,13 +237,16 @@ pub async fn list(
         ("status", status.as_str()),
         ("q", q.as_str()),
         ("tag", tag.as_str()),
+        ("tz", tz_text.as_str()),
     ]
     .into_iter()
     .chain(typed_range)
     .filter(|(_, v)| !v.is_empty())
     .collect();
-    // The endpoint scope is where the log is, not a filter to clear.
-    let filtered = filters.iter().any(|(k, _)| *k != "endpoint");
+    // The endpoint scope is where the log is, and the time zone how it reads: not filters.
+    let filtered = filters
+        .iter()
+        .any(|(k, _)| !matches!(*k, "endpoint" | "tz"));
     let link = |pairs: &mut dyn Iterator<Item = (&str, &str)>| {
         let parts: Vec<String> = pairs
             .map(|(k, v)| format!("{k}={}", views::query_value(v)))
@@ -259,7 +278,12 @@ pub async fn list(
             current: range == *value,
         })
         .collect();
-    let clear = link(&mut filters.iter().copied().filter(|(k, _)| *k == "endpoint"));
+    let clear = link(
+        &mut filters
+            .iter()
+            .copied()
+            .filter(|(k, _)| matches!(*k, "endpoint" | "tz")),
+    );
     let view = MessagesPage {
         csrf: Some(session.csrf),
         root: session.root,
@@ -272,7 +296,7 @@ pub async fn list(
                 id: m.id.to_string(),
                 event_type: m.event_type.clone(),
                 event_id: m.event_id.clone(),
-                when: views::show_time(m.created_at),
+                when: When::at_ms(m.created_at),
                 statuses: statuses.remove(&m.id).unwrap_or_default(),
             })
             .collect(),
@@ -285,6 +309,8 @@ pub async fn list(
         status,
         since,
         until,
+        tz: tz.minutes(),
+        tz_label: tz.label(),
         q,
         tag,
         statuses: STATUS_CHOICES.to_vec(),
@@ -305,45 +331,10 @@ pub async fn detail(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(&req)?;
-    let t = session.tenant;
     let app = session.app(store, &path.0).await?;
     let msg = session.message(store, app.id, &path.1).await?;
-    let deliveries = store.deliveries_of_message(t, msg.id).await?;
-    let attempts = store
-        .list_attempts_by_message(
-            t,
-            msg.id,
-            &AttemptFilter::default(),
-            &ListParams::first(ATTEMPTS_PER_MESSAGE),
-        )
-        .await?;
-    let endpoints: HashMap<EndpointId, endpoint::Model> = store
-        .list_endpoints_of_apps(t, std::slice::from_ref(&app.id))
-        .await?
-        .into_iter()
-        .map(|e| (e.id, e))
-        .collect();
-
-    // Newest attempt first within each delivery, as listed.
-    let mut by_delivery: HashMap<DeliveryId, Vec<AttemptRow>> = HashMap::new();
-    for a in &attempts.data {
-        by_delivery
-            .entry(a.delivery_id)
-            .or_default()
-            .push(AttemptRow::of(a));
-    }
-    let delivery_views = deliveries
-        .iter()
-        .map(|d| DeliveryView {
-            endpoint_id: d.endpoint_id.to_string(),
-            url: endpoints.get(&d.endpoint_id).map(|e| e.url.clone()),
-            state: d.state.to_string(),
-            class: views::state_class(d.state),
-            next_attempt: (d.state == DeliveryState::Pending)
-                .then(|| views::show_time(d.next_attempt_at)),
-            attempts: by_delivery.remove(&d.id).unwrap_or_default(),
-        })
-        .collect();
+    let endpoints = endpoints_of(store, &session, app.id).await?;
+    let deliveries = deliveries_of(store, &session, app.id, msg.id, &endpoints).await?;
 
     let notice = match (query.get("done").map(String::as_str), query.get("ep")) {
         (Some("resent"), Some(ep_id)) => {
@@ -367,7 +358,6 @@ pub async fn detail(
     };
 
     let page = MessageDetail {
-        can: session.allowed(),
         csrf: Some(session.csrf),
         root: session.root,
         app_id: app.id.to_string(),
@@ -375,13 +365,89 @@ pub async fn detail(
         id: msg.id.to_string(),
         event_type: msg.event_type,
         event_id: msg.event_id,
-        when: views::show_time(msg.created_at),
+        when: When::at_ms(msg.created_at),
         payload: views::payload_view(&msg.payload),
         notice,
-        deliveries: delivery_views,
-        more_attempts: !attempts.done,
+        deliveries,
     };
     Ok(views::render(StatusCode::OK, &page)?)
+}
+
+/// GET `/app/{app}/msg/{msg}/deliveries`: the message page's deliveries alone, for polling.
+pub async fn deliveries(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let store = session::store_of(&req)?;
+    let app = session.app(store, &path.0).await?;
+    let msg = session.message(store, app.id, &path.1).await?;
+    let endpoints = endpoints_of(store, &session, app.id).await?;
+    let view = deliveries_of(store, &session, app.id, msg.id, &endpoints).await?;
+    Ok(views::render(StatusCode::OK, &view)?)
+}
+
+/// The application's endpoints by id (one query): the URLs a message page names.
+async fn endpoints_of(
+    store: &store::Store,
+    session: &Session,
+    app: domain::ids::ApplicationId,
+) -> Result<HashMap<EndpointId, endpoint::Model>, PageError> {
+    Ok(store
+        .list_endpoints_of_apps(session.tenant, std::slice::from_ref(&app))
+        .await?
+        .into_iter()
+        .map(|e| (e.id, e))
+        .collect())
+}
+
+/// A message's deliveries and their attempts: two queries, grouped in memory.
+async fn deliveries_of(
+    store: &store::Store,
+    session: &Session,
+    app: domain::ids::ApplicationId,
+    msg: domain::ids::MessageId,
+    endpoints: &HashMap<EndpointId, endpoint::Model>,
+) -> Result<DeliveriesFragment, PageError> {
+    let t = session.tenant;
+    let deliveries = store.deliveries_of_message(t, msg).await?;
+    let attempts = store
+        .list_attempts_by_message(
+            t,
+            msg,
+            &AttemptFilter::default(),
+            &ListParams::first(ATTEMPTS_PER_MESSAGE),
+        )
+        .await?;
+    // Newest attempt first within each delivery, as listed.
+    let mut by_delivery: HashMap<DeliveryId, Vec<AttemptRow>> = HashMap::new();
+    for a in &attempts.data {
+        by_delivery
+            .entry(a.delivery_id)
+            .or_default()
+            .push(AttemptRow::of(a));
+    }
+    let views = deliveries
+        .iter()
+        .map(|d| DeliveryView {
+            endpoint_id: d.endpoint_id.to_string(),
+            url: endpoints.get(&d.endpoint_id).map(|e| e.url.clone()),
+            state: d.state.to_string(),
+            class: views::state_class(d.state),
+            next_attempt: (d.state == DeliveryState::Pending)
+                .then(|| When::at_ms(d.next_attempt_at)),
+            attempts: by_delivery.remove(&d.id).unwrap_or_default(),
+        })
+        .collect();
+    Ok(DeliveriesFragment {
+        csrf: Some(session.csrf.clone()),
+        can: session.allowed(),
+        root: session.root,
+        app_id: app.to_string(),
+        id: msg.to_string(),
+        deliveries: views,
+        more_attempts: !attempts.done,
+    })
 }
 
 /// GET `/app/{app}/msg/{msg}/payload`: the payload exactly as sent, as a download.
@@ -457,13 +523,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_ranges_start_an_hour_ago_at_midnight_utc_and_a_week_ago() {
+    fn quick_ranges_start_an_hour_ago_at_the_browsers_midnight_and_a_week_ago() {
         // 2024-05-01T13:45:00Z
         let now = Timestamp::from_millis(1_714_571_100_000);
-        let start = |p| range_start(p, now).map(views::datetime_local);
-        assert_eq!(start("1h").as_deref(), Some("2024-05-01T12:45"));
-        assert_eq!(start("today").as_deref(), Some("2024-05-01T00:00"));
-        assert_eq!(start("7d").as_deref(), Some("2024-04-24T13:45"));
-        assert_eq!(start("1y"), None);
+        let utc = TzOffset::UTC;
+        let start = |p, tz: TzOffset| range_start(p, now, tz).map(|t| utc.datetime_local(t));
+        assert_eq!(start("1h", utc).as_deref(), Some("2024-05-01T12:45"));
+        assert_eq!(start("today", utc).as_deref(), Some("2024-05-01T00:00"));
+        assert_eq!(start("7d", utc).as_deref(), Some("2024-04-24T13:45"));
+        assert_eq!(start("1y", utc), None);
+        // In New York (UTC−4) today began at 04:00 UTC; in Tokyo (UTC+9), at 15:00 UTC the
+        // day before.
+        let ny = TzOffset::parse("-240").unwrap();
+        assert_eq!(start("today", ny).as_deref(), Some("2024-05-01T04:00"));
+        assert_eq!(start("1h", ny).as_deref(), Some("2024-05-01T12:45"));
+        let tokyo = TzOffset::parse("540").unwrap();
+        assert_eq!(start("today", tokyo).as_deref(), Some("2024-04-30T15:00"));
     }
 }

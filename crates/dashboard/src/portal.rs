@@ -216,15 +216,49 @@ pub async fn home(
 /// browser keeps it apart per embedding site); over plain http browsers refuse `None` without
 /// `Secure`, so it is `Lax` there.
 fn portal_cookie(req: &HttpRequest, value: &str, max_age: Duration) -> String {
+    cookie_like_the_portals(req, PORTAL_COOKIE, value, max_age)
+}
+
+fn cookie_like_the_portals(
+    req: &HttpRequest,
+    name: &str,
+    value: &str,
+    max_age: Duration,
+) -> String {
     let site = if crate::auth::scheme(req) == "https" {
         "SameSite=None; Secure; Partitioned"
     } else {
         "SameSite=Lax"
     };
     format!(
-        "{PORTAL_COOKIE}={value}; Path={PORTAL_ROOT}; Max-Age={}; HttpOnly; {site}",
+        "{name}={value}; Path={PORTAL_ROOT}; Max-Age={}; HttpOnly; {site}",
         max_age.as_secs()
     )
+}
+
+/// The cookie of [`cookie_check`]: it carries nothing and lasts a minute.
+const PROBE_COOKIE: &str = "hookd_probe";
+
+/// GET `/portal/cookie-check`: whether this browser sent back the probe cookie (set again by
+/// every answer, with the portal cookie's attributes). The landing page asks twice before it
+/// spends a link inside a frame: a frame on another site over plain http cannot keep a
+/// `SameSite=Lax` cookie, and the customer is then told to open the portal in its own tab
+/// rather than that the link is not valid.
+pub async fn cookie_check(req: HttpRequest) -> HttpResponse {
+    let kept = session::cookie(&req, PROBE_COOKIE).is_some();
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .append_header((
+            header::SET_COOKIE,
+            cookie_like_the_portals(&req, PROBE_COOKIE, "1", Duration::from_secs(60)),
+        ))
+        .body(if kept {
+            r#"{"kept":true}"#
+        } else {
+            r#"{"kept":false}"#
+        })
 }
 
 /// Middleware of every portal response: who may frame it. A response of a portal session, or

@@ -18,6 +18,7 @@ use crate::auth::see_other;
 use crate::error::PageError;
 use crate::session::{self, Session};
 use crate::views::{self, ApiKeyRow, PortalView, PresetChoice, RetentionView, SettingsPage};
+use crate::when::When;
 
 /// Keys listed on the page (revoked ones included).
 const KEYS_SHOWN: u64 = 100;
@@ -84,9 +85,9 @@ async fn page(
             .data
             .into_iter()
             .map(|k| ApiKeyRow {
-                created: views::show_time(k.created_at),
-                last_used: k.last_used_at.map(views::show_time),
-                revoked: k.revoked_at.map(views::show_time),
+                created: When::at_ms(k.created_at),
+                last_used: k.last_used_at.map(When::at_ms),
+                revoked: k.revoked_at.map(When::at_ms),
                 id: k.id.to_string(),
                 name: k.name,
                 prefix: k.prefix,

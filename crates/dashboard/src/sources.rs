@@ -17,6 +17,7 @@ use store::{Source, StoreError};
 use crate::auth::{SignupConfig, see_other};
 use crate::error::PageError;
 use crate::session::{self, Session, SessionKind};
+use crate::when::When;
 use crate::views::{self, RefusalRow, SourceFormPage, SourcePage, SourceRow, SourcesPage};
 
 /// Requests listed per page of a source's Requests view.
@@ -96,7 +97,7 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
             held,
             duplicates: s.row.duplicates,
             refused: s.row.refused,
-            last_refused: s.row.last_refused_at.map(views::show_time),
+            last_refused: s.row.last_refused_at.map(When::at_ms),
             url: domain::inbound::source_url(&public_url, &s.row.id),
             scheme: scheme_text(&s),
             event_type: s.row.event_type.clone(),
@@ -110,7 +111,7 @@ pub async fn list(req: HttpRequest, session: Session) -> Result<HttpResponse, Pa
             declared: s.row.declared,
             app_id: app.id.to_string(),
             app_name: app.name,
-            created: views::show_time(s.row.created_at),
+            created: When::at_ms(s.row.created_at),
             name: s.row.name,
         });
     }

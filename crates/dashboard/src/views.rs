@@ -7,10 +7,10 @@ use domain::Timestamp;
 use domain::breaker::{BreakerConfig, BreakerPhase};
 use domain::classify::StatusPreset;
 use domain::delivery::DeliveryState;
-use domain::time::rfc3339;
 use store::entities::{attempt, delivery, endpoint};
 
 use crate::error::harden;
+use crate::when::When;
 
 /// A rendered page with the dashboard's security headers.
 pub fn render(status: StatusCode, page: &impl Template) -> Result<HttpResponse, askama::Error> {
@@ -222,11 +222,9 @@ pub struct EndpointPage {
     pub app_id: String,
     pub app_name: String,
     pub ep: EndpointView,
-    /// The event types it receives; `None`: every event type.
-    pub filter_types: Option<Vec<String>>,
     pub notice: Option<String>,
-    pub attempts: Vec<AttemptRow>,
-    pub more_attempts: bool,
+    /// Badge, facts, deliveries by state and recent attempts: polled together.
+    pub live: EndpointLive,
     /// The recover form's default: 24 hours ago, as `datetime-local` text (UTC).
     pub since_default: String,
     pub charts: ChartsFragment,
@@ -241,6 +239,7 @@ pub struct EndpointPage {
     pub mtls: bool,
 }
 
+#[derive(Clone)]
 pub struct EndpointView {
     pub id: String,
     pub url: String,
@@ -248,17 +247,19 @@ pub struct EndpointView {
     pub status: Status,
     pub disabled: bool,
     pub disabled_reason: Option<String>,
-    pub disabled_at: Option<String>,
-    pub failing_since: Option<String>,
-    pub last_success_at: Option<String>,
+    pub disabled_at: Option<When>,
+    pub failing_since: Option<When>,
+    pub last_success_at: Option<When>,
     /// An open breaker in words (`domain::breaker::paused_words`).
     pub paused: Option<String>,
+    /// The event types it receives; `None`: every event type.
+    pub event_types: Option<Vec<String>>,
 }
 
 pub struct AttemptRow {
     /// Its page's last path segment.
     pub id: String,
-    pub when: String,
+    pub when: When,
     pub msg_id: String,
     pub number: i32,
     pub trigger: String,
@@ -283,6 +284,9 @@ pub struct MessagesPage {
     pub status: String,
     pub since: String,
     pub until: String,
+    /// The offset (minutes east of UTC) `since` and `until` are shown at, and its words.
+    pub tz: i32,
+    pub tz_label: String,
     pub q: String,
     /// A tag filter (from the sources page's links), kept through the form.
     pub tag: String,
@@ -318,7 +322,7 @@ pub struct MessageRow {
     pub id: String,
     pub event_type: String,
     pub event_id: Option<String>,
-    pub when: String,
+    pub when: When,
     /// One per delivery shown: the message's status at each endpoint.
     pub statuses: Vec<StatusCell>,
 }
@@ -328,10 +332,29 @@ pub struct StatusCell {
     pub label: &'static str,
     pub class: &'static str,
     /// For a delivery still to be tried: when.
-    pub next: Option<String>,
+    pub next: Option<NextTry>,
     /// The endpoint, when the log shows several.
     pub url: Option<String>,
 }
+
+/// A delivery's next try, as a log row says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextTry {
+    Now,
+    At(When),
+}
+
+impl std::fmt::Display for NextTry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NextTry::Now => f.write_str("next try now"),
+            NextTry::At(at) => write!(f, "next try {at}"),
+        }
+    }
+}
+
+/// Fixed words and a [`When`]: nothing to escape.
+impl askama::filters::HtmlSafe for NextTry {}
 
 impl StatusCell {
     pub fn of(d: &delivery::Model, url: Option<String>, now: Timestamp) -> StatusCell {
@@ -347,9 +370,9 @@ impl StatusCell {
         };
         let next = (d.state == DeliveryState::Pending).then(|| {
             if d.next_attempt_at <= now.as_millis() {
-                "next try now".to_owned()
+                NextTry::Now
             } else {
-                format!("next try {}", show_time(d.next_attempt_at))
+                NextTry::At(When::at_ms(d.next_attempt_at))
             }
         });
         StatusCell {
@@ -365,7 +388,6 @@ impl StatusCell {
 #[template(path = "message_detail.html")]
 pub struct MessageDetail {
     pub csrf: Option<String>,
-    pub can: Can,
     /// What the page's links start with: "" on the dashboard, `/portal` in the portal.
     pub root: &'static str,
     pub app_id: String,
@@ -373,10 +395,24 @@ pub struct MessageDetail {
     pub id: String,
     pub event_type: String,
     pub event_id: Option<String>,
-    pub when: String,
+    pub when: When,
     /// The payload as shown (see [`payload_view`]); escaped by the template.
     pub payload: PayloadView,
     pub notice: Option<String>,
+    pub deliveries: DeliveriesFragment,
+}
+
+/// A message's deliveries with their attempts, also served alone for polling: states,
+/// next tries and attempts come from one request, so they agree.
+#[derive(Template)]
+#[template(path = "message_deliveries.html")]
+pub struct DeliveriesFragment {
+    pub csrf: Option<String>,
+    pub can: Can,
+    pub root: &'static str,
+    pub app_id: String,
+    /// The message's id.
+    pub id: String,
     pub deliveries: Vec<DeliveryView>,
     /// Some attempts were left out (more than one query's worth).
     pub more_attempts: bool,
@@ -389,7 +425,7 @@ pub struct DeliveryView {
     pub state: String,
     /// Badge class for the state.
     pub class: &'static str,
-    pub next_attempt: Option<String>,
+    pub next_attempt: Option<When>,
     pub attempts: Vec<AttemptRow>,
 }
 
@@ -416,7 +452,7 @@ pub struct SourceRow {
     pub app_name: String,
     /// The application's messages with this source's tag: the events it received.
     pub events_href: String,
-    pub created: String,
+    pub created: When,
     /// How events of one key are ordered.
     pub ordering: String,
     /// Events waiting ahead of a gap: how many, and for how long the oldest.
@@ -425,7 +461,7 @@ pub struct SourceRow {
     /// when).
     pub duplicates: i64,
     pub refused: i64,
-    pub last_refused: Option<String>,
+    pub last_refused: Option<When>,
 }
 
 #[derive(Template)]
@@ -448,10 +484,10 @@ pub struct DeadLettersPage {
 pub struct DeadLetterRow {
     pub msg_id: String,
     pub event_type: String,
-    pub created: String,
+    pub created: When,
     pub attempts: i32,
     pub last_outcome: String,
-    pub last_attempt: Option<String>,
+    pub last_attempt: Option<When>,
 }
 
 #[derive(Template)]
@@ -560,9 +596,9 @@ pub struct ApiKeyRow {
     pub id: String,
     pub name: String,
     pub prefix: String,
-    pub created: String,
-    pub last_used: Option<String>,
-    pub revoked: Option<String>,
+    pub created: When,
+    pub last_used: Option<When>,
+    pub revoked: Option<When>,
 }
 
 /// The endpoint form (new and edit), with the values as typed and every problem found.
@@ -680,25 +716,42 @@ impl EndpointFormValues {
     }
 }
 
-/// The endpoint page's recent attempts, also served alone for polling.
+/// The endpoint page's live part: badge, facts, deliveries by state and recent attempts, read
+/// in one request. The page shows each in its place; polled alone, the answer is the attempts
+/// card with the badge, facts and counts swapped in beside it (`hx-swap-oob`), so what they
+/// say never disagrees.
 #[derive(Template)]
-#[template(path = "endpoint_attempts.html")]
-pub struct AttemptsFragment {
+#[template(path = "endpoint_live.html")]
+pub struct EndpointLive {
     pub root: &'static str,
     pub app_id: String,
     pub ep_id: String,
+    pub ep: EndpointView,
+    /// Deliveries by state (label, count, class), as the stats API gives them.
+    pub states: Vec<(&'static str, String, &'static str)>,
     pub attempts: Vec<AttemptRow>,
     pub more_attempts: bool,
 }
 
-/// The last 24 hours of attempts as charts, on the overview (tenant) or an endpoint's page.
+/// Attempts as charts over a chosen range, on the overview (tenant) or an endpoint's page.
 #[derive(Template)]
 #[template(path = "charts.html")]
 pub struct ChartsFragment {
     pub charts: Vec<crate::charts::Chart>,
-    /// An endpoint's deliveries by state (label, count, class), as the stats API gives them.
-    pub states: Option<Vec<(&'static str, String, &'static str)>>,
+    pub range: crate::charts::ChartRange,
+    /// The range switch, one link per range.
+    pub ranges: Vec<ChartRangeLink>,
     pub poll_url: String,
+}
+
+/// One choice of the charts' range: the page's address with it (kept on reload) and the
+/// chart card's, which htmx swaps in.
+pub struct ChartRangeLink {
+    pub short: &'static str,
+    pub label: &'static str,
+    pub page: String,
+    pub fragment: String,
+    pub current: bool,
 }
 
 /// The overview's applications, endpoints and badges, served alone for polling.
@@ -839,9 +892,9 @@ impl EndpointView {
             status,
             disabled: ep.disabled,
             disabled_reason: ep.disabled_reason.clone().filter(|r| !r.is_empty()),
-            disabled_at: ep.disabled_at.map(show_time),
-            failing_since: ep.failing_since.map(show_time),
-            last_success_at: ep.last_success_at.map(show_time),
+            disabled_at: ep.disabled_at.map(When::at_ms),
+            failing_since: ep.failing_since.map(When::at_ms),
+            last_success_at: ep.last_success_at.map(When::at_ms),
             paused: match (status.class, ep.breaker_until) {
                 ("open", Some(until)) => Some(domain::breaker::paused_words(
                     breaker,
@@ -851,6 +904,8 @@ impl EndpointView {
                 )),
                 _ => None,
             },
+            // A stored list that cannot be read shows as every event type, as delivery reads it.
+            event_types: ep.filter_types().ok().flatten(),
         }
     }
 }
@@ -859,7 +914,7 @@ impl AttemptRow {
     pub fn of(a: &attempt::Model) -> Self {
         AttemptRow {
             id: a.id.to_string(),
-            when: show_time(a.started_at),
+            when: When::at_ms(a.started_at),
             msg_id: a.msg_id.to_string(),
             number: a.attempt_number,
             trigger: a.trigger.to_string(),
@@ -1014,30 +1069,10 @@ pub fn query_value(s: &str) -> String {
     out
 }
 
-/// `2024-05-01 12:00:00 UTC`.
+/// `2024-05-01 12:00:00 UTC`, for a time inside a sentence; on its own a page shows a
+/// [`When`].
 pub fn show_time(ms: i64) -> String {
-    let s = rfc3339::format(Timestamp::from_millis(ms));
-    // "2024-05-01T12:00:00.123Z"
-    format!("{} {} UTC", &s[..10], &s[11..19])
-}
-
-/// The value of a `datetime-local` input for `t` (UTC, minutes).
-pub fn datetime_local(t: Timestamp) -> String {
-    rfc3339::format(t)[..16].to_owned()
-}
-
-/// Reads a `datetime-local` value (`2024-05-01T12:00`, seconds optional) as UTC. Full RFC 3339
-/// text with an offset is accepted too.
-pub fn parse_datetime_local(s: &str) -> Option<Timestamp> {
-    let s = s.trim();
-    let has_offset =
-        s.ends_with('Z') || s.ends_with('z') || s.get(19..).is_some_and(|t| t.contains(['+', '-']));
-    let full = match s.len() {
-        16 => format!("{s}:00Z"),
-        _ if has_offset => s.to_owned(),
-        _ => format!("{s}Z"),
-    };
-    rfc3339::parse(&full).ok()
+    When::at_ms(ms).utc_text()
 }
 
 fn excerpt(s: &str, max_chars: usize) -> String {
@@ -1064,7 +1099,7 @@ mod tests {
             let c = StatusCell::of(d, None, now);
             (c.label, c.class, c.next)
         };
-        assert_eq!(cell(&d), ("Pending", "open", Some("next try now".into())));
+        assert_eq!(cell(&d), ("Pending", "open", Some(NextTry::Now)));
         // Failed once, retried later: failing, not delivered.
         d.attempt_count = 1;
         d.next_attempt_at = now.as_millis() + 25_000;
@@ -1073,7 +1108,7 @@ mod tests {
             (
                 "Failing",
                 "failing",
-                Some("next try 1970-01-01 00:17:05 UTC".into())
+                Some(NextTry::At(When::at_ms(1_025_000)))
             )
         );
         // Re-armed by a resend: pending again until its next try fails.
@@ -1113,24 +1148,6 @@ mod tests {
         ep.disabled = true;
         assert_eq!(Status::of(&ep, now).label, "Disabled");
         assert!(Status::of(&ep, now).needs_attention());
-    }
-
-    #[test]
-    fn datetime_local_round_trips_as_utc() {
-        let t = Timestamp::from_millis(1_614_265_320_000); // 2021-02-25T15:02:00Z
-        assert_eq!(datetime_local(t), "2021-02-25T15:02");
-        assert_eq!(parse_datetime_local("2021-02-25T15:02"), Some(t));
-        assert_eq!(parse_datetime_local(" 2021-02-25T15:02:00 "), Some(t));
-        assert_eq!(parse_datetime_local("2021-02-25T16:02:00+01:00"), Some(t));
-        for bad in [
-            "",
-            "yesterday",
-            "2021-02-25",
-            "2021-02-30T10:00",
-            "2021-02-25T25:00",
-        ] {
-            assert_eq!(parse_datetime_local(bad), None, "{bad:?}");
-        }
     }
 
     #[test]

@@ -468,6 +468,69 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn each_chart_bucket_size_counts_a_minute_at_its_edge_in_the_bucket_it_starts() {
+        use crate::testing::named;
+        // A multiple of an hour, so every bucket size below has an edge there.
+        let base = 1_700_002_800_000_i64;
+        assert_eq!(base % (60 * MINUTE_MS), 0);
+        for db in TestDb::all().await {
+            let store = &db.store;
+            // The dashboard's chart ranges: an hour of minutes, a day of 10 minutes, a week
+            // of hours.
+            for (bucket_min, window_min, max_points) in [
+                (1_i64, 60_i64, 61_usize),
+                (10, 24 * 60, 145),
+                (60, 7 * 24 * 60, 169),
+            ] {
+                let bucket = bucket_min * MINUTE_MS;
+                let t = domain::ids::TenantId::new();
+                // One attempt on the edge, one in the bucket's last minute, one on the next edge.
+                let mut rows = BTreeMap::new();
+                for (minute, outcome) in [
+                    (base, Outcome::Succeeded),
+                    (base + bucket - MINUTE_MS, Outcome::Retried),
+                    (base + bucket, Outcome::Dead),
+                ] {
+                    // With one-minute buckets the last minute is the edge: both count there.
+                    // An endpoint per bucket size: rows are keyed by endpoint and minute.
+                    let ep = format!("ep_{bucket_min}");
+                    rows.entry((t, named("app_a"), named(&ep), minute))
+                        .or_insert_with(StatCounts::default)
+                        .count(outcome, 5);
+                }
+                for stmt in stats_upserts(store.backend, &rows) {
+                    store.connection().execute(stmt).await.unwrap();
+                }
+                // A window ending mid-bucket, as "now" does: never more than the bound.
+                let until = base + bucket + 30_000;
+                let since = until - window_min * MINUTE_MS;
+                let series = store
+                    .attempt_series(
+                        t,
+                        None,
+                        Timestamp::from_millis(since),
+                        Timestamp::from_millis(until),
+                        Duration::from_millis(bucket as u64),
+                    )
+                    .await
+                    .unwrap();
+                let name = format!("{} bucket {bucket_min} min", db.backend_name);
+                assert!(series.len() <= max_points, "{name}: {}", series.len());
+                let at = |start: i64| {
+                    series
+                        .iter()
+                        .find(|p| p.start.as_millis() == start)
+                        .map(|p| (p.counts.succeeded, p.counts.retried, p.counts.dead))
+                };
+                assert_eq!(at(base), Some((1, 1, 0)), "{name}");
+                assert_eq!(at(base + bucket), Some((0, 0, 1)), "{name}");
+                let total: i64 = series.iter().map(|p| p.counts.attempts()).sum();
+                assert_eq!(total, 3, "{name}");
+            }
+        }
+    }
+
+    #[tokio::test]
     async fn an_empty_database_reads_all_zero() {
         for db in TestDb::all().await {
             let g = db

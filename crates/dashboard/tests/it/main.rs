@@ -5,6 +5,7 @@ mod attempts;
 mod bulk;
 mod event_types;
 mod helpers;
+mod live;
 mod manage;
 mod messages;
 mod portal;

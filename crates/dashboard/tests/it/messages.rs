@@ -334,6 +334,92 @@ async fn messages_filter_by_status_id_and_dates_and_charts_count_the_attempts() 
         .get(&format!("/app/{app_id}/endpoint/{ep_id}/charts"))
         .await;
     charts.assert(200, "0.0 % of attempts succeeded");
+
+    // Each range draws a bounded number of buckets, each with its values on hover, and the
+    // dead letter is in exactly one of them; the switch keeps the range in the page's address.
+    for (range, max, heading) in [
+        ("1h", 61, "Last hour"),
+        ("24h", 145, "Last 24 hours"),
+        ("7d", 169, "Last 7 days"),
+    ] {
+        let charts = b
+            .get(&format!(
+                "/app/{app_id}/endpoint/{ep_id}/charts?range={range}"
+            ))
+            .await;
+        charts.assert(200, heading);
+        let buckets = charts.body.matches(r#"class="hit""#).count();
+        assert!(buckets > 0 && buckets <= 4 * max, "{range}: {buckets}");
+        assert_eq!(
+            charts.body.matches(", 1 dead</title>").count(),
+            1,
+            "{range}"
+        );
+        assert!(charts.body.contains(&format!(
+            r#"hx-get="/app/{app_id}/endpoint/{ep_id}/charts?range={range}" hx-trigger="every 30s""#
+        )));
+        assert!(charts.body.contains(&format!(
+            r#"hx-push-url="/app/{app_id}/endpoint/{ep_id}?range={range}" title="{heading}" aria-current="true""#
+        )));
+    }
+    let page = b
+        .get(&format!("/app/{app_id}/endpoint/{ep_id}?range=7d"))
+        .await;
+    page.assert(200, "Last 7 days");
+    b.get("/?range=1h").await.assert(200, "Last hour");
+}
+
+#[tokio::test]
+async fn the_range_and_today_are_read_in_the_browsers_time_zone() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let (app_id, _) = app_with_endpoint(&app, &key, "http://127.0.0.1:9/hook").await;
+    let msg = send_message(&app, &key, &app_id, "order.paid", json!({})).await;
+    let list = format!("/app/{app_id}/msg");
+    let now = domain::Timestamp::now();
+
+    // "Until ten minutes from now", typed in New York (UTC−5 here), holds the message; the
+    // same text read as UTC ends five hours earlier and holds nothing.
+    let ny = when_at(now.as_millis() + 600_000, -300);
+    let local = b.get(&format!("{list}?until={ny}&tz=-300")).await;
+    assert_eq!(message_links(&local.body, &app_id), 1, "{}", local.body);
+    local.assert(200, "To <span data-tz-label>(your time, UTC−05:00)</span>");
+    assert!(
+        local
+            .body
+            .contains(&format!(r#"value="{ny}" data-tz-from="-300""#))
+    );
+    // Its links keep the zone.
+    assert!(
+        local.body.contains("msg?tz=-300&#38;range=today"),
+        "{}",
+        local.body
+    );
+    let as_utc = b.get(&format!("{list}?until={ny}")).await;
+    assert_eq!(message_links(&as_utc.body, &app_id), 0, "{}", as_utc.body);
+    as_utc.assert(200, "To <span data-tz-label>(UTC)</span>");
+
+    // "Today" starts at the browser's midnight, shown as such.
+    let today = b.get(&format!("{list}?range=today&tz=-300")).await;
+    assert!(today.body.contains(&msg));
+    let midnight = format!("{}T00:00", &when_at(now.as_millis(), -300)[..10]);
+    assert!(
+        today
+            .body
+            .contains(&format!(r#"value="{midnight}" data-tz-from="-300""#)),
+        "{}",
+        today.body
+    );
+
+    let bad = b.get(&format!("{list}?tz=EST")).await;
+    bad.assert(200, "Your browser sent a time zone we cannot read");
+}
+
+/// `datetime-local` text for `ms` at `offset` minutes east of UTC.
+fn when_at(ms: i64, offset: i64) -> String {
+    domain::time::rfc3339::format(domain::Timestamp::from_millis(ms + offset * 60_000))[..16]
+        .to_owned()
 }
 
 #[tokio::test]
@@ -565,7 +651,10 @@ async fn the_message_log_shows_each_endpoints_status_and_scopes_to_one_endpoint(
         &format!(r#"href="/app/{app_id}/msg?endpoint={second_ep}&#38;range=1h">Last hour</a>"#),
     );
     let today = b.get(&format!("/app/{app_id}/msg?range=today")).await;
-    today.assert(200, r#"aria-current="true">Today (UTC)</a>"#);
+    today.assert(
+        200,
+        r#"aria-current="true">Today<span data-tz-today> (UTC)</span></a>"#,
+    );
     assert!(today.body.contains(&format!("/msg/{dead}\"")));
     let week = b.get(&format!("/app/{app_id}/msg?range=7d")).await;
     assert_eq!(message_links(&week.body, &app_id), 2);
