@@ -61,7 +61,7 @@ async function main() {
   };
 
   const browser = await launchBrowser();
-  const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
+  const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 }, timezoneId: 'UTC' });
   const page = await context.newPage();
   const consoleErrors = watchErrors(page);
 
@@ -342,7 +342,7 @@ async function portalFlow({ browser, base, key, sink, sinkBase, consoleErrors, t
   const { url } = await access.json();
   assert.equal(access.status, 200, url);
   assert.match(url, /\/portal\/#token=hkp_/);
-  const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
+  const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 }, timezoneId: 'UTC' });
   const page = await context.newPage();
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(`portal: ${m.text()}`); });
   page.on('pageerror', (e) => consoleErrors.push(`portal: ${e}`));

@@ -40,7 +40,7 @@ async function main() {
 
   const browser = await launchBrowser();
   // axe-core is injected as a script, which the pages' CSP would refuse.
-  const tenantContext = await browser.newContext({ baseURL: base, bypassCSP: true, viewport: { width: 1440, height: 900 } });
+  const tenantContext = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
   const page = await tenantContext.newPage();
   const errors = watchErrors(page);
 
@@ -133,7 +133,7 @@ async function main() {
   await go(page, page.getByRole('button', { name: 'Copy portal link' }), 'Copy portal link');
   const link = (await page.locator('#portal-link').innerText()).trim();
   assert.match(link, /\/portal\/#token=hkp_/);
-  const customerContext = await browser.newContext({ bypassCSP: true, viewport: { width: 1440, height: 900 } });
+  const customerContext = await browser.newContext({ viewport: { width: 1440, height: 900 } });
   const customer = await customerContext.newPage();
   const customerErrors = watchErrors(customer);
   await customer.goto(link);

@@ -65,7 +65,7 @@ async function main() {
 
   const browser = await launchBrowser();
   const context = await browser.newContext({
-    baseURL: base, viewport: { width: 1440, height: 900 }, timezoneId: ZONE, locale: 'en-US', bypassCSP: true,
+    baseURL: base, viewport: { width: 1440, height: 900 }, timezoneId: ZONE, locale: 'en-US',
   });
   const page = await context.newPage();
   const errors = watchErrors(page);
@@ -148,7 +148,9 @@ async function main() {
   await sinceInput.fill(newYork(hourAgo).text);
   await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover');
   const minute = new Date(Math.floor(hourAgo / 60_000) * 60_000).toISOString();
-  await page.getByText(`Recovery started for failed messages since ${minute.slice(0, 10)} ${minute.slice(11, 16)}:00 UTC`).waitFor();
+  // The preview names the start in UTC: the New York time was read as New York's.
+  await page.locator('#bulk-question', { hasText: `since ${minute.slice(0, 10)} ${minute.slice(11, 16)}:00 UTC` }).waitFor();
+  await go(page, page.locator('.crumbs a').last(), 'back to the endpoint');
 
   step('the message log: "Today" is New York\'s today, and the range reads in New York time');
   await go(page, page.getByRole('link', { name: 'Messages', exact: true }).last(), "the endpoint's Messages");

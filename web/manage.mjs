@@ -64,7 +64,7 @@ async function main() {
 
   const browser = await launchBrowser();
   const context = await browser.newContext({
-    baseURL: base, viewport: { width: 1440, height: 900 }, bypassCSP: true,
+    baseURL: base, viewport: { width: 1440, height: 900 }, timezoneId: 'UTC',
     permissions: ['clipboard-read', 'clipboard-write'],
   });
   const page = await context.newPage();

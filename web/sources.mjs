@@ -62,7 +62,7 @@ async function main() {
   });
   await waitUp(`${base}/api/v1/health`);
   const browser = await launchBrowser();
-  const context = await browser.newContext({ baseURL: base, bypassCSP: true, viewport: { width: 1440, height: 900 } });
+  const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
   const page = await context.newPage();
   const errors = watchErrors(page);
 

@@ -15,7 +15,8 @@ use crate::auth::see_other;
 use crate::charts::group;
 use crate::error::PageError;
 use crate::session::{self, Session};
-use crate::views::{self, show_time};
+use crate::views;
+use crate::when::When;
 
 /// Portal links listed on the page, newest first.
 const LINKS_SHOWN: u64 = 50;
@@ -23,8 +24,10 @@ const LINKS_SHOWN: u64 = 50;
 /// One portal link as the list shows it.
 struct LinkRow {
     id: String,
-    created: String,
-    expires: String,
+    created: When,
+    /// When it expires, or when it was revoked (`revoked`).
+    expires: When,
+    revoked: bool,
     /// "Active", "Expired" or "Revoked".
     status: &'static str,
     live: bool,
@@ -86,11 +89,9 @@ fn link_row(t: &portal_token::Model, now: Timestamp) -> LinkRow {
     }
     LinkRow {
         id: t.id.to_string(),
-        created: show_time(t.created_at),
-        expires: match t.revoked_at {
-            Some(at) => format!("revoked {}", show_time(at)),
-            None => show_time(t.expires_at),
-        },
+        created: When::at_ms(t.created_at),
+        expires: When::at_ms(t.revoked_at.unwrap_or(t.expires_at)),
+        revoked: t.revoked_at.is_some(),
         status,
         live,
         access: access.join(" · "),

@@ -31,7 +31,7 @@ pub struct CatalogRow {
     pub archived: bool,
     pub has_schema: bool,
     pub has_example: bool,
-    pub created: String,
+    pub created: crate::when::When,
 }
 
 #[derive(Template)]
@@ -135,7 +135,7 @@ pub async fn list(
             archived: m.archived,
             has_schema: schema.is_some_and(|s| s.keys().any(|k| k != "examples")),
             has_example: example.is_some(),
-            created: views::show_time(m.created_at),
+            created: crate::when::When::at_ms(m.created_at),
         });
     }
     let next = match (&page.iterator, page.done) {

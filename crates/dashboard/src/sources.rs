@@ -17,8 +17,8 @@ use store::{Source, StoreError};
 use crate::auth::{SignupConfig, see_other};
 use crate::error::PageError;
 use crate::session::{self, Session, SessionKind};
-use crate::when::When;
 use crate::views::{self, RefusalRow, SourceFormPage, SourcePage, SourceRow, SourcesPage};
+use crate::when::When;
 
 /// Requests listed per page of a source's Requests view.
 const REQUESTS_PER_PAGE: u64 = 50;

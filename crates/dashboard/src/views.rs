@@ -52,7 +52,7 @@ pub struct SourcePage {
 
 /// A refused request as the Requests view lists it.
 pub struct RefusalRow {
-    pub time: String,
+    pub time: When,
     pub reason: &'static str,
     pub detail: String,
     pub status: u16,
@@ -64,7 +64,7 @@ pub struct RefusalRow {
 impl RefusalRow {
     pub fn of(r: store::Refusal) -> Self {
         RefusalRow {
-            time: show_time(r.at.as_millis()),
+            time: When::at_ms(r.at.as_millis()),
             reason: r.reason.map(|r| r.label()).unwrap_or("Refused"),
             detail: r.detail,
             status: r.status,
