@@ -27,7 +27,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  axeProblems, freePort, go, launchBrowser, mainShows, openMessage, reloadUntil, runSuite, shot, sleep, start, step,
+  assertAccessible, axeProblems, freePort, go, launchBrowser, mainShows, openMessage, reloadUntil, runSuite, shot, sleep, start, step,
   waitFor, waitUp, watchErrors,
 } from './support.mjs';
 
@@ -66,8 +66,17 @@ async function main() {
   const consoleErrors = watchErrors(page);
 
   // --- Sign up -----------------------------------------------------------------------------
-  step('sign up');
+  step('sign-up and log-in pages: axe-core finds nothing serious in either theme');
   await page.goto('/signup');
+  for (const theme of ['dark', 'light']) {
+    await page.emulateMedia({ colorScheme: theme });
+    await assertAccessible(page, `sign-up (${theme})`);
+    await go(page, page.getByRole('link', { name: 'Log in' }).last(), 'Log in');
+    await assertAccessible(page, `log-in (${theme})`);
+    await shot(page, `login-${theme}-1440`);
+    await go(page, page.getByRole('navigation').getByRole('link', { name: 'Sign up' }), 'Sign up');
+  }
+  step('sign up');
   await shot(page, 'signup');
   await page.getByLabel('Organisation').fill('Acme Shop');
   await page.getByLabel('Email').fill('ops@acme.example');
@@ -280,6 +289,14 @@ async function main() {
     ['endpoint-back', (p) => go(p, p.locator('.crumbs a.url'), 'the endpoint in the crumbs')],
     ['endpoint-edit', (p) => go(p, p.getByRole('link', { name: 'Edit', exact: true }), 'Edit')],
     ['settings', (p) => go(p, p.getByRole('link', { name: 'Settings' }), 'Settings')],
+    ['event-types', (p) => go(p, p.getByRole('navigation').getByRole('link', { name: 'Event types' }), 'Event types')],
+    ['event-type', (p) => go(p, p.getByRole('link', { name: 'order.paid', exact: true }), 'an event type')],
+    ['sources', (p) => go(p, p.getByRole('navigation').getByRole('link', { name: 'Sources' }), 'Sources')],
+    ['source-new', (p) => go(p, p.getByRole('link', { name: 'New source' }), 'New source')],
+    ['overview-again', (p) => go(p, p.getByRole('navigation').getByRole('link', { name: 'Overview' }), 'Overview')],
+    ['application', (p) => go(p, p.getByRole('link', { name: 'Storefront', exact: true }), 'the application')],
+    ['overview-back', (p) => go(p, p.getByRole('navigation').getByRole('link', { name: 'Overview' }), 'Overview')],
+    ['endpoint-new', (p) => go(p, p.getByRole('link', { name: 'Add an endpoint' }).first(), 'Add an endpoint')],
   ];
   const problems = [];
   for (const theme of ['light', 'dark']) {
