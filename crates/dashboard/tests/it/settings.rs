@@ -51,6 +51,8 @@ async fn api_keys_are_created_once_listed_and_revoked() {
         .post("/settings/keys", &[("csrf", &page.csrf()), ("name", "ci")])
         .await;
     made.assert(200, "Shown <strong>only this once</strong>");
+    // One click copies it.
+    made.assert(200, r#"data-copy="new-api-key">Copy</button>"#);
     let marker = r#"id="new-api-key">"#;
     let start = made.body.find(marker).expect("new key") + marker.len();
     let len = made.body[start..].find('<').expect("end of key");
