@@ -14,6 +14,7 @@ use store::entities::{application, portal_token};
 use crate::auth::see_other;
 use crate::charts::group;
 use crate::error::PageError;
+use crate::session::CsrfForm;
 use crate::session::{self, Session};
 use crate::views;
 use crate::when::When;
@@ -269,12 +270,6 @@ pub async fn with_new_link(
         ..Extra::default()
     };
     page(req, session, app, StatusCode::OK, extra).await
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// POST `/app/{app}/portal/{link}/revoke`: one link stops working.

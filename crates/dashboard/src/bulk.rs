@@ -17,6 +17,7 @@ use crate::auth::see_other;
 use crate::charts::group;
 use crate::endpoints::load;
 use crate::error::PageError;
+use crate::session::CsrfForm;
 use crate::session::{self, Session};
 use crate::views::{self, show_time};
 
@@ -301,12 +302,6 @@ pub async fn show(
         progress,
     };
     Ok(views::render(StatusCode::OK, &page)?)
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// POST `/app/{app}/endpoint/{ep}/job/{job}/cancel`: the job stops before its next batch.

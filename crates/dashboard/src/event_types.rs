@@ -19,6 +19,7 @@ use store::{ListParams, NewEventType};
 use crate::auth::see_other;
 use crate::error::PageError;
 use crate::problems::Problems;
+use crate::session::CsrfForm;
 use crate::session::{self, Session};
 use crate::views;
 
@@ -417,12 +418,6 @@ pub async fn update(
         ))),
         Err(e) => form_page(session, status, Some(&m), form, refused(e)?, None),
     }
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// POST `/event-types/{name}/{archive|unarchive}`.

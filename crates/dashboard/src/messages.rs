@@ -20,6 +20,7 @@ use store::{AttemptFilter, ListParams, MessageFilter};
 use crate::auth::see_other;
 use crate::endpoints::job_notice;
 use crate::error::PageError;
+use crate::session::CsrfForm;
 use crate::session::{self, Session};
 use crate::views::{
     self, AttemptRow, DeliveriesFragment, DeliveryView, MessageDetail, MessageRow, MessagesPage,
@@ -468,12 +469,6 @@ pub async fn payload(
         .body(msg.payload);
     crate::error::harden(&mut resp);
     Ok(resp)
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// POST `/app/{app}/msg/{msg}/endpoint/{ep}/{action}`: `resend` (this message, to that

@@ -397,3 +397,10 @@ mod tests {
         assert!(!tokens_equal("", ""));
     }
 }
+
+/// A form that carries only its CSRF token (a button: revoke, archive, cancel, …).
+#[derive(serde::Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    pub csrf: String,
+}

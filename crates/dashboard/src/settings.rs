@@ -16,6 +16,7 @@ use store::ListParams;
 
 use crate::auth::see_other;
 use crate::error::PageError;
+use crate::session::CsrfForm;
 use crate::session::{self, Session};
 use crate::views::{self, ApiKeyRow, PortalView, PresetChoice, RetentionView, SettingsPage};
 use crate::when::When;
@@ -200,12 +201,6 @@ pub async fn create_key(
         actix_web::http::header::HeaderValue::from_static("/settings"),
     );
     Ok(resp)
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// POST `/settings/keys/{key_id}/revoke`.
