@@ -21,44 +21,17 @@
 //
 // Needs: target/debug/hookd (or HOOKD_BIN), Chromium at /usr/bin/chromium (or CHROMIUM).
 
-import { mkdtempSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  assertAccessible, axeProblems, freePort, go, launchBrowser, mainShows, openMessage, reloadUntil, runSuite, shot, sleep, start, step,
-  waitFor, waitUp, watchErrors,
+  assertAccessible, axeProblems, freePort, go, launchBrowser, mainShows, openMessage, reloadUntil,
+  runSuite, shot, startServer, startSink, step, waitFor, watchErrors,
 } from './support.mjs';
 
 async function main() {
-  const dir = mkdtempSync(join(tmpdir(), 'hookd-web-'));
-  const [apiPort, sinkPort] = [await freePort(), await freePort()];
-  const base = `http://127.0.0.1:${apiPort}`;
-  const sinkBase = `http://127.0.0.1:${sinkPort}`;
-
-  start(['sink', '--bind', `127.0.0.1:${sinkPort}`], {});
-  start(['serve'], {
-    HOOKD_DATABASE_URL: `sqlite://${join(dir, 'hookd.db')}`,
-    HOOKD_BIND: `127.0.0.1:${apiPort}`,
-    HOOKD_ENDPOINT_ALLOW_NETWORKS: '127.0.0.0/8',
-    HOOKD_DELIVERY_POLL_INTERVAL: '100ms',
-    HOOKD_LOG_LEVEL: 'warn',
-  });
-  await waitUp(`${base}/api/v1/health`);
-  await waitUp(`${sinkBase}/_sink/report`);
-
-  const sink = {
-    report: async () => (await fetch(`${sinkBase}/_sink/report`)).json(),
-    behave: async (b) => {
-      const r = await fetch(`${sinkBase}/_sink/behaviour`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(b),
-      });
-      assert.equal(r.status, 200);
-    },
-  };
+  const sink = await startSink();
+  const sinkBase = sink.base;
+  const base = await startServer();
 
   const browser = await launchBrowser();
   const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 }, timezoneId: 'UTC' });

@@ -12,14 +12,11 @@
 //
 // Needs: target/debug/hookd (or HOOKD_BIN), Chromium at /usr/bin/chromium (or CHROMIUM).
 
-import { mkdtempSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  api, assertAccessible, freePort, go, launchBrowser, runSuite, signUp, start, step, waitFor, waitUp,
-  watchErrors,
+  api, assertAccessible, freePort, go, launchBrowser, runSuite, signUp, startServer, startSink, step,
+  waitFor, watchErrors,
 } from './support.mjs';
 
 const ZONE = 'America/New_York';
@@ -42,26 +39,11 @@ function zoneWords(offset) {
 }
 
 async function main() {
-  const dir = mkdtempSync(join(tmpdir(), 'hookd-live-'));
-  const [apiPort, sinkPort, embedPort] = [await freePort(), await freePort(), await freePort()];
-  const base = `http://127.0.0.1:${apiPort}`;
-  const sinkBase = `http://127.0.0.1:${sinkPort}`;
-  start(['sink', '--bind', `127.0.0.1:${sinkPort}`], {});
-  start(['serve'], {
-    HOOKD_DATABASE_URL: `sqlite://${join(dir, 'hookd.db')}`,
-    HOOKD_BIND: `127.0.0.1:${apiPort}`,
-    HOOKD_ENDPOINT_ALLOW_NETWORKS: '127.0.0.0/8',
-    HOOKD_DELIVERY_POLL_INTERVAL: '100ms',
-    HOOKD_LOG_LEVEL: 'warn',
-  });
-  await waitUp(`${base}/api/v1/health`);
-  await waitUp(`${sinkBase}/_sink/report`);
-  const behave = async (b) => {
-    const r = await fetch(`${sinkBase}/_sink/behaviour`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b),
-    });
-    assert.equal(r.status, 200);
-  };
+  const sink = await startSink();
+  const sinkBase = sink.base;
+  const { behave } = sink;
+  const base = await startServer({}, 'hookd-live');
+  const embedPort = await freePort();
 
   const browser = await launchBrowser();
   const context = await browser.newContext({

@@ -6,12 +6,9 @@
 // → the application deleted after typing its name. Screenshots at 1440 and 375 px, light and
 // dark; axe-core on every page it adds.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
-  api, assertAccessible, freePort, go, launchBrowser, mainShows, reloadUntil, runSuite, shot, signUp,
-  start, step, waitFor, waitUp, watchErrors,
+  api, assertAccessible, go, launchBrowser, mainShows, reloadUntil, runSuite, shot, signUp,
+  startServer, startSink, step, waitFor, watchErrors,
 } from './support.mjs';
 
 /** Fails when the page scrolls sideways (at 375 px). */
@@ -38,29 +35,10 @@ async function looks(page, name) {
 }
 
 async function main() {
-  const dir = mkdtempSync(join(tmpdir(), 'hookd-manage-'));
-  const [apiPort, sinkPort] = [await freePort(), await freePort()];
-  const base = `http://127.0.0.1:${apiPort}`;
-  const sinkBase = `http://127.0.0.1:${sinkPort}`;
-  start(['sink', '--bind', `127.0.0.1:${sinkPort}`], {});
-  start(['serve'], {
-    HOOKD_DATABASE_URL: `sqlite://${join(dir, 'hookd.db')}`,
-    HOOKD_BIND: `127.0.0.1:${apiPort}`,
-    HOOKD_ENDPOINT_ALLOW_NETWORKS: '127.0.0.0/8',
-    HOOKD_DELIVERY_POLL_INTERVAL: '100ms',
-    HOOKD_LOG_LEVEL: 'warn',
-  });
-  await waitUp(`${base}/api/v1/health`);
-  await waitUp(`${sinkBase}/_sink/report`);
-  const sink = {
-    report: async () => (await fetch(`${sinkBase}/_sink/report`)).json(),
-    behave: async (b) => {
-      const r = await fetch(`${sinkBase}/_sink/behaviour`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b),
-      });
-      assert.equal(r.status, 200);
-    },
-  };
+  const sink = await startSink();
+  const sinkBase = sink.base;
+  const base = await startServer({}, 'hookd-manage');
+
 
   const browser = await launchBrowser();
   const context = await browser.newContext({

@@ -3,7 +3,8 @@
 // page to page as a person does (`go`, `reloadUntil`, `openMessage`), never by typing an
 // address between steps.
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -221,4 +222,46 @@ export async function axeProblems(page) {
 export async function assertAccessible(page, where) {
   const problems = await axeProblems(page);
   assert.deepEqual(problems, [], `${where}: axe-core found serious or critical problems`);
+}
+
+/**
+ * `hookd serve` on a free port with SQLite in a new temporary directory, delivering to
+ * loopback (where `hookd sink` listens), polling every 100 ms; `env` adds or overrides
+ * settings. Returns its base URL once it answers.
+ */
+export async function startServer(env = {}, name = 'hookd-web') {
+  const dir = mkdtempSync(join(tmpdir(), `${name}-`));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  start(['serve'], {
+    HOOKD_DATABASE_URL: `sqlite://${join(dir, 'hookd.db')}`,
+    HOOKD_BIND: `127.0.0.1:${port}`,
+    HOOKD_ENDPOINT_ALLOW_NETWORKS: '127.0.0.0/8',
+    HOOKD_DELIVERY_POLL_INTERVAL: '100ms',
+    HOOKD_LOG_LEVEL: 'warn',
+    ...env,
+  });
+  await waitUp(`${base}/api/v1/health`);
+  return base;
+}
+
+/**
+ * `hookd sink` on a free port: `base`, `report()` (what it received) and `behave(b)` (make
+ * it fail, slow down, …: `{ failRate, failStatus, latencyMs, timeoutRate, retryAfter }`).
+ */
+export async function startSink() {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  start(['sink', '--bind', `127.0.0.1:${port}`], {});
+  await waitUp(`${base}/_sink/report`);
+  return {
+    base,
+    report: async () => (await fetch(`${base}/_sink/report`)).json(),
+    behave: async (b) => {
+      const r = await fetch(`${base}/_sink/behaviour`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b),
+      });
+      assert.equal(r.status, 200);
+    },
+  };
 }
