@@ -13,6 +13,7 @@ mod egress;
 pub mod entities;
 mod error;
 mod gate;
+mod health;
 mod inbound;
 mod ingest;
 mod lite;
@@ -41,7 +42,8 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 pub use columns::EXPUNGED;
 pub use connect::{Backend, ConnectOptions};
 pub use egress::{GrantOrigin, Grants};
-pub use error::{StoreError, redact_url};
+pub use error::{StorageFault, StoreError, redact_url};
+pub use health::{Degraded, PROBE_INTERVAL, StorageHealth, StorageState};
 pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};
@@ -104,6 +106,8 @@ pub struct Store {
     key_source: std::sync::Arc<KeySource>,
     /// A key made at connect for a missing key file, not yet written (see `sealed`).
     unsaved_key: std::sync::Arc<Option<sealed::UnsavedKey>>,
+    /// Whether writes succeed right now (see `health`). Shared by every clone.
+    health: StorageHealth,
 }
 
 /// A turn at SQLite's single writer, from [`Store::write_turn`]; writes made in it do not wait
@@ -127,6 +131,11 @@ impl std::ops::Deref for WriteTxn {
 impl WriteTxn {
     pub(crate) async fn commit(self) -> Result<()> {
         self.txn.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn rollback(self) -> Result<()> {
+        self.txn.rollback().await?;
         Ok(())
     }
 }
@@ -153,7 +162,8 @@ impl Store {
     /// Opens `url` (`sqlite://path` or `postgres://…`). SQLite files and their directory are
     /// created when missing.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {
-        let (db, backend, sqlite_file) = connect::connect(url, opts).await?;
+        let health = StorageHealth::default();
+        let (db, backend, sqlite_file) = connect::connect(url, opts, &health).await?;
         let (keys, key_source, unsaved_key) = match (&opts.keys, &sqlite_file) {
             (Some(keys), _) => (keys.clone(), KeySource::Configured, None),
             (None, Some(file)) if file.as_os_str() != ":memory:" => sealed::key_file_keys(file)?,
@@ -177,6 +187,7 @@ impl Store {
             seal: std::sync::Arc::new(keys),
             key_source: std::sync::Arc::new(key_source),
             unsaved_key: std::sync::Arc::new(unsaved_key),
+            health,
         };
         match sqlite_file {
             Some(file) => {
