@@ -18,6 +18,8 @@ pub struct ApiError {
     pub loc: Option<Vec<String>>,
     /// Seconds, for 429 and 503 answers.
     pub retry_after: Option<u64>,
+    /// The storage fault behind a 503, for the server to note (see `store::FaultSeen`).
+    pub fault: Option<(store::StorageFault, String)>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -51,6 +53,28 @@ impl ApiError {
             detail: detail.into(),
             loc: None,
             retry_after: None,
+            fault: None,
+        }
+    }
+
+    /// 503 for a request the database could not serve because it cannot write (or cannot be
+    /// reached) right now; `cause` goes to the log, never to the client.
+    pub fn storage(fault: store::StorageFault, cause: String) -> Self {
+        use store::StorageFault as F;
+        let secs = store::FAULT_RETRY_AFTER_SECS;
+        let detail = match fault {
+            F::Full | F::ReadOnly => format!(
+                "hookd cannot write to its database right now ({}); nothing was changed; retry in {secs} s",
+                fault.plain()
+            ),
+            F::Unavailable => {
+                format!("hookd cannot reach its database right now; retry in {secs} s")
+            }
+        };
+        ApiError {
+            retry_after: Some(secs),
+            fault: Some((fault, cause)),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, fault.code(), detail)
         }
     }
 
@@ -118,6 +142,12 @@ impl ResponseError for ApiError {
         if let Some(secs) = self.retry_after {
             resp.insert_header((header::RETRY_AFTER, HeaderValue::from(secs)));
         }
+        if let Some((fault, cause)) = &self.fault {
+            resp.extensions_mut().insert(store::FaultSeen {
+                fault: *fault,
+                cause: cause.clone(),
+            });
+        }
         match &self.loc {
             Some(loc) => resp.json(json!({
                 "code": self.code,
@@ -178,11 +208,19 @@ impl From<store::StoreError> for ApiError {
                     e.to_string(),
                 )
             }
-            other => {
-                // Internals stay in the log, with their whole cause chain.
-                tracing::error!(error = %error_chain(&other), "store error");
-                ApiError::internal()
-            }
+            other => match other.storage_fault() {
+                // Logged once when the state changes (see `store::StorageHealth`).
+                Some(fault) => {
+                    let cause = error_chain(&other);
+                    tracing::debug!(error = %cause, "refused: storage fault");
+                    ApiError::storage(fault, cause)
+                }
+                None => {
+                    // Internals stay in the log, with their whole cause chain.
+                    tracing::error!(error = %error_chain(&other), "store error");
+                    ApiError::internal()
+                }
+            },
         }
     }
 }

@@ -196,6 +196,28 @@ async fn trim_trailing_slash(
     next.call(req).await
 }
 
+/// Notes the storage fault behind an answer (an API error or a dashboard page, which leave a
+/// `store::FaultSeen` in the response) in the store's health, which logs the change of state
+/// once and starts its probe. Wraps the whole app in every role.
+pub async fn note_storage_faults(
+    req: actix_web::dev::ServiceRequest,
+    next: middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let store = req.app_data::<web::Data<store::Store>>().cloned();
+    let res = next.call(req).await?;
+    if let Some(store) = store {
+        let seen = res
+            .response()
+            .extensions()
+            .get::<store::FaultSeen>()
+            .cloned();
+        if let Some(seen) = seen {
+            store.note_fault(seen.fault, seen.cause);
+        }
+    }
+    Ok(res)
+}
+
 /// Registers every API route. The caller provides `web::Data<store::Store>` and
 /// `web::Data<ApiConfig>`.
 pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
@@ -243,6 +265,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .wrap(middleware::from_fn(trim_trailing_slash))
             .service(at!("/health", get => health::health, head => health::health_head))
             .service(at!("/health/ping", get => health::ping, head => health::ping_head))
+            .service(at!("/health/ready", get => health::ready, head => health::ready_head))
             .service(at!("/openapi.json", get => openapi::serve))
             .service(at!("/background-task", get => eps::list_tasks))
             .service(at!("/background-task/{task_id}", get => eps::get_task))
@@ -282,7 +305,8 @@ pub fn configure_receiving(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
     cfg.service(
         web::scope("/api/v1")
             .service(at!("/health", get => health::health, head => health::health_head))
-            .service(at!("/health/ping", get => health::ping, head => health::ping_head)),
+            .service(at!("/health/ping", get => health::ping, head => health::ping_head))
+            .service(at!("/health/ready", get => health::ready, head => health::ready_head)),
     );
     configure_inbound(cfg, api);
     cfg.default_service(web::to(error::no_route));

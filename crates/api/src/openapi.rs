@@ -100,7 +100,8 @@ impl Modify for CommonResponses {
     info(title = "hookd API", description = "Webhook delivery: the core of Svix's API shape plus hookd's extensions."),
     modifiers(&BearerAuth, &CommonResponses),
     paths(
-        crate::health::health, crate::health::health_head, crate::health::ping, crate::health::ping_head, serve,
+        crate::health::health, crate::health::health_head, crate::health::ready, crate::health::ready_head,
+        crate::health::ping, crate::health::ping_head, serve,
         applications::list, applications::create, applications::get, applications::upsert,
         applications::patch, applications::delete,
         event_types::list, event_types::create, event_types::get, event_types::upsert,

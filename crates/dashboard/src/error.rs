@@ -91,6 +91,7 @@ impl ResponseError for PageError {
                 store::StoreError::Conflict { .. } | store::StoreError::EndpointDisabled { .. },
             ) => StatusCode::CONFLICT,
             PageError::Store(store::StoreError::Sealed(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            PageError::Store(e) if e.storage_fault().is_some() => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -105,6 +106,7 @@ impl PageError {
     /// chrome; see [`portal_errors`]).
     pub fn page(&self, root: &'static str) -> HttpResponse {
         let status = self.status_code();
+        let mut fault_seen = None;
         let (title, text) = match self {
             PageError::LoginRequired => {
                 // htmx follows redirects inside XHR; HX-Redirect makes it a full navigation.
@@ -154,6 +156,30 @@ impl PageError {
                 "That did not work",
                 format!("That {field} is already taken."),
             ),
+            PageError::Store(e) if e.storage_fault().is_some() => {
+                let fault = e
+                    .storage_fault()
+                    .unwrap_or(store::StorageFault::Unavailable);
+                tracing::debug!(error = %error_chain(e), "refused: storage fault");
+                fault_seen = Some(store::FaultSeen {
+                    fault,
+                    cause: error_chain(e),
+                });
+                (
+                    "Nothing was saved",
+                    match fault {
+                        store::StorageFault::Unavailable => {
+                            "hookd cannot reach its database right now; try again in a minute."
+                                .to_owned()
+                        }
+                        _ => format!(
+                            "hookd cannot write to its database right now ({}); nothing was \
+                             changed. Try again in a minute.",
+                            fault.plain()
+                        ),
+                    },
+                )
+            }
             _ if status == StatusCode::NOT_FOUND => (
                 "Not found",
                 "There is nothing here, or it belongs to another account.".to_owned(),
@@ -189,6 +215,13 @@ impl PageError {
         if let PageError::TooBusy { retry_after, .. } = self {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+        }
+        if let Some(seen) = fault_seen {
+            resp.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(store::FAULT_RETRY_AFTER_SECS),
+            );
+            resp.extensions_mut().insert(seen);
         }
         resp
     }

@@ -410,6 +410,12 @@ impl Dispatcher {
     /// endpoints new to this process. `None` when a claim failed (what the first query claimed
     /// is given back).
     async fn claim(&self, room: usize) -> Option<(Vec<delivery::Model>, bool)> {
+        // A claim is a write: while the database cannot take writes it would only fail, and
+        // claims whose results cannot be written would be sent again. The store's probe says
+        // when writes succeed again.
+        if !self.store.storage().is_writable() {
+            return None;
+        }
         let now = Timestamp::now();
         let lease_until = now.plus(self.cfg.lease);
         let since = Timestamp::from_millis(now.as_millis() - FRESH_WINDOW.as_millis() as i64);
@@ -453,7 +459,12 @@ impl Dispatcher {
                 Some((claimed, took))
             }
             Err((e, partial)) => {
-                tracing::warn!(error = %e, "claim failed; retrying");
+                // A storage fault is logged once, by the store, when its state changes.
+                if self.store.note(&e).is_some() {
+                    tracing::debug!(error = %e, "claim failed; retrying");
+                } else {
+                    tracing::warn!(error = %e, "claim failed; retrying");
+                }
                 let ids: Vec<DeliveryId> = partial.into_iter().map(|d| d.id).collect();
                 let _ = system.release_claims(owner, &ids).await;
                 None
@@ -984,7 +995,11 @@ async fn write_results(
                     break;
                 }
                 Err(e) if attempt < 10 => {
-                    tracing::warn!(error = %e, attempt, "writing results failed; retrying");
+                    if store.note(&e).is_some() {
+                        tracing::debug!(error = %e, attempt, "writing results failed; retrying");
+                    } else {
+                        tracing::warn!(error = %e, attempt, "writing results failed; retrying");
+                    }
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }

@@ -544,6 +544,7 @@ fn http_server(
     let workers = http_workers();
     let server = HttpServer::new(move || {
         let app = App::new()
+            .wrap(actix_web::middleware::from_fn(api::note_storage_faults))
             .wrap(actix_web::middleware::from_fn(
                 crate::http_limits::body_deadline,
             ))

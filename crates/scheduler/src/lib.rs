@@ -150,7 +150,17 @@ async fn reclaim_and_log(store: &Store) {
             }
         }
         Ok(store::Reclaim::Automatic) => {}
-        Err(e) => tracing::warn!(error = %e, "reclaiming space"),
+        Err(e) => failed(store, &e, "reclaiming space"),
+    }
+}
+
+/// Logs a failed round: a storage fault quietly (the store logs its change of state once and
+/// probes until writes succeed), anything else as a warning.
+fn failed(store: &Store, e: &store::StoreError, what: &str) {
+    if store.note(e).is_some() {
+        tracing::debug!(error = %e, "{what}");
+    } else {
+        tracing::warn!(error = %e, "{what}");
     }
 }
 
@@ -187,7 +197,7 @@ async fn prune_and_log(store: &Store, retention: Retention) -> bool {
             p.more
         }
         Err(e) => {
-            tracing::warn!(error = %e, "pruning expired rows");
+            failed(store, &e, "pruning expired rows");
             false
         }
     }
@@ -224,7 +234,7 @@ pub async fn run(
                     Err(e) => tracing::warn!(error = %e, "auto-disable sweep failed"),
                 }
                 if let Err(e) = store.system().reap_expired_leases(Timestamp::now()).await {
-                    tracing::warn!(error = %e, "lease reaper");
+                    failed(&store, &e, "lease reaper");
                 }
             }
             // Messages for their retention, chart statistics for STATS_RETENTION (the charts

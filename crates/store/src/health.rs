@@ -44,6 +44,19 @@ impl StorageState {
     }
 }
 
+/// Left in a response's extensions by an error page or API error that came from a storage
+/// fault, so the server's middleware can [`Store::note_fault`] it (the error mappings have no
+/// store at hand).
+#[derive(Clone, Debug)]
+pub struct FaultSeen {
+    pub fault: StorageFault,
+    /// The driver's text, for the log; never shown to clients.
+    pub cause: String,
+}
+
+/// Seconds a client is asked to wait (`Retry-After`) when a storage fault refuses a request.
+pub const FAULT_RETRY_AFTER_SECS: u64 = 5;
+
 /// The process's view of its database's writability. Cheap to clone and to read.
 #[derive(Clone, Debug, Default)]
 pub struct StorageHealth(Arc<Inner>);
@@ -121,6 +134,10 @@ impl StorageHealth {
 
     /// Records that a write succeeded after a fault.
     fn recovered(&self) {
+        // Sessions opened before the write that just succeeded may still carry the old state
+        // (PostgreSQL applies `default_transaction_read_only` when a session starts): none is
+        // reused.
+        self.0.epoch.fetch_max(self.now_nanos(), Ordering::AcqRel);
         let mut degraded = self.lock();
         if let Some(d) = degraded.take() {
             let secs = domain::Timestamp::now().since(d.since).as_secs();

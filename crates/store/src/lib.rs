@@ -43,7 +43,9 @@ pub use columns::EXPUNGED;
 pub use connect::{Backend, ConnectOptions};
 pub use egress::{GrantOrigin, Grants};
 pub use error::{StorageFault, StoreError, redact_url};
-pub use health::{Degraded, PROBE_INTERVAL, StorageHealth, StorageState};
+pub use health::{
+    Degraded, FAULT_RETRY_AFTER_SECS, FaultSeen, PROBE_INTERVAL, StorageHealth, StorageState,
+};
 pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};

@@ -20,3 +20,4 @@ mod retention;
 mod scaleout;
 mod secrets;
 mod serve;
+mod storage;
