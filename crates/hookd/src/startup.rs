@@ -734,6 +734,14 @@ async fn serve_metrics(
     for (kind, n) in scheduler::pruned_totals() {
         write_sample(&mut out, name, &[("kind", kind)], n);
     }
+    let name = "hookd_storage_writable";
+    write_header(
+        &mut out,
+        name,
+        "gauge",
+        "1 while the database takes this process's writes; 0 while it is full, read-only or unreachable (GET /api/v1/health says which).",
+    );
+    write_sample(&mut out, name, &[], u8::from(store.storage().is_writable()));
     let up = u8::from(gauges.is_ok());
     write_header(
         &mut out,

@@ -12,6 +12,7 @@ use store::{ConnectOptions, Store};
 use testkit::TestApp;
 
 use crate::delivery::{endpoint_at, eventually, sink};
+use crate::metrics::scrape;
 
 /// PostgreSQL set read-only for new sessions, with no session terminated: once a session of
 /// the new kind refuses a write, every message POST answers 503 `storage_read_only` (the old
@@ -143,6 +144,7 @@ async fn a_read_only_postgres_is_refused_with_503_and_recovered_from_without_ter
     );
     assert_eq!(ready.body["code"], "storage_read_only");
     assert!(ready.headers.get("retry-after").is_some());
+    assert_eq!(scrape(&app).await.get("hookd_storage_writable"), 0.0);
 
     // Lifted; still nothing terminated.
     admin
@@ -168,6 +170,7 @@ async fn a_read_only_postgres_is_refused_with_503_and_recovered_from_without_ter
     let health = app.get("/health").await;
     assert_eq!(health.body["storage"], "ok", "{}", health.body);
     assert!(health.body.get("storageCause").is_none(), "{}", health.body);
+    assert_eq!(scrape(&app).await.get("hookd_storage_writable"), 1.0);
     // Every one of the next 20 succeeds: no read-only session is left in the pool.
     for _ in 0..20 {
         let r = post_msg(n).await;
