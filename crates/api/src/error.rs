@@ -272,3 +272,30 @@ pub(crate) fn method_not_allowed(req: &HttpRequest, allowed: &[&str]) -> HttpRes
     }
     resp
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ApiError;
+    use actix_web::ResponseError;
+
+    #[tokio::test]
+    async fn a_storage_fault_is_a_503_with_retry_after_and_its_code() {
+        let e = ApiError::from(store::testing::read_only_error());
+        let resp = e.error_response();
+        assert_eq!(resp.status(), 503);
+        assert_eq!(resp.headers().get("retry-after").unwrap(), "5");
+        assert!(resp.extensions().get::<store::FaultSeen>().is_some());
+        let body = actix_web::body::to_bytes(resp.into_body()).await.unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["code"], "storage_read_only");
+        let detail = json["detail"].as_str().unwrap();
+        assert!(detail.contains("the database is read-only"), "{detail}");
+        assert!(
+            !detail.contains("attempt to write"),
+            "driver text stays in the log: {detail}"
+        );
+        // Other store errors keep their answers.
+        let e = ApiError::from(store::StoreError::not_found("application"));
+        assert_eq!(e.status, 404);
+    }
+}

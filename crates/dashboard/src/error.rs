@@ -293,3 +293,27 @@ pub fn harden(resp: &mut HttpResponse) {
         HeaderValue::from_static("same-origin"),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PageError;
+
+    #[tokio::test]
+    async fn a_storage_fault_is_a_503_page_that_says_nothing_was_changed() {
+        let e = PageError::Store(store::testing::read_only_error());
+        let resp = e.page("");
+        assert_eq!(resp.status(), 503);
+        assert_eq!(resp.headers().get("retry-after").unwrap(), "5");
+        assert!(resp.extensions().get::<store::FaultSeen>().is_some());
+        let body = actix_web::body::to_bytes(resp.into_body()).await.unwrap();
+        let html = String::from_utf8_lossy(&body);
+        assert!(
+            html.contains(
+                "hookd cannot write to its database right now (the database is read-only); \
+                 nothing was changed"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("has been logged"), "{html}");
+    }
+}

@@ -19,6 +19,9 @@ use crate::{Result, Store, StoreError};
 /// How often the probe tries a write while degraded.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The shortest time between two moves of the epoch on faults (100 ms).
+const EPOCH_STEP_NANOS: u64 = 100_000_000;
+
 /// The storage state: writable, or degraded since a fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StorageState {
@@ -106,8 +109,14 @@ impl StorageHealth {
     /// Records a fault; `true` when the state turned degraded with it.
     pub(crate) fn record(&self, fault: StorageFault, cause: String) -> bool {
         // Every connection open now may be the one that failed (a read-only session, a
-        // server gone): none is reused.
-        self.0.epoch.fetch_max(self.now_nanos(), Ordering::AcqRel);
+        // server gone): none is reused. At most every EPOCH_STEP, or every refused request
+        // would make the pool open a new session; one that fails after a step is retired at
+        // the next, or at recovery.
+        let now = self.now_nanos();
+        let last = self.0.epoch.load(Ordering::Acquire);
+        if last == 0 || now.saturating_sub(last) >= EPOCH_STEP_NANOS {
+            self.0.epoch.fetch_max(now, Ordering::AcqRel);
+        }
         let mut degraded = self.lock();
         let turned = degraded.is_none();
         match &mut *degraded {
@@ -253,5 +262,37 @@ impl Store {
             }
         }
         txn.rollback().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_retires_connections_opened_before_it_and_recovery_too() {
+        let h = StorageHealth::default();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!h.is_stale(Duration::from_millis(4)), "no fault yet");
+        assert!(h.record(StorageFault::ReadOnly, "cannot execute INSERT".into()));
+        assert!(!h.is_writable());
+        assert_eq!(h.state().name(), "read_only");
+        assert!(
+            h.is_stale(Duration::from_millis(4)),
+            "opened before the fault"
+        );
+        assert!(!h.is_stale(Duration::ZERO), "opened after it");
+        assert!(
+            !h.record(StorageFault::ReadOnly, "again".into()),
+            "already degraded"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        h.recovered();
+        assert!(h.is_writable());
+        assert_eq!(h.state(), StorageState::Writable);
+        assert!(
+            h.is_stale(Duration::from_millis(4)),
+            "opened before recovery"
+        );
     }
 }

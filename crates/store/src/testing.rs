@@ -250,3 +250,19 @@ pub fn delivery_model() -> crate::entities::delivery::Model {
         updated_at: 0,
     }
 }
+
+/// A real storage fault, for the tests of the error mappings: a write to a SQLite file opened
+/// read-only (SQLITE_READONLY from the driver, not a made-up error).
+pub fn read_only_error() -> crate::StoreError {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("read-only.db");
+    rusqlite::Connection::open(&path)
+        .and_then(|c| c.execute_batch("CREATE TABLE t (x INTEGER)"))
+        .expect("make a database");
+    let ro =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open read-only");
+    ro.execute("INSERT INTO t VALUES (1)", [])
+        .expect_err("a read-only connection refuses writes")
+        .into()
+}
