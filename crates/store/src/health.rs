@@ -219,7 +219,15 @@ impl Store {
                         Some(fault) => {
                             store.health.record(fault, e.to_string());
                         }
-                        None => tracing::debug!(error = %e, "storage probe failed"),
+                        // Not a storage fault (say the role may not make temporary tables):
+                        // the database got as far as judging the statement, so writes are
+                        // taken as possible again rather than refused (and the dispatcher
+                        // stopped) for good; a write that still fails marks it again.
+                        None => {
+                            tracing::warn!(error = %e, "storage probe failed for another reason; taking writes as possible again");
+                            store.health.recovered();
+                            break;
+                        }
                     },
                 }
             }
