@@ -304,3 +304,26 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod wal {
+    use sea_orm::{ConnectionTrait, Statement};
+
+    /// The WAL is capped so a burst's growth is given back at the next checkpoint.
+    #[tokio::test]
+    async fn sqlite_connections_cap_the_wal() {
+        let db = crate::testing::TestDb::sqlite().await;
+        let row = db
+            .store
+            .connection()
+            .query_one(Statement::from_string(
+                sea_orm::DatabaseBackend::Sqlite,
+                "PRAGMA journal_size_limit",
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        let limit: i64 = row.try_get_by_index(0).unwrap();
+        assert_eq!(limit, 64 * 1024 * 1024);
+    }
+}
