@@ -15,15 +15,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  assertAccessible, freePort, go, launchBrowser, runSuite, shot, signUp, start, step, waitUp,
+  assertAccessible, freePort, go, looks, launchBrowser, runSuite, shot, signUp, start, step, waitUp,
   watchErrors,
 } from './support.mjs';
-
-/** Fails when the page is wider than its viewport (sideways scrolling). */
-async function fitsWidth(page, where) {
-  const [scroll, client] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
-  assert.ok(scroll <= client, `${where}: ${scroll} px wide in a ${client} px viewport`);
-}
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'hookd-web-event-types-'));
@@ -65,7 +59,7 @@ async function main() {
   assert.match(await page.locator('#schema-error').innerText(), /must be a JSON object/);
   assert.match(await page.locator('#example-error').innerText(), /not valid JSON/);
   assert.equal(await page.getByLabel('Name').inputValue(), 'invoice.paid', 'what was typed is kept');
-  await assertAccessible(page, 'the refused event type form');
+  await looks(page, 'event-type-refused');
   // The refusal's own 422, which the browser logs as a console error.
   assert.equal(errors.length, 1, errors.join('\n'));
   assert.match(errors.splice(0)[0], /422/);
@@ -98,13 +92,7 @@ async function main() {
   const voided = page.getByRole('row').filter({ hasText: 'invoice.voided' });
   await voided.getByText('Archived').waitFor();
   await page.getByRole('row').filter({ hasText: 'invoice.paid' }).getByText('An invoice was paid in full').waitFor();
-  await assertAccessible(page, 'the catalog');
-  await shot(page, 'event-types-1440');
-  await page.setViewportSize({ width: 375, height: 800 });
-  await fitsWidth(page, 'the catalog at 375 px');
-  await assertAccessible(page, 'the catalog at 375 px');
-  await shot(page, 'event-types-375');
-  await page.setViewportSize({ width: 1440, height: 900 });
+  await looks(page, 'event-types');
 
   step('add an endpoint with the picker: find the type, check it');
   await go(page, page.getByRole('navigation').getByRole('link', { name: 'Overview' }), 'Overview');
@@ -118,10 +106,7 @@ async function main() {
   await picker.getByLabel('Find an event type').fill('paid');
   await picker.getByRole('checkbox', { name: 'invoice.paid' }).check();
   assert.ok(await picker.getByRole('radio', { name: 'Only the event types checked below' }).isChecked(), 'checking a type chooses "only these"');
-  await assertAccessible(page, 'the endpoint form');
-  await page.setViewportSize({ width: 375, height: 800 });
-  await fitsWidth(page, 'the endpoint form at 375 px');
-  await page.setViewportSize({ width: 1440, height: 900 });
+  await looks(page, 'event-type-picker');
   await go(page, page.getByRole('button', { name: 'Create endpoint' }), 'Create endpoint');
   await page.getByText('Endpoint created').waitFor();
   assert.equal((await page.locator('#endpoint-event-types').innerText()).trim(), 'invoice.paid');

@@ -7,32 +7,9 @@
 // dark; axe-core on every page it adds.
 import assert from 'node:assert/strict';
 import {
-  api, assertAccessible, go, launchBrowser, mainShows, reloadUntil, runSuite, shot, signUp,
+  api, assertAccessible, go, looks, launchBrowser, mainShows, reloadUntil, runSuite, shot, signUp,
   startServer, startSink, step, waitFor, watchErrors,
 } from './support.mjs';
-
-/** Fails when the page scrolls sideways (at 375 px). */
-async function assertNoSidewaysScroll(page, where) {
-  const [scroll, client] = await page.evaluate(() => [
-    document.documentElement.scrollWidth, document.documentElement.clientWidth,
-  ]);
-  assert.ok(scroll <= client, `${where}: ${scroll}px wide in a ${client}px window`);
-}
-
-/** Screenshots of the page at 1440 and 375 px in both themes, checked by axe-core each time. */
-async function looks(page, name) {
-  for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const width of [1440, 375]) {
-      await page.setViewportSize({ width, height: 900 });
-      await shot(page, `manage-${name}-${scheme}-${width}`);
-      await assertAccessible(page, `${name} (${scheme}, ${width} px)`);
-      if (width === 375) await assertNoSidewaysScroll(page, name);
-    }
-  }
-  await page.emulateMedia({ colorScheme: 'light' });
-  await page.setViewportSize({ width: 1440, height: 900 });
-}
 
 async function main() {
   const sink = await startSink();
@@ -69,7 +46,7 @@ async function main() {
   await go(page, page.getByRole('button', { name: 'Rename' }), 'Rename');
   await page.getByText('Application renamed.').waitFor();
   await page.getByRole('heading', { name: 'Storefront EU' }).first().waitFor();
-  await looks(page, 'application');
+  await looks(page, 'manage-application');
 
   step('add an endpoint at the sink, with quick retries');
   await go(page, page.getByRole('link', { name: 'Overview' }).first(), 'Overview');
@@ -97,7 +74,7 @@ async function main() {
   await page.getByLabel('Since (UTC)').fill(hourAgo);
   await go(page, page.getByRole('button', { name: 'Recover', exact: true }), 'Recover');
   await page.getByText(/^Recover 3 failed messages since .+\?$/).waitFor();
-  await looks(page, 'recover-preview');
+  await looks(page, 'manage-recover-preview');
   await go(page, page.getByRole('link', { name: 'Cancel', exact: true }), 'Cancel on the preview');
   assert.equal((await api(base, key, 'GET', '/background-task')).body.data.length, 0, 'a preview starts nothing');
 
@@ -109,7 +86,7 @@ async function main() {
   // No reload: htmx's polling brings the end.
   await page.locator('#job-status', { hasText: 'Finished: 3 failed messages queued again.' }).waitFor({ timeout: 30_000 });
   assert.equal(await page.getByRole('button', { name: 'Cancel the job' }).count(), 0, 'nothing left to cancel');
-  await looks(page, 'job-finished');
+  await looks(page, 'manage-job-finished');
   await waitFor(async () => (await sink.report()).unique === 3, 'the sink got all three');
 
   step('a second endpoint: Replay missing, with its preview');

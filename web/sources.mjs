@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  assertAccessible, freePort, go, launchBrowser, mainShows, reloadUntil, runSuite, shot,
+  freePort, go, looks, launchBrowser, mainShows, reloadUntil, runSuite, shot,
   signUp, start, step, waitUp, watchErrors,
 } from './support.mjs';
 
@@ -23,21 +23,6 @@ function signed(id, ts, body) {
   const key = Buffer.from(SECRET.slice('whsec_'.length), 'base64');
   const sig = createHmac('sha256', key).update(`${id}.${ts}.${body}`).digest('base64');
   return { 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': `v1,${sig}` };
-}
-
-/** At 375 px nothing scrolls sideways. */
-async function fitsNarrow(page, where) {
-  const wide = await page.evaluate(() => document.documentElement.scrollWidth);
-  assert.ok(wide <= 375, `${where} is ${wide} px wide at 375 px`);
-}
-
-async function bothWidths(page, name) {
-  await page.setViewportSize({ width: 1440, height: 900 });
-  await shot(page, `${name}-1440`);
-  await page.setViewportSize({ width: 375, height: 800 });
-  await fitsNarrow(page, name);
-  await shot(page, `${name}-375`);
-  await page.setViewportSize({ width: 1440, height: 900 });
 }
 
 /** The problem shown under the field labelled `label`. */
@@ -79,8 +64,7 @@ async function main() {
   await go(page, page.getByRole('button', { name: 'Create source' }), 'Create source (empty)');
   assert.match(await problemUnder(page, 'Forwards to'), /Choose the application/);
   assert.match(await problemUnder(page, 'Secret'), /signing secret/);
-  await assertAccessible(page, 'the source form with problems');
-  await bothWidths(page, 'source-form-errors');
+  await looks(page, 'source-form-errors');
 
   step('a bad secret and name are refused by the API\'s rules, under their fields');
   await page.getByLabel('Name', { exact: false }).first().fill('partner inbox!');
@@ -145,13 +129,11 @@ async function main() {
   const shown = await badRow.locator('ul.headers').innerText();
   assert.match(shown, /authorization: hidden \(\d+ bytes\)/, shown);
   assert.match(shown, /webhook-signature: hidden/, shown);
-  await assertAccessible(page, 'the Requests view');
-  await bothWidths(page, 'source-requests');
+  await looks(page, 'source-requests');
 
   step('the list links to the source; edit it (a bad hold time first)');
   await go(page, page.getByRole('navigation').getByRole('link', { name: 'Sources', exact: true }), 'Sources in the nav');
-  await assertAccessible(page, 'the sources list');
-  await bothWidths(page, 'sources');
+  await looks(page, 'sources');
   await go(page, page.getByRole('link', { name: 'partner', exact: true }), 'the source in the list');
   await go(page, page.getByRole('link', { name: 'Edit source' }), 'Edit source');
   assert.equal(await page.getByLabel('Secret').inputValue(), '', 'the sealed secret is not shown');
