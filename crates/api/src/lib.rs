@@ -203,17 +203,17 @@ pub async fn note_storage_faults(
     req: actix_web::dev::ServiceRequest,
     next: middleware::Next<impl actix_web::body::MessageBody + 'static>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    let store = req.app_data::<web::Data<store::Store>>().cloned();
     let res = next.call(req).await?;
-    if let Some(store) = store {
-        let seen = res
-            .response()
-            .extensions()
-            .get::<store::FaultSeen>()
-            .cloned();
-        if let Some(seen) = seen {
-            store.note_fault(seen.fault, seen.cause);
-        }
+    // Only an answer that carries a fault looks up the store: nothing is added to the others.
+    let seen = res
+        .response()
+        .extensions()
+        .get::<store::FaultSeen>()
+        .cloned();
+    if let Some(seen) = seen
+        && let Some(store) = res.request().app_data::<web::Data<store::Store>>()
+    {
+        store.note_fault(seen.fault, seen.cause);
     }
     Ok(res)
 }
