@@ -401,7 +401,7 @@ impl Dispatcher {
         {
             Ok(0) => {}
             Ok(n) => tracing::info!(count = n, "returned expired leases to pending"),
-            Err(e) => tracing::warn!(error = %e, "lease reaper"),
+            Err(e) => self.store.warn_unless_fault(&e, "lease reaper"),
         }
     }
 

@@ -173,6 +173,10 @@ impl StorageHealth {
     /// its floor keeps its last space for deliveries already accepted.
     pub fn take_messages(&self) -> Result<()> {
         self.may_write()?;
+        // The hot path: two atomic loads, no lock.
+        if self.0.writable.load(Ordering::Acquire) && !self.0.is_low.load(Ordering::Acquire) {
+            return Ok(());
+        }
         if let Some(d) = &*self.lock() {
             return Err(StoreError::Refused {
                 fault: d.fault,

@@ -769,3 +769,196 @@ async fn a_truncated_wal_index_stops_writes_without_a_crash_and_loses_nothing() 
     drop(server);
     receiver.stop().await;
 }
+
+/// A PostgreSQL server of the test's own (initdb in a temporary directory, run as the
+/// `postgres` user), so it can be stopped and started without touching the shared one.
+/// `None` (and a loud SKIPPED line) where that cannot be done (no PostgreSQL binaries, not root).
+struct OwnPostgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+}
+
+impl OwnPostgres {
+    fn start(test: &str) -> Option<OwnPostgres> {
+        let skip = |why: &str| {
+            eprintln!("!!! SKIPPED {test}: {why}; the PostgreSQL stop/start test did not run !!!");
+            None
+        };
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin"))
+            .find(|b| b.join("pg_ctl").exists());
+        let Some(bin) = bin else {
+            return skip("no PostgreSQL server binaries under /usr/lib/postgresql");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let chowned = std::process::Command::new("chown")
+            .args(["-R", "postgres"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !chowned {
+            return skip("cannot give a directory to the postgres user (needs root)");
+        }
+        let pg = OwnPostgres {
+            port: free_port(),
+            bin,
+            dir,
+        };
+        let initdb = format!(
+            "{} -D {} -A trust -U postgres",
+            pg.bin.join("initdb").display(),
+            pg.data().display()
+        );
+        if !pg.as_postgres(&initdb) {
+            return skip("initdb failed");
+        }
+        pg.up();
+        Some(pg)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn as_postgres(&self, command: &str) -> bool {
+        std::process::Command::new("su")
+            .args(["postgres", "-s", "/bin/sh", "-c", command])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn ctl(&self, args: &str) -> bool {
+        self.as_postgres(&format!(
+            "{} -D {} {args}",
+            self.bin.join("pg_ctl").display(),
+            self.data().display()
+        ))
+    }
+
+    fn up(&self) {
+        let options = format!(
+            "-o '-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off'",
+            self.port,
+            self.dir.path().display()
+        );
+        assert!(
+            self.ctl(&format!("{options} -w -t 60 start")),
+            "pg_ctl start"
+        );
+    }
+
+    fn down(&self) {
+        assert!(self.ctl("-m fast -w stop"), "pg_ctl stop");
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        self.ctl("-m immediate -w stop");
+    }
+}
+
+/// PostgreSQL stopped under hookd and started again: while it is down messages answer 503
+/// `storage_unavailable` with `Retry-After` and readiness fails; once it is back hookd takes
+/// messages again within seconds without a restart, delivers every one it accepted and
+/// stores none it refused.
+#[tokio::test]
+async fn a_stopped_postgres_is_refused_with_503_and_recovered_from_when_it_starts() {
+    let Some(pg) = OwnPostgres::start("a_stopped_postgres") else {
+        return;
+    };
+    let db = TestDb::postgres(&pg.url()).await;
+    let app = TestApp::start(
+        db,
+        &[
+            ("HOOKD_ROLES", "all"),
+            ("HOOKD_DELIVERY_POLL_INTERVAL", "50ms"),
+        ],
+    )
+    .await;
+    let receiver = sink(Behaviour::default());
+    let (a, _) = endpoint_at(&app, &receiver, json!({})).await;
+    let msg_path = format!("/app/{a}/msg");
+    let post = |n: usize| {
+        app.call(
+            Method::POST,
+            &msg_path,
+            Some(json!({"eventType": "test.event", "payload": {"n": n}})),
+        )
+    };
+    let mut accepted = HashSet::new();
+    for n in 0..20 {
+        let r = post(n).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+        accepted.insert(r.body["id"].as_str().unwrap().to_owned());
+    }
+
+    pg.down();
+    // (Each waits for the pool's 5 s acquire timeout: the request's reads find no server.)
+    let mut refused = 0;
+    for n in 20..23 {
+        let r = post(n).await;
+        match r.status {
+            StatusCode::ACCEPTED => {
+                accepted.insert(r.body["id"].as_str().unwrap().to_owned());
+            }
+            _ => {
+                assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+                assert_eq!(r.body["code"], "storage_unavailable", "{}", r.body);
+                assert_eq!(
+                    r.headers.get("retry-after").map(|v| v.to_str().unwrap()),
+                    Some("5")
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(refused, 3, "every message refused while PostgreSQL is down");
+    let ready = app.get("/health/ready").await;
+    assert_eq!(
+        ready.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        ready.body
+    );
+
+    pg.up();
+    let started = Instant::now();
+    eventually(
+        Duration::from_secs(15),
+        "ready again after PostgreSQL started",
+        || async { app.get("/health/ready").await.status == StatusCode::OK },
+    )
+    .await;
+    eprintln!("ready {:?} after PostgreSQL started", started.elapsed());
+    for n in 30..50 {
+        let r = post(n).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+        accepted.insert(r.body["id"].as_str().unwrap().to_owned());
+    }
+    eventually(
+        Duration::from_secs(30),
+        "every accepted message delivered",
+        || async { accepted.is_subset(&receiver.state.acked_ids()) },
+    )
+    .await;
+    assert_eq!(receiver.state.acked_ids(), accepted);
+    let listed = app.get(&format!("{msg_path}?limit=250")).await;
+    let stored: HashSet<String> = listed.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(stored, accepted, "{refused} refused");
+    receiver.stop().await;
+}
