@@ -101,6 +101,10 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>, file:
             drop(stopped);
             let took = since.elapsed();
             since = Instant::now();
+            if warned && done.is_ok() {
+                tracing::info!("WAL checkpoints succeed again");
+                warned = false;
+            }
             match done {
                 Ok(Some((frames, _))) => {
                     // Frames written since the last checkpoint: all of them when the WAL
@@ -119,6 +123,7 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>, file:
                 Ok(None) => every = SLOWEST,
                 Err(e) => {
                     every = SLOWEST;
+                    // Once per streak of failures, and once when they end.
                     if !warned {
                         tracing::warn!(error = %e, "WAL checkpoint failed; will keep trying");
                         warned = true;

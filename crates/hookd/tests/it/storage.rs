@@ -577,6 +577,10 @@ async fn sqlite_on_a_full_disk_refuses_with_503_and_recovers_when_the_space_is_f
         server.logged("INFO", "storage writable again"),
         server.logged("WARN", "storage degraded")
     );
+    assert_eq!(
+        server.logged("INFO", "WAL checkpoints succeed again"),
+        server.logged("WARN", "WAL checkpoint failed")
+    );
     assert_eq!(server.logged("ERROR", ""), 0, "no ERROR line");
     drop(server);
     receiver.stop().await;
