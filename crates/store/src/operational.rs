@@ -1,0 +1,197 @@
+//! Operational webhooks (Svix's shape): each tenant's operational endpoints live in one hidden
+//! application of its own (`applications.internal`), which the tenant's application lookups
+//! and listings never return; each event is a message in it, delivered, signed, retried and
+//! dead-lettered by the same engine as any other. Writing one never takes an ingest token.
+//!
+//! Every event goes through [`Store::emit`] or [`Store::emit_for_app`], the one place that
+//! (1) sends nothing for a tenant without an operational application, (2) sends nothing about
+//! that application itself (an operational endpoint's own failures, changes or disable make no
+//! events: they would feed themselves), and (3) bounds each tenant's events per process
+//! ([`domain::operational::Budget`]): over it, events are dropped and counted.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use domain::Timestamp;
+use domain::ids::{ApplicationId, TenantId};
+use domain::operational::{Budget, EndpointRef, OperationalEvent};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
+
+use crate::entities::{Owned, application, endpoint};
+use crate::{NewMessage, Result, Store, StoreError, retry_policy_of, to_json};
+
+/// The name the hidden application carries (never shown to tenants as an application).
+const APP_NAME: &str = "Operational webhooks";
+/// Budgets kept before full (idle) ones are forgotten.
+const BUDGETS_KEPT: usize = 1024;
+
+/// This process's operational-event state: each tenant's budget and what was sent or dropped.
+#[derive(Debug, Default)]
+pub(crate) struct Operational {
+    budgets: Mutex<HashMap<TenantId, Budget>>,
+    sent: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Operational {
+    /// Takes one of `tenant`'s event tokens.
+    fn admit(&self, tenant: TenantId, now: Timestamp) -> bool {
+        // A poisoned lock only means a panic elsewhere mid-update; the map is still usable.
+        let mut budgets = self.budgets.lock().unwrap_or_else(|e| e.into_inner());
+        if budgets.len() > BUDGETS_KEPT {
+            budgets.retain(|_, b| !b.is_full_at(now));
+        }
+        budgets
+            .entry(tenant)
+            .or_insert_with(|| Budget::new(now))
+            .take(now)
+    }
+}
+
+impl Store {
+    /// The tenant's operational application, if it has one (a copy at most a second old).
+    pub async fn operational_app(&self, tenant: TenantId) -> Result<Option<application::Model>> {
+        let load = async {
+            let found = application::Entity::find_in(tenant)
+                .filter(application::Column::Internal.eq(true))
+                .one(&self.db)
+                .await?;
+            Ok::<_, StoreError>(Some(found))
+        };
+        Ok(self.ops_apps.get_or_load(tenant, load).await?.flatten())
+    }
+
+    /// The tenant's operational application, made on first use.
+    pub async fn operational_app_or_create(&self, tenant: TenantId) -> Result<application::Model> {
+        if let Some(app) = self.operational_app(tenant).await? {
+            return Ok(app);
+        }
+        let now = Timestamp::now().as_millis();
+        let made = application::ActiveModel {
+            id: Set(ApplicationId::new()),
+            tenant_id: Set(tenant),
+            uid: Set(None),
+            name: Set(APP_NAME.to_owned()),
+            rate_limit: Set(None),
+            metadata: Set(to_json(&serde_json::json!({}))),
+            created_at: Set(now),
+            updated_at: Set(now),
+            payload_retention_days: Set(None),
+            metadata_retention_days: Set(None),
+            payload_expunged_before: Set(None),
+            internal: Set(true),
+        }
+        .insert(&self.db)
+        .await;
+        self.ops_apps.clear();
+        match made {
+            Ok(app) => Ok(app),
+            // Another request made it first (one per tenant, by a unique index).
+            Err(_) => self
+                .operational_app(tenant)
+                .await?
+                .ok_or(StoreError::not_found("operational application")),
+        }
+    }
+
+    /// Sends `event` to the tenant's operational endpoints (see the module's rules). Never
+    /// fails the caller's operation: a write that fails is logged.
+    pub async fn emit(&self, tenant: TenantId, event: OperationalEvent) {
+        match self.operational_app(tenant).await {
+            Ok(Some(ops)) => self.write_event(tenant, &ops, event).await,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, %tenant, "could not send an operational event"),
+        }
+    }
+
+    /// Sends the event `build` makes from the uid of `app_id` (one of the tenant's
+    /// applications), unless the tenant has no operational application or `app_id` is it.
+    pub async fn emit_for_app(
+        &self,
+        tenant: TenantId,
+        app_id: ApplicationId,
+        build: impl FnOnce(Option<String>) -> OperationalEvent,
+    ) {
+        let found = async {
+            let Some(ops) = self.operational_app(tenant).await? else {
+                return Ok(None);
+            };
+            if ops.id == app_id {
+                return Ok(None);
+            }
+            let app = application::Entity::find_in(tenant)
+                .filter(application::Column::Id.eq(app_id))
+                .one(&self.db)
+                .await?;
+            Ok::<_, StoreError>(app.map(|a| (ops, a.uid)))
+        };
+        match found.await {
+            Ok(Some((ops, uid))) => self.write_event(tenant, &ops, build(uid)).await,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, %tenant, "could not send an operational event"),
+        }
+    }
+
+    /// [`Store::emit_for_app`] for an event about an endpoint.
+    pub async fn emit_for_endpoint(
+        &self,
+        ep: &endpoint::Model,
+        build: impl FnOnce(EndpointRef) -> OperationalEvent,
+    ) {
+        self.emit_for_app(ep.tenant_id, ep.app_id, |app_uid| {
+            build(EndpointRef {
+                app_id: ep.app_id,
+                app_uid,
+                endpoint_id: ep.id,
+                endpoint_uid: ep.uid.clone(),
+            })
+        })
+        .await
+    }
+
+    async fn write_event(
+        &self,
+        tenant: TenantId,
+        ops: &application::Model,
+        event: OperationalEvent,
+    ) {
+        // The no-loop rule, whoever built the event.
+        if event.subject_app() == Some(ops.id) {
+            return;
+        }
+        if !self.operational.admit(tenant, Timestamp::now()) {
+            let n = self.operational.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            // One line per hundred dropped, not one each: the case is a storm.
+            if n % 100 == 1 {
+                tracing::warn!(%tenant, event_type = event.event_type(), dropped_total = n,
+                    "operational events over the tenant's budget are dropped");
+            }
+            return;
+        }
+        let new = NewMessage {
+            event_type: event.event_type().to_owned(),
+            payload: event.payload().to_string().into_bytes(),
+            ..Default::default()
+        };
+        match self
+            .create_message(tenant, ops, new, |ep, now| {
+                retry_policy_of(ep).give_up_at(now)
+            })
+            .await
+        {
+            Ok(_) => {
+                self.operational.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!(error = %e, %tenant, "could not send an operational event"),
+        }
+    }
+
+    /// Operational events this process wrote, and dropped over tenants' budgets.
+    pub fn operational_counts(&self) -> (u64, u64) {
+        (
+            self.operational.sent.load(Ordering::Relaxed),
+            self.operational.dropped.load(Ordering::Relaxed),
+        )
+    }
+}
