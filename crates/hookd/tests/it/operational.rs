@@ -296,3 +296,42 @@ async fn operational_events_take_none_of_the_tenants_ingest_budget() {
         .await;
     }
 }
+
+#[tokio::test]
+async fn a_storm_of_events_is_cut_to_the_budget_and_the_rest_counted() {
+    for app in apps().await {
+        let ops = sink(Behaviour::default());
+        operational_endpoint(&app, &ops.url("/ops"), json!({})).await;
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "many"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        // 200 endpoint.created events in a few seconds: the first 100 at once, then 10 a second.
+        let started = std::time::Instant::now();
+        for i in 0..200 {
+            app.ok(
+                Method::POST,
+                &format!("/app/{a}/endpoint"),
+                Some(json!({"url": ops.url(&format!("/hook/{i}"))})),
+                201,
+            )
+            .await;
+        }
+        let took = started.elapsed().as_secs_f64();
+        let m = crate::metrics::scrape(&app).await;
+        let sent = m.get(r#"hookd_operational_events_total{result="sent"}"#);
+        let dropped = m.get(r#"hookd_operational_events_total{result="dropped"}"#);
+        assert_eq!(sent + dropped, 200.0, "every event sent or counted");
+        assert!(
+            sent <= 100.0 + 10.0 * took.ceil() + 1.0,
+            "{sent} sent in {took:.1} s"
+        );
+        assert!(dropped > 0.0, "{took:.1} s");
+        wait_for(&ops, "/ops", "endpoint.created", sent as usize).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            of_type(&events(&ops, "/ops"), "endpoint.created").len(),
+            sent as usize
+        );
+    }
+}
