@@ -274,6 +274,51 @@ async fn a_disabled_endpoint_is_reported_but_an_operational_endpoint_makes_no_ev
 }
 
 #[tokio::test]
+async fn an_endpoint_failing_past_the_window_is_reported_disabled_with_its_streak_start() {
+    for app in apps_with(&[
+        ("HOOKD_ENDPOINT_DISABLE_AFTER", "2s"),
+        ("HOOKD_HEALTH_SWEEP_INTERVAL", "200ms"),
+        ("HOOKD_BREAKER_FAILURES", "1000"),
+    ])
+    .await
+    {
+        let ops = sink(Behaviour::default());
+        operational_endpoint(
+            &app,
+            &ops.url("/ops"),
+            json!({"eventTypes": ["endpoint.disabled"]}),
+        )
+        .await;
+        let failing = sink(Behaviour {
+            fail_rate: 1.0,
+            fail_status: 500,
+            ..Default::default()
+        });
+        let (a, e) = endpoint_at(
+            &app,
+            &failing,
+            json!({"uid": "flaky", "retryPolicy": {"delays": ["200ms"], "maxAttempts": 100}}),
+        )
+        .await;
+        send(&app, &a, json!({})).await;
+        wait_for(&ops, "/ops", "endpoint.disabled", 1).await;
+        let got = events(&ops, "/ops");
+        assert_eq!(got.len(), 1, "{got:?}");
+        let d = &got[0]["data"];
+        assert_eq!(d["endpointId"], e.as_str());
+        assert_eq!(d["endpointUid"], "flaky");
+        assert_eq!(d["trigger"], "automatic");
+        let ep = app.get(&format!("/app/{a}/endpoint/{e}")).await.body;
+        assert_eq!(d["reason"], ep["disabledReason"]);
+        let since = d["failSince"].as_str().unwrap();
+        assert!(
+            d["reason"].as_str().unwrap().contains(since),
+            "failSince is the streak's start: {d}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn operational_events_take_none_of_the_tenants_ingest_budget() {
     for app in apps_with(&[
         ("HOOKD_TENANT_INGEST_RATE", "1"),
