@@ -4,7 +4,7 @@
 //! dead-lettered by the same engine as any other. Writing one never takes an ingest token.
 //!
 //! Every event goes through [`Store::emit`] or [`Store::emit_for_app`], the one place that
-//! (1) sends nothing for a tenant without an operational application, (2) sends nothing about
+//! (1) writes nothing while the tenant has no enabled operational endpoint, (2) sends nothing about
 //! that application itself (an operational endpoint's own failures, changes or disable make no
 //! events: they would feed themselves), and (3) bounds each tenant's events per process
 //! ([`domain::operational::Budget`]): over it, events are dropped and counted.
@@ -117,11 +117,12 @@ impl Store {
         self.ops_apps.clear();
         match made {
             Ok(app) => Ok(app),
-            // Another request made it first (one per tenant, by a unique index).
-            Err(_) => self
-                .operational_app(tenant)
-                .await?
-                .ok_or(StoreError::not_found("operational application")),
+            // Another request made it first (one per tenant, by a unique index); any other
+            // failure is the insert's own.
+            Err(e) => match self.operational_app(tenant).await? {
+                Some(app) => Ok(app),
+                None => Err(e.into()),
+            },
         }
     }
 
@@ -140,7 +141,7 @@ impl Store {
     }
 
     /// Sends the event `build` makes from the uid of `app_id` (one of the tenant's
-    /// applications), unless the tenant has no operational application or `app_id` is it.
+    /// applications), unless no operational endpoint listens or `app_id` is their application.
     pub async fn emit_for_app(
         &self,
         tenant: TenantId,
