@@ -41,6 +41,9 @@ def main(base_url: str, api_key: str) -> int:
         out[f"HOOKD_ST_EP{suffix}"] = ep["id"]
         out[f"HOOKD_ST_MSG{suffix}"] = msg["id"]
         out[f"HOOKD_ST_ET{suffix}"] = et["name"]
+        ops = post("/operational-webhook/endpoint",
+                   {"url": f"http://127.0.0.1:{port}/st/ops-{label}", "description": label})
+        out[f"HOOKD_ST_OPS_EP{suffix}"] = ops["id"]
     for k, v in out.items():
         print(f"{k}={v}")
     return 0

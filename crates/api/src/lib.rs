@@ -252,6 +252,20 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
         .service(at!("/{app_id}/attempt/endpoint/{endpoint_id}", get => attempts::list_by_endpoint))
         .service(at!("/{app_id}/attempt/msg/{msg_id}", get => attempts::list_by_msg))
         .default_service(web::to(error::no_route));
+    let operational_scope = {
+        use routes::operational as ops;
+        web::scope("/operational-webhook/endpoint")
+            .service(at!("", get => ops::list, post => ops::create))
+            .service(
+                at!("/{endpoint_id}", get => ops::get, put => ops::upsert, delete => ops::delete),
+            )
+            .service(at!("/{endpoint_id}/secret", get => ops::get_secret))
+            .service(at!("/{endpoint_id}/secret/rotate", post => ops::rotate_secret))
+            .service(
+                at!("/{endpoint_id}/headers", get => ops::get_headers, put => ops::set_headers),
+            )
+            .default_service(web::to(error::no_route))
+    };
     let event_type_scope = web::scope("/event-type")
         .service(at!("", get => ets::list, post => ets::create))
         .service(at!("/{event_type_name}", get => ets::get, put => ets::upsert, patch => ets::patch, delete => ets::delete))
@@ -280,6 +294,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(at!("/auth/logout", post => routes::auth::logout))
             .service(at!("/inbound/source", get => routes::inbound::list_sources, post => routes::inbound::create_source))
             .service(at!("/inbound/source/{source_id}", get => routes::inbound::get_source, delete => routes::inbound::delete_source))
+            .service(operational_scope)
             .service(app_scope)
             .service(event_type_scope)
             .default_service(web::to(error::no_route)),

@@ -120,6 +120,9 @@ impl Modify for CommonResponses {
         crate::routes::retention::get, crate::routes::retention::put,
         attempts::list_by_endpoint, attempts::list_by_msg, attempts::list_destinations, attempts::expunge_content, messages::expunge_content, attempts::get, attempts::resend, attempts::skip,
         crate::routes::auth::app_portal_access, crate::routes::auth::expire_all, crate::routes::auth::logout,
+        crate::routes::operational::list, crate::routes::operational::create, crate::routes::operational::get,
+        crate::routes::operational::upsert, crate::routes::operational::delete, crate::routes::operational::get_secret,
+        crate::routes::operational::rotate_secret, crate::routes::operational::get_headers, crate::routes::operational::set_headers,
     ),
     components(schemas(
         HttpErrorOut, HttpValidationError, ValidationError, HealthOut,
@@ -132,6 +135,7 @@ impl Modify for CommonResponses {
         BackgroundTaskOut, MessageIn, MessageOut, MessageAttemptOut, EndpointMessageOut, crate::routes::attempts::MessageEndpointOut,
         crate::routes::retention::RetentionIn, crate::routes::retention::RetentionOut,
         crate::routes::auth::AppPortalAccessIn, crate::routes::auth::AppPortalAccessOut, crate::routes::auth::ApplicationTokenExpireIn,
+        crate::routes::operational::OperationalEndpointIn, crate::routes::operational::OperationalEndpointOut,
     ))
 )]
 struct ApiDoc;

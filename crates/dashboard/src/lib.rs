@@ -150,6 +150,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(settings::set_email)),
         )
         .service(
+            web::resource("/settings/operational")
+                .app_data(form())
+                .route(web::post().to(settings::add_operational)),
+        )
+        .service(
+            web::resource("/settings/operational/{endpoint_id}/delete")
+                .app_data(form())
+                .route(web::post().to(settings::remove_operational)),
+        )
+        .service(
             web::resource("/app")
                 .app_data(form())
                 .route(web::post().to(manage::create_app)),

@@ -16,9 +16,13 @@ use store::ListParams;
 
 use crate::auth::see_other;
 use crate::error::PageError;
+use crate::problems::Problems;
 use crate::session::CsrfForm;
 use crate::session::{self, Session};
-use crate::views::{self, ApiKeyRow, PortalView, PresetChoice, RetentionView, SettingsPage};
+use crate::views::{
+    self, ApiKeyRow, OperationalForm, OperationalRow, PortalView, PresetChoice, RetentionView,
+    SettingsPage,
+};
 use crate::when::When;
 
 /// Keys listed on the page (revoked ones included).
@@ -36,6 +40,8 @@ struct Extra {
     retention: Option<(String, String)>,
     /// The portal settings as typed, when refused.
     portal: Option<PortalView>,
+    /// The operational-webhook form as typed and its problems, when refused.
+    ops: Option<(OperationalForm, Problems)>,
 }
 
 async fn page(
@@ -77,6 +83,8 @@ async fn page(
     let portal = extra
         .portal
         .unwrap_or_else(|| PortalView::of(&tenant.portal_settings()));
+    let operational = operational_rows(store, session.tenant).await?;
+    let (ops_form, ops_problems) = extra.ops.unwrap_or_default();
     let view = SettingsPage {
         csrf: Some(session.csrf),
         root: session.root,
@@ -103,6 +111,10 @@ async fn page(
         presets: PresetChoice::all(server_preset),
         retention,
         portal,
+        operational,
+        ops_form,
+        ops_problems,
+        ops_types: domain::operational::EVENT_TYPES,
         notice: extra.notice,
         new_key: extra.new_key,
         error: extra.error,
@@ -135,6 +147,14 @@ pub async fn show(
         ),
         Some("portal") => {
             Some("Portal settings saved: the portal's next page uses them.".to_owned())
+        }
+        Some("operational") => Some(
+            "Operational webhook endpoint added: hookd's events about your endpoints and \
+             messages go there from now on."
+                .to_owned(),
+        ),
+        Some("operational-removed") => {
+            Some("Operational webhook endpoint removed: it gets no more events.".to_owned())
         }
         Some("preset") => Some(
             "Saved: failed attempts of endpoints without a preset of their own are classified \
@@ -423,4 +443,124 @@ pub async fn set_retention(
             .await
         }
     }
+}
+
+/// Operational-webhook endpoints listed on the page.
+const OPERATIONAL_SHOWN: u64 = 50;
+
+async fn operational_rows(
+    store: &store::Store,
+    tenant: domain::ids::TenantId,
+) -> Result<Vec<OperationalRow>, PageError> {
+    let page =
+        service::operational::list(store, tenant, &ListParams::first(OPERATIONAL_SHOWN)).await?;
+    let mut rows = Vec::with_capacity(page.data.len());
+    for ep in page.data {
+        let secret = store
+            .active_secrets(tenant, ep.id, domain::Timestamp::now())
+            .await?
+            .into_iter()
+            .next()
+            .and_then(|s| domain::signing::EndpointKey::parse(&s.secret).ok())
+            .map(|k| k.shareable())
+            .unwrap_or_default();
+        rows.push(OperationalRow {
+            id: ep.id.to_string(),
+            types: match ep.filter_types()? {
+                Some(t) if !t.is_empty() => t.join(", "),
+                _ => "every event".to_owned(),
+            },
+            url: ep.url,
+            description: ep.description,
+            disabled_reason: ep.disabled.then(|| ep.disabled_reason.unwrap_or_default()),
+            secret,
+        });
+    }
+    Ok(rows)
+}
+
+/// The field of the Settings form a service problem belongs under.
+fn operational_field(field: &str) -> &'static str {
+    match field {
+        "url" => "ops_url",
+        "description" => "ops_description",
+        "eventTypes" | "filterTypes" => "ops_types",
+        _ => "",
+    }
+}
+
+/// POST `/settings/operational`: adds an operational-webhook endpoint (URL, description,
+/// the event types it gets: none ticked is every one), with a new signing secret.
+pub async fn add_operational(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<Vec<(String, String)>>,
+) -> Result<HttpResponse, PageError> {
+    let mut csrf = String::new();
+    let mut typed = OperationalForm::default();
+    for (k, v) in form.into_inner() {
+        match k.as_str() {
+            "csrf" => csrf = v,
+            "url" => typed.url = v,
+            "description" => typed.description = v,
+            "types" => typed.types.push(v),
+            _ => {}
+        }
+    }
+    session.check_csrf(&req, &csrf)?;
+    let mut problems = Problems::new();
+    if typed.url.trim().is_empty() {
+        problems.add("ops_url", "Enter the URL that receives the events.");
+    }
+    if problems.is_empty() {
+        let store = session::store_of(&req)?;
+        let cfg = crate::service_config(&req)?;
+        let new = store::NewEndpoint {
+            url: typed.url.trim().to_owned(),
+            description: typed.description.trim().to_owned(),
+            filter_types: (!typed.types.is_empty()).then(|| typed.types.clone()),
+            ..Default::default()
+        };
+        let secret = domain::signing::EndpointKey::generate(
+            domain::signing::KeyType::Hmac,
+            &mut rand::rng(),
+        );
+        match service::operational::create(store, cfg, session.tenant, new, secret).await {
+            Ok(_) => return Ok(see_other("/settings?done=operational#operational-webhooks")),
+            Err(service::ServiceError::Invalid(found)) => {
+                for f in found {
+                    let field = operational_field(&f.field);
+                    if field.is_empty() || problems.of(field).is_none() {
+                        problems.add(field, f.msg);
+                    }
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    refused(
+        &req,
+        session,
+        Extra {
+            ops: Some((typed, problems)),
+            ..Extra::default()
+        },
+    )
+    .await
+}
+
+/// POST `/settings/operational/{endpoint_id}/delete`.
+pub async fn remove_operational(
+    req: HttpRequest,
+    session: Session,
+    path: web::Path<String>,
+    form: web::Form<CsrfForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    let store = session::store_of(&req)?;
+    let ep = service::operational::get(store, session.tenant, &path).await?;
+    store.delete_endpoint(session.tenant, &ep).await?;
+    Ok(see_other(
+        "/settings?done=operational-removed#operational-webhooks",
+    ))
 }

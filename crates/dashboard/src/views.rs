@@ -506,6 +506,13 @@ pub struct SettingsPage {
     pub presets: Vec<PresetChoice>,
     pub retention: RetentionView,
     pub portal: PortalView,
+    /// The tenant's operational-webhook endpoints, and the form that adds one (as typed, with
+    /// its problems, when refused).
+    pub operational: Vec<OperationalRow>,
+    pub ops_form: OperationalForm,
+    pub ops_problems: crate::problems::Problems,
+    /// Every operational event type, for the form's checkboxes.
+    pub ops_types: &'static [&'static str],
     pub notice: Option<String>,
     /// A key just created: its only showing.
     pub new_key: Option<String>,
@@ -589,6 +596,32 @@ impl PresetChoice {
             label: format!("“{p}”: {}", meaning(p)),
         }));
         all
+    }
+}
+
+/// An operational-webhook endpoint as the Settings page lists it.
+pub struct OperationalRow {
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    /// The event types it gets, for people ("every event" when it filters none).
+    pub types: String,
+    pub disabled_reason: Option<String>,
+    /// What receivers verify its events with.
+    pub secret: String,
+}
+
+/// The form that adds an operational-webhook endpoint, as typed.
+#[derive(Clone, Debug, Default)]
+pub struct OperationalForm {
+    pub url: String,
+    pub description: String,
+    pub types: Vec<String>,
+}
+
+impl OperationalForm {
+    pub fn has(&self, t: &&str) -> bool {
+        self.types.iter().any(|x| x == t)
     }
 }
 

@@ -8,6 +8,7 @@ use domain::breaker::{BreakerConfig, BreakerState};
 use domain::egress::Egress;
 use domain::endpoint_url::AllowList;
 use domain::ids::{DeliveryId, EndpointId, MessageId, TenantId};
+use domain::operational::{AttemptEvent, AttemptKind, LastAttempt, OperationalEvent};
 use domain::signing::SignatureHeaders;
 use store::entities::delivery;
 use store::{AttemptResult, DispatchEndpoint, Next, Store};
@@ -807,12 +808,14 @@ impl Slots {
             if let Some(change) = change {
                 persist_breaker(&self.store, change).await;
             }
+            let operational = operational_kind(&result).map(|k| (k, job.msg.event_id.clone()));
             // The permit travels with the result: a claim counts as in flight until its
             // result is committed, which bounds what a crash can leave to be re-sent.
             let _ = self
                 .tx
                 .send(Done {
                     result,
+                    operational,
                     permit: job.permit,
                 })
                 .await;
@@ -946,7 +949,54 @@ async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) {
 /// A finished attempt and the in-flight permit it holds until recorded.
 struct Done {
     result: AttemptResult,
+    /// The operational webhook it makes once recorded, with its message's `eventId`.
+    operational: Option<(AttemptKind, Option<String>)>,
     permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Which `message.attempt.*` operational webhook an attempt makes (see
+/// `domain::operational::attempt_kind`): every attempt since the delivery was last armed
+/// failed (success ends a delivery), and a manual re-arm after a failed attempt follows a
+/// failing or exhausted one.
+fn operational_kind(r: &AttemptResult) -> Option<AttemptKind> {
+    let d = &r.delivery;
+    let failed_before = d.attempt_count - d.attempts_at_arm;
+    let last_failed =
+        d.attempt_count > 0 && !d.last_status.is_some_and(|s| (200..300).contains(&s));
+    domain::operational::attempt_kind(
+        matches!(r.next, Next::Succeeded),
+        matches!(r.next, Next::Failed),
+        failed_before,
+        d.next_trigger == domain::delivery::AttemptTrigger::Manual && last_failed,
+    )
+}
+
+/// Sends the operational webhooks of recorded attempts (never those of a result whose lease
+/// was lost: its new owner's attempt decides).
+async fn send_operational(store: Store, events: Vec<(AttemptResult, AttemptKind, Option<String>)>) {
+    for (r, kind, msg_event_id) in events {
+        let a = &r.attempt;
+        let last_attempt = LastAttempt {
+            id: a.id,
+            response_status_code: a.status_code.unwrap_or(0),
+            timestamp: Timestamp::from_millis(a.started_at),
+        };
+        store
+            .emit_for_app(a.tenant_id, a.app_id, |app_uid| {
+                OperationalEvent::Attempt(
+                    kind,
+                    AttemptEvent {
+                        app_id: a.app_id,
+                        app_uid,
+                        msg_id: a.msg_id,
+                        msg_event_id,
+                        endpoint_id: a.endpoint_id,
+                        last_attempt,
+                    },
+                )
+            })
+            .await;
+    }
 }
 
 /// Commits results in batches: whatever has arrived, up to `RESULT_BATCH`, per transaction.
@@ -968,8 +1018,18 @@ async fn write_results(
                 Err(_) => break,
             }
         }
-        let (batch, permits): (Vec<AttemptResult>, Vec<_>) =
-            done.drain(..).map(|d| (d.result, d.permit)).unzip();
+        let mut operational = Vec::new();
+        let mut permits = Vec::with_capacity(done.len());
+        let batch: Vec<AttemptResult> = done
+            .drain(..)
+            .map(|d| {
+                permits.push(d.permit);
+                if let Some((kind, event_id)) = d.operational {
+                    operational.push((d.result.clone(), kind, event_id));
+                }
+                d.result
+            })
+            .collect();
         let mut delay = Duration::from_millis(50);
         let first_try = std::time::Instant::now();
         for attempt in 1.. {
@@ -988,6 +1048,14 @@ async fn write_results(
                             count = lost.len(),
                             "results arrived after the lease was lost; state left to the new owner"
                         );
+                    }
+                    operational.retain(|(r, _, _)| !lost.contains(&r.delivery.id));
+                    if !operational.is_empty() {
+                        // Beside the writer, which goes on with the next batch.
+                        tokio::spawn(send_operational(
+                            store.clone(),
+                            std::mem::take(&mut operational),
+                        ));
                     }
                     break;
                 }

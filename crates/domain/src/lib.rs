@@ -19,6 +19,7 @@ pub mod inbound;
 pub mod inbound_refusal;
 pub mod jobs;
 pub mod notify;
+pub mod operational;
 pub mod ordering;
 pub mod payload;
 pub mod per_tenant;

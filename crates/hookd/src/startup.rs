@@ -813,6 +813,16 @@ async fn serve_metrics(
     for (kind, n) in scheduler::pruned_totals() {
         write_sample(&mut out, name, &[("kind", kind)], n);
     }
+    let name = "hookd_operational_events_total";
+    write_header(
+        &mut out,
+        name,
+        "counter",
+        "Operational webhooks this process wrote as messages (sent), and dropped over a tenant's budget of 10 per second with bursts of 100 (dropped).",
+    );
+    let (sent, dropped) = store.operational_counts();
+    write_sample(&mut out, name, &[("result", "sent")], sent);
+    write_sample(&mut out, name, &[("result", "dropped")], dropped);
     let name = "hookd_storage_writable";
     write_header(
         &mut out,

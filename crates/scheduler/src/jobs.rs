@@ -8,6 +8,8 @@ use std::time::Duration;
 use domain::Timestamp;
 use domain::ids::{ApplicationId, EndpointId, TenantId};
 use domain::jobs::JobKind;
+use domain::operational::OperationalEvent;
+use domain::time::rfc3339;
 use serde::Deserialize;
 use store::entities::job;
 use store::{Store, retry_policy_of};
@@ -68,7 +70,41 @@ async fn run_claimed(
         Ok(n) => tracing::info!(job_id = %job.id, kind = %job.kind, touched = n, "job finished"),
         Err(e) => tracing::warn!(job_id = %job.id, kind = %job.kind, error = %e, "job failed"),
     }
-    store.system().finish_job(job.id, outcome).await
+    let event = finished_event(job, &outcome);
+    store.system().finish_job(job.id, outcome).await?;
+    store.emit(job.tenant_id, event).await;
+    Ok(())
+}
+
+/// The `background_task.finished` operational webhook of a job: Svix's `data` for a recover or
+/// replay (`messages_sent`, `endp_id`, `since`, `until`), with hookd's `deliveries` (as
+/// `GET /background-task/{id}` shows it) or `error`.
+fn finished_event(job: &job::Model, outcome: &Result<u64, String>) -> OperationalEvent {
+    let params: Option<EndpointJobParams> = job.params().ok();
+    let time = |ms: Option<i64>| ms.map(|t| rfc3339::format(Timestamp::from_millis(t)));
+    let mut data = serde_json::json!({
+        "endp_id": params.as_ref().map(|p| p.endpoint_id.to_string()),
+        "since": time(params.as_ref().map(|p| p.since)),
+        "until": time(params.as_ref().and_then(|p| p.until)),
+    });
+    let status = match outcome {
+        Ok(n) => {
+            data["messages_sent"] = serde_json::json!(n);
+            data["deliveries"] = serde_json::json!(n);
+            "finished"
+        }
+        Err(e) => {
+            data["messages_sent"] = serde_json::json!(0);
+            data["error"] = serde_json::json!(e);
+            "failed"
+        }
+    };
+    OperationalEvent::BackgroundTaskFinished {
+        task_id: job.id,
+        task: job.kind.to_string(),
+        status: status.to_owned(),
+        data,
+    }
 }
 
 async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {

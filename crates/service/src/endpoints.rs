@@ -228,7 +228,14 @@ pub async fn create(
     secret: EndpointKey,
 ) -> Result<endpoint::Model> {
     new = checked(new)?;
-    known_event_types(store, tenant, new.filter_types.as_deref(), &[]).await?;
+    known_event_types(
+        store,
+        tenant,
+        app.internal,
+        new.filter_types.as_deref(),
+        &[],
+    )
+    .await?;
     new.url = check_url(store, cfg, tenant, actor, &new.url).await?;
     Ok(store
         .create_endpoint(tenant, app, new, &secret.to_string())
@@ -246,7 +253,15 @@ pub async fn update(
     new = checked(new)?;
     // Names the endpoint already listed stay allowed (their type may have been archived since).
     let had = current.filter_types()?.unwrap_or_default();
-    known_event_types(store, tenant, new.filter_types.as_deref(), &had).await?;
+    let operational = crate::operational::is_operational(store, &current).await?;
+    known_event_types(
+        store,
+        tenant,
+        operational,
+        new.filter_types.as_deref(),
+        &had,
+    )
+    .await?;
     let mut moved = false;
     if new.url != current.url {
         new.url = check_url(store, cfg, tenant, actor, &new.url).await?;
@@ -272,12 +287,17 @@ fn same_receiver(old: &str, new: &str) -> bool {
 
 /// An endpoint may only filter on event types the tenant has defined (and not archived), as
 /// in Svix: a typo would otherwise silently filter out every message. Names in `allowed` pass.
+/// An operational endpoint's may only name operational event types.
 async fn known_event_types(
     store: &Store,
     tenant: TenantId,
+    operational: bool,
     types: Option<&[String]>,
     allowed: &[String],
 ) -> Result<()> {
+    if operational {
+        return crate::operational::event_types(types.unwrap_or_default());
+    }
     let new: Vec<String> = types
         .unwrap_or_default()
         .iter()

@@ -11,6 +11,7 @@ pub mod event_types;
 pub mod inbound;
 pub mod limits;
 pub mod messages;
+pub mod operational;
 pub mod refusals;
 pub mod rules;
 pub mod ssrf;

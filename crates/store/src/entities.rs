@@ -115,6 +115,9 @@ pub mod application {
         /// Every message of this application with a smaller id has had its payload expunged
         /// by retention (where the next prune starts).
         pub payload_expunged_before: Option<String>,
+        /// The tenant's hidden application holding its operational-webhook endpoints and
+        /// events (m0023): never listed or found by the tenant's application lookups.
+        pub internal: bool,
     }
     entity_boilerplate!();
 }

@@ -17,6 +17,7 @@ mod health;
 mod inbound;
 mod ingest;
 mod lite;
+mod operational;
 mod ops;
 mod page;
 mod pg;
@@ -92,6 +93,13 @@ pub struct Store {
     apps: std::sync::Arc<
         cache::ReadCache<(domain::ids::TenantId, String), entities::application::Model>,
     >,
+    /// Short-lived copies of each tenant's operational application with whether any of its
+    /// endpoints is enabled, or that it has none (see `operational`).
+    ops_apps: std::sync::Arc<
+        cache::ReadCache<domain::ids::TenantId, Option<(entities::application::Model, bool)>>,
+    >,
+    /// Each tenant's operational-event budget in this process, and the counts.
+    operational: std::sync::Arc<operational::Operational>,
     /// Short-lived copies of each tenant's `status_preset`, read by the dispatcher per batch.
     presets: std::sync::Arc<
         cache::ReadCache<domain::ids::TenantId, Option<domain::classify::StatusPreset>>,
@@ -182,6 +190,8 @@ impl Store {
             keys: Default::default(),
             portal: Default::default(),
             apps: Default::default(),
+            ops_apps: Default::default(),
+            operational: Default::default(),
             presets: Default::default(),
             grants: Default::default(),
             sources: Default::default(),

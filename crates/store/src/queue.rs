@@ -548,14 +548,15 @@ pub fn attempt_row(
 
 /// Disables an enabled endpoint with `reason`, records an `endpoint.disabled` operational event
 /// and queues the email to the tenant's notification address, all in the caller's transaction.
-/// Returns false when the endpoint was already disabled (nothing is sent twice).
+/// Returns the endpoint disabled, or None when it was already disabled (nothing is sent twice);
+/// the caller sends the operational webhook once the transaction commits ([`disabled_event`]).
 async fn disable_and_notify(
     txn: &sea_orm::DatabaseTransaction,
     endpoint_id: EndpointId,
     reason: &str,
     public_url: &str,
     now: i64,
-) -> Result<bool> {
+) -> Result<Option<endpoint::Model>> {
     use crate::entities::{email, tenant};
     let res = endpoint::Entity::update_many()
         .col_expr(endpoint::Column::Disabled, Expr::value(true))
@@ -567,11 +568,11 @@ async fn disable_and_notify(
         .exec(txn)
         .await?;
     if res.rows_affected == 0 {
-        return Ok(false);
+        return Ok(None);
     }
     crate::gate::pause_or_resume(txn, endpoint_id, true, now).await?;
     let Some(ep) = endpoint::Entity::find_by_id(endpoint_id).one(txn).await? else {
-        return Ok(false);
+        return Ok(None);
     };
     operational_event::Entity::insert(operational_event::ActiveModel {
         id: Set(OperationalEventId::new()),
@@ -602,7 +603,23 @@ async fn disable_and_notify(
         .exec(txn)
         .await?;
     }
-    Ok(true)
+    Ok(Some(ep))
+}
+
+/// The `endpoint.disabled` operational webhook of an endpoint hookd disabled.
+async fn disabled_event(store: &Store, ep: &endpoint::Model) {
+    let fail_since = ep.failing_since.map(Timestamp::from_millis);
+    let reason = ep.disabled_reason.clone().unwrap_or_default();
+    store
+        .emit_for_endpoint(ep, |endpoint| {
+            domain::operational::OperationalEvent::EndpointDisabled {
+                endpoint,
+                fail_since,
+                trigger: domain::operational::Trigger::Automatic,
+                reason,
+            }
+        })
+        .await
 }
 
 /// The columns that hand a claimed delivery back to the queue, without counting an attempt.
@@ -810,13 +827,22 @@ impl crate::System<'_> {
         if !gone.is_empty() {
             let disable = async {
                 let txn = self.write_txn().await?;
+                let mut disabled = Vec::new();
                 for (id, reason) in &gone {
-                    disable_and_notify(&txn, *id, reason, public_url, now).await?;
+                    disabled.extend(disable_and_notify(&txn, *id, reason, public_url, now).await?);
                 }
-                txn.commit().await
+                txn.commit().await?;
+                Ok(disabled)
             };
-            if let Err(e) = self.stopping(&ids, disable).await {
-                tracing::error!(error = %e, endpoints = ?ids, "could not disable endpoints that answered 410; their next 410 tries again");
+            match self.stopping(&ids, disable).await {
+                Ok(disabled) => {
+                    for ep in &disabled {
+                        disabled_event(self, ep).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, endpoints = ?ids, "could not disable endpoints that answered 410; their next 410 tries again")
+                }
             }
         }
         Ok(results
@@ -1039,19 +1065,24 @@ impl crate::System<'_> {
         public_url: &str,
     ) -> Result<bool> {
         let txn = self.write_txn().await?;
-        self.stopping(&[endpoint_id], async {
-            let done = disable_and_notify(
-                &txn,
-                endpoint_id,
-                reason,
-                public_url,
-                Timestamp::now().as_millis(),
-            )
+        let done = self
+            .stopping(&[endpoint_id], async {
+                let done = disable_and_notify(
+                    &txn,
+                    endpoint_id,
+                    reason,
+                    public_url,
+                    Timestamp::now().as_millis(),
+                )
+                .await?;
+                txn.commit().await?;
+                Ok(done)
+            })
             .await?;
-            txn.commit().await?;
-            Ok(done)
-        })
-        .await
+        if let Some(ep) = &done {
+            disabled_event(self.0, ep).await;
+        }
+        Ok(done.is_some())
     }
 }
 

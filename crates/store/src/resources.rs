@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, EndpointId, EventTypeId, SecretId, TenantId};
+use domain::operational::{OperationalEvent, Trigger};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, QueryFilter,
@@ -126,6 +127,7 @@ impl Store {
             payload_retention_days: Set(new.retention.payload.map(days_column)),
             metadata_retention_days: Set(new.retention.metadata.map(days_column)),
             payload_expunged_before: Set(None),
+            internal: Set(false),
         };
         model.insert(&self.db).await.map_err(conflict_as("uid"))
     }
@@ -146,7 +148,7 @@ impl Store {
         }
     }
 
-    /// Finds an application by its id or its uid.
+    /// Finds an application by its id or its uid (never the hidden operational one).
     pub async fn get_application(
         &self,
         tenant: TenantId,
@@ -156,6 +158,7 @@ impl Store {
         // query is built only on a miss.
         let load = async {
             application::Entity::find_in(tenant)
+                .filter(application::Column::Internal.eq(false))
                 .filter(by_id_or_uid(
                     application::Column::Id,
                     application::Column::Uid,
@@ -177,7 +180,8 @@ impl Store {
         tenant: TenantId,
         params: &ListParams,
     ) -> Result<Page<application::Model>> {
-        let select = application::Entity::find_in(tenant);
+        let select =
+            application::Entity::find_in(tenant).filter(application::Column::Internal.eq(false));
         fetch_page(
             &self.db,
             select,
@@ -406,6 +410,9 @@ impl Store {
         let created = model.insert(&*txn).await.map_err(conflict_as("uid"))?;
         insert_secret(&*txn, &self.seal, tenant, id, secret, now).await?;
         txn.commit().await?;
+        self.endpoints_changed();
+        self.emit_for_endpoint(&created, OperationalEvent::EndpointCreated)
+            .await;
         Ok(created)
     }
 
@@ -475,29 +482,64 @@ impl Store {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
         let disabled = new.disabled;
         let headers = crate::sealed::seal_headers(&self.seal, &current.id, &new.headers);
-        self.write_endpoint(current, move |model, was_disabled, now| {
-            model.uid = Set(new.uid);
-            model.url = Set(new.url);
-            model.description = Set(new.description);
-            model.version = Set(new.version);
-            model.filter_types = Set(new.filter_types.map(|v| to_json(&v)));
-            model.channels = Set(new.channels.map(|v| to_json(&v)));
-            model.headers = Set(headers);
-            model.metadata = Set(to_json(&new.metadata));
-            model.throttle_rate = Set(new.throttle_rate);
-            model.max_concurrency = Set(new.max_concurrency);
-            model.timeout_ms = Set(new.timeout_ms);
-            model.retry_policy = Set(new.retry_policy);
-            model.status_overrides = Set(new.status_overrides);
-            model.signature_headers = Set(new.signature_headers);
-            if drop_credentials {
-                model.auth = Set(None);
-                model.mtls = Set(None);
+        let (ep, was_disabled) = self
+            .write_endpoint(current, move |model, was_disabled, now| {
+                model.uid = Set(new.uid);
+                model.url = Set(new.url);
+                model.description = Set(new.description);
+                model.version = Set(new.version);
+                model.filter_types = Set(new.filter_types.map(|v| to_json(&v)));
+                model.channels = Set(new.channels.map(|v| to_json(&v)));
+                model.headers = Set(headers);
+                model.metadata = Set(to_json(&new.metadata));
+                model.throttle_rate = Set(new.throttle_rate);
+                model.max_concurrency = Set(new.max_concurrency);
+                model.timeout_ms = Set(new.timeout_ms);
+                model.retry_policy = Set(new.retry_policy);
+                model.status_overrides = Set(new.status_overrides);
+                model.signature_headers = Set(new.signature_headers);
+                if drop_credentials {
+                    model.auth = Set(None);
+                    model.mtls = Set(None);
+                }
+                apply_disabled(model, was_disabled, disabled, "disabled by the tenant", now);
+                disabled
+            })
+            .await?;
+        Ok(self.endpoint_changed(ep, was_disabled, true).await)
+    }
+
+    /// Sends the operational events of a change to an endpoint by the tenant: `updated`
+    /// (unless only its state changed) and `enabled` or `disabled` when its state flipped.
+    async fn endpoint_changed(
+        &self,
+        ep: endpoint::Model,
+        was_disabled: bool,
+        updated: bool,
+    ) -> endpoint::Model {
+        if updated {
+            self.emit_for_endpoint(&ep, OperationalEvent::EndpointUpdated)
+                .await;
+        }
+        match (was_disabled, ep.disabled) {
+            (false, true) => {
+                let fail_since = ep.failing_since.map(Timestamp::from_millis);
+                let reason = ep.disabled_reason.clone().unwrap_or_default();
+                self.emit_for_endpoint(&ep, |endpoint| OperationalEvent::EndpointDisabled {
+                    endpoint,
+                    fail_since,
+                    trigger: Trigger::Manual,
+                    reason,
+                })
+                .await
             }
-            apply_disabled(model, was_disabled, disabled, "disabled by the tenant", now);
-            disabled
-        })
-        .await
+            (true, false) => {
+                self.emit_for_endpoint(&ep, OperationalEvent::EndpointEnabled)
+                    .await
+            }
+            _ => {}
+        }
+        ep
     }
 
     /// Disables (with a reason shown to the tenant) or re-enables an endpoint.
@@ -508,27 +550,30 @@ impl Store {
         change: EndpointChanges,
     ) -> Result<endpoint::Model> {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
-        self.write_endpoint(current, move |model, was_disabled, now| match change {
-            EndpointChanges::Disable { reason } => {
-                apply_disabled(model, was_disabled, true, &reason, now);
-                true
-            }
-            EndpointChanges::Enable => {
-                apply_disabled(model, was_disabled, false, "", now);
-                false
-            }
-        })
-        .await
+        let (ep, was_disabled) = self
+            .write_endpoint(current, move |model, was_disabled, now| match change {
+                EndpointChanges::Disable { reason } => {
+                    apply_disabled(model, was_disabled, true, &reason, now);
+                    true
+                }
+                EndpointChanges::Enable => {
+                    apply_disabled(model, was_disabled, false, "", now);
+                    false
+                }
+            })
+            .await?;
+        Ok(self.endpoint_changed(ep, was_disabled, false).await)
     }
 
     /// Writes an endpoint changed by `change` (which returns whether it is now disabled) and,
     /// in the same transaction, pauses or resumes its deliveries. Whether it *was* disabled is
-    /// read inside the transaction, not taken from the caller's copy.
+    /// read inside the transaction, not taken from the caller's copy; it is returned with the
+    /// endpoint as written.
     async fn write_endpoint(
         &self,
         current: endpoint::Model,
         change: impl FnOnce(&mut endpoint::ActiveModel, bool, i64) -> bool,
-    ) -> Result<endpoint::Model> {
+    ) -> Result<(endpoint::Model, bool)> {
         let now = Timestamp::now().as_millis();
         let id = current.id;
         let txn = self.write_txn().await?;
@@ -553,7 +598,8 @@ impl Store {
         if !disabled {
             self.stopped.unmark(id);
         }
-        Ok(updated)
+        self.endpoints_changed();
+        Ok((updated, stored.disabled))
     }
 
     /// Deletes an endpoint with its deliveries and attempts; nothing more is sent to it from
@@ -577,7 +623,11 @@ impl Store {
             endpoint::Entity::delete_by_id(ep.id).exec(&*txn).await?;
             txn.commit().await
         })
-        .await
+        .await?;
+        self.endpoints_changed();
+        self.emit_for_endpoint(ep, OperationalEvent::EndpointDeleted)
+            .await;
+        Ok(())
     }
 
     /// The secrets that sign right now, opened: the current one first, then any previous one
@@ -638,14 +688,16 @@ impl Store {
     ) -> Result<endpoint::Model> {
         check_owner(tenant, &current.tenant_id, "endpoint")?;
         let sealed = value.map(|v| kind.seal(&self.seal, &current.id, v));
-        self.write_endpoint(current, move |model, was_disabled, _| {
-            match kind {
-                crate::sealed::SealedJson::Auth => model.auth = Set(sealed),
-                crate::sealed::SealedJson::Mtls => model.mtls = Set(sealed),
-            }
-            was_disabled
-        })
-        .await
+        let (ep, was_disabled) = self
+            .write_endpoint(current, move |model, was_disabled, _| {
+                match kind {
+                    crate::sealed::SealedJson::Auth => model.auth = Set(sealed),
+                    crate::sealed::SealedJson::Mtls => model.mtls = Set(sealed),
+                }
+                was_disabled
+            })
+            .await?;
+        Ok(self.endpoint_changed(ep, was_disabled, true).await)
     }
 
     /// Makes `new_secret` current; the old current secret keeps signing for `grace`.

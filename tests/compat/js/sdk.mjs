@@ -179,6 +179,30 @@ check("app portal access: a token for one application only", async () => {
   await refused(401, () => portal.endpoint.list(app.id));
 });
 
+check("operational webhooks: create, list, rotate; an event arrives signed", async () => {
+  const ops = svix.operationalWebhook.endpoint;
+  const made = await ops.create({ url: `${receiverUrl}/ops/${uniq}`, ...filter(["endpoint.created"]) });
+  try {
+    assert.ok(made.id.startsWith("ep_"));
+    assert.deepEqual(v2 ? made.eventTypes : made.filterTypes, ["endpoint.created"]);
+    assert.ok((await ops.list()).data.some((e) => e.id === made.id));
+    const { key } = await ops.getSecret(made.id);
+    const app = await svix.application.create({ name: `ops-${uniq}` });
+    await svix.endpoint.create(app.id, { url: `${receiverUrl}/ops-hook/${uniq}` });
+    const [req] = await waitFor(`/ops/${uniq}`);
+    assert.ok(req, "the endpoint.created event arrived");
+    new Webhook(key).verify(req.body, req.headers);
+    const event = JSON.parse(req.body);
+    assert.equal(event.type, "endpoint.created");
+    assert.equal(event.data.appId, app.id);
+    await ops.rotateSecret(made.id, {});
+    assert.notEqual((await ops.getSecret(made.id)).key, key);
+  } finally {
+    await ops.delete(made.id);
+  }
+  await refused(404, () => ops.get(made.id));
+});
+
 // --- run them all ----------------------------------------------------------------------------
 let failed = 0;
 for (const [name, fn] of checks) {

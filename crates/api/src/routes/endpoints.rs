@@ -280,6 +280,15 @@ pub async fn get_secret(
         ..
     }: AppEndpoint,
 ) -> Result<HttpResponse, ApiError> {
+    secret_of(&store, t, &ep).await
+}
+
+/// `GET …/secret` of any endpoint: its current key, as receivers verify with it.
+pub(crate) async fn secret_of(
+    store: &Store,
+    t: domain::ids::TenantId,
+    ep: &endpoint::Model,
+) -> Result<HttpResponse, ApiError> {
     let secrets = store
         .active_secrets(t, ep.id, domain::Timestamp::now())
         .await?;
@@ -313,16 +322,7 @@ pub async fn rotate_secret(
     }: AppEndpoint,
     JsonBody(body): JsonBody<EndpointSecretRotateIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let grace = match body.grace_period_seconds {
-        None => DEFAULT_GRACE,
-        Some(s) if s <= MAX_GRACE => Duration::from_secs(s),
-        Some(_) => {
-            return Err(ApiError::field(
-                "gracePeriodSeconds",
-                format!("at most {MAX_GRACE}"),
-            ));
-        }
-    };
+    let grace = grace_period(body.grace_period_seconds)?;
     let key = eps::rotate_key(
         &store,
         t,
@@ -338,7 +338,23 @@ pub async fn rotate_secret(
     }))
 }
 
-fn headers_of(store: &Store, ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError> {
+/// How long the previous secret keeps signing after a rotation: `gracePeriodSeconds`, 0 to 7
+/// days, 24 h when absent.
+pub(crate) fn grace_period(seconds: Option<u64>) -> Result<Duration, ApiError> {
+    match seconds {
+        None => Ok(DEFAULT_GRACE),
+        Some(s) if s <= MAX_GRACE => Ok(Duration::from_secs(s)),
+        Some(_) => Err(ApiError::field(
+            "gracePeriodSeconds",
+            format!("at most {MAX_GRACE}"),
+        )),
+    }
+}
+
+pub(crate) fn headers_of(
+    store: &Store,
+    ep: &endpoint::Model,
+) -> Result<BTreeMap<String, String>, ApiError> {
     Ok(store.endpoint_headers(ep)?)
 }
 
@@ -356,7 +372,7 @@ pub async fn get_headers(
     }))
 }
 
-async fn save_headers(
+pub(crate) async fn save_headers(
     store: &Store,
     cfg: &ApiConfig,
     t: domain::ids::TenantId,

@@ -5,4 +5,5 @@ pub mod endpoints;
 pub mod event_types;
 pub mod inbound;
 pub mod messages;
+pub mod operational;
 pub mod retention;

@@ -313,3 +313,119 @@ async fn the_tenants_retention_is_shown_validated_and_saved() {
         }
     );
 }
+
+#[tokio::test]
+async fn operational_webhooks_are_added_with_field_errors_listed_and_removed() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    let key = b.sign_up("Acme", "ops@acme.example").await;
+    let page = b.get("/settings").await;
+    page.assert(200, "No operational webhook endpoints.");
+    let csrf = page.csrf();
+
+    // Each problem under its field: no URL; then a URL the SSRF guard refuses.
+    let blank = b
+        .post("/settings/operational", &[("csrf", &csrf), ("url", " ")])
+        .await;
+    blank.assert(
+        422,
+        r#"id="ops_url-error">Enter the URL that receives the events."#,
+    );
+    assert!(
+        blank
+            .body
+            .contains(r#"id="ops_url" value=" " aria-invalid="true""#),
+        "{}",
+        blank.body
+    );
+    let private = b
+        .post(
+            "/settings/operational",
+            &[
+                ("csrf", &csrf),
+                ("url", "http://10.0.0.5/ops"),
+                ("description", "kept"),
+            ],
+        )
+        .await;
+    private.assert(422, r#"id="ops_url-error""#);
+    assert!(
+        private.body.contains(r#"value="kept""#),
+        "what was typed stays"
+    );
+
+    let added = b
+        .post(
+            "/settings/operational",
+            &[
+                ("csrf", &csrf),
+                ("url", "http://127.0.0.1:9/ops"),
+                ("description", "pager"),
+                ("types", "endpoint.disabled"),
+                ("types", "message.attempt.exhausted"),
+            ],
+        )
+        .await;
+    assert_eq!(added.status, 303);
+    let page = b.get("/settings?done=operational").await;
+    page.assert(200, "Operational webhook endpoint added");
+    page.assert(200, "endpoint.disabled, message.attempt.exhausted");
+    page.assert(200, "http://127.0.0.1:9/ops");
+
+    // The API sees the same endpoint.
+    let listed = reqwest::Client::new()
+        .get(format!("{}/api/v1/operational-webhook/endpoint", app.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let id = listed["data"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(listed["data"][0]["description"], "pager");
+    assert!(
+        page.body
+            .contains(&format!("/settings/operational/{id}/delete"))
+    );
+
+    let removed = b
+        .post(
+            &format!("/settings/operational/{id}/delete"),
+            &[("csrf", &page.csrf())],
+        )
+        .await;
+    assert_eq!(removed.status, 303);
+    let page = b.get("/settings?done=operational-removed").await;
+    page.assert(200, "No operational webhook endpoints.");
+}
+
+#[tokio::test]
+async fn an_operational_webhook_for_an_unknown_event_type_is_refused_under_the_event_types() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.sign_up("Acme", "ops@acme.example").await;
+    let csrf = b.get("/settings").await.csrf();
+    let refused = b
+        .post(
+            "/settings/operational",
+            &[
+                ("csrf", &csrf),
+                ("url", "http://127.0.0.1:9/ops"),
+                ("types", "invoice.paid"),
+            ],
+        )
+        .await;
+    refused.assert(
+        422,
+        r#"id="ops_types-error">these are not operational event types: invoice.paid"#,
+    );
+    refused.assert(
+        422,
+        r#"<fieldset id="ops_types" aria-describedby="ops_types-error">"#,
+    );
+    refused.assert(422, r#"value="http://127.0.0.1:9/ops""#);
+    b.get("/settings")
+        .await
+        .assert(200, "No operational webhook endpoints.");
+}

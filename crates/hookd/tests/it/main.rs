@@ -15,6 +15,7 @@ mod health;
 mod helpers;
 mod inbound;
 mod metrics;
+mod operational;
 mod portal;
 mod retention;
 mod scaleout;
