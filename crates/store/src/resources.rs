@@ -8,7 +8,7 @@ use domain::ids::{ApplicationId, EndpointId, EventTypeId, SecretId, TenantId};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, Set,
+    QueryOrder, QuerySelect, QueryTrait, Set,
 };
 
 use crate::entities::Owned;
@@ -172,12 +172,25 @@ impl Store {
             .ok_or(StoreError::not_found("application"))
     }
 
+    /// The tenant's applications; with `with_endpoints_only`, those with at least one
+    /// endpoint.
     pub async fn list_applications(
         &self,
         tenant: TenantId,
+        with_endpoints_only: bool,
         params: &ListParams,
     ) -> Result<Page<application::Model>> {
-        let select = application::Entity::find_in(tenant);
+        let mut select = application::Entity::find_in(tenant);
+        if with_endpoints_only {
+            select = select.filter(
+                application::Column::Id.in_subquery(
+                    endpoint::Entity::find_in(tenant)
+                        .select_only()
+                        .column(endpoint::Column::AppId)
+                        .into_query(),
+                ),
+            );
+        }
         fetch_page(
             &self.db,
             select,
@@ -275,6 +288,34 @@ impl Store {
             updated_at: Set(now),
         };
         model.insert(&self.db).await.map_err(conflict_as("name"))
+    }
+
+    /// Creates an event type, or restores one of that name that was archived (deleted), with
+    /// the new description, schemas and flags, as Svix does; a live one of that name is a
+    /// conflict.
+    pub async fn create_or_restore_event_type(
+        &self,
+        tenant: TenantId,
+        new: NewEventType,
+    ) -> Result<event_type::Model> {
+        match self.get_event_type(tenant, &new.name).await {
+            Ok(existing) if existing.archived => self.update_event_type(tenant, new).await,
+            Ok(_) => Err(StoreError::Conflict { field: "name" }),
+            Err(StoreError::NotFound { .. }) => self.create_event_type(tenant, new).await,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes an event type for good (Svix's `expunge`): its name is free again, and
+    /// messages of that type keep their type's name.
+    pub async fn expunge_event_type(&self, tenant: TenantId, name: &str) -> Result<()> {
+        let found = self.get_event_type(tenant, name).await?;
+        event_type::Entity::delete_many()
+            .filter(event_type::Column::TenantId.eq(tenant))
+            .filter(event_type::Column::Id.eq(found.id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
     }
 
     /// Those of `names` that are not a live (unarchived) event type of the tenant, in the
