@@ -121,7 +121,7 @@ async fn overview_apps(
     let t = session.tenant;
     let now = Timestamp::now();
     let apps = store
-        .list_applications(t, false, &ListParams::first(OVERVIEW_APPS))
+        .list_applications(t, Default::default(), &ListParams::first(OVERVIEW_APPS))
         .await?;
     let app_ids: Vec<ApplicationId> = apps.data.iter().map(|a| a.id).collect();
     let mut by_app: HashMap<ApplicationId, Vec<endpoint::Model>> = HashMap::new();

@@ -479,7 +479,7 @@ async fn form_page(
     let apps = store
         .list_applications(
             session.tenant,
-            false,
+            Default::default(),
             &store::ListParams::first(APPS_OFFERED),
         )
         .await?

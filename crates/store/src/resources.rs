@@ -19,6 +19,16 @@ use crate::entities::{
 use crate::error::conflict_as;
 use crate::{ListParams, Page, Result, Store, StoreError, page::fetch_page, to_json};
 
+/// Which applications a listing leaves out (Svix's `exclude_apps_with_…`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppFilter {
+    /// Leave out applications without any endpoint.
+    pub without_endpoints: bool,
+    /// Leave out applications whose endpoints are all disabled (one without endpoints stays,
+    /// unless `without_endpoints`).
+    pub with_only_disabled_endpoints: bool,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct NewApplication {
     pub name: String,
@@ -172,23 +182,32 @@ impl Store {
             .ok_or(StoreError::not_found("application"))
     }
 
-    /// The tenant's applications; with `with_endpoints_only`, those with at least one
-    /// endpoint.
+    /// The tenant's applications, those `filter` leaves out excepted.
     pub async fn list_applications(
         &self,
         tenant: TenantId,
-        with_endpoints_only: bool,
+        filter: AppFilter,
         params: &ListParams,
     ) -> Result<Page<application::Model>> {
+        let apps_with = |only_enabled: bool| {
+            let mut endpoints = endpoint::Entity::find_in(tenant)
+                .select_only()
+                .column(endpoint::Column::AppId);
+            if only_enabled {
+                endpoints = endpoints.filter(endpoint::Column::Disabled.eq(false));
+            }
+            endpoints.into_query()
+        };
         let mut select = application::Entity::find_in(tenant);
-        if with_endpoints_only {
+        if filter.without_endpoints {
+            select = select.filter(application::Column::Id.in_subquery(apps_with(false)));
+        }
+        if filter.with_only_disabled_endpoints {
+            // Kept: no endpoint at all, or at least one enabled.
             select = select.filter(
-                application::Column::Id.in_subquery(
-                    endpoint::Entity::find_in(tenant)
-                        .select_only()
-                        .column(endpoint::Column::AppId)
-                        .into_query(),
-                ),
+                Condition::any()
+                    .add(application::Column::Id.not_in_subquery(apps_with(false)))
+                    .add(application::Column::Id.in_subquery(apps_with(true))),
             );
         }
         fetch_page(

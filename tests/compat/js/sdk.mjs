@@ -261,13 +261,19 @@ check("eventType.delete with expunge deletes for good; creating an archived name
   await refused(404, () => svix.eventType.get(name));
 });
 
-check("application.list with excludeAppsWithNoEndpoints leaves out applications without endpoints", async () => {
+check("application.list leaves out applications without endpoints, or with only disabled ones, when asked", async () => {
   const bare = await svix.application.create({ name: `bare-${uniq}` });
   const withEp = await svix.application.create({ name: `withep-${uniq}` });
   await svix.endpoint.create(withEp.id, { url: `${receiverUrl}/withep/${uniq}` });
-  const ids = (await svix.application.list({ excludeAppsWithNoEndpoints: true, limit: 250 })).data.map((a) => a.id);
-  assert.ok(ids.includes(withEp.id), "an application with an endpoint is listed");
-  assert.ok(!ids.includes(bare.id), "an application without endpoints is left out");
+  const off = await svix.application.create({ name: `off-${uniq}` });
+  await svix.endpoint.create(off.id, { url: `${receiverUrl}/off/${uniq}`, disabled: true });
+  const ids = async (opts) => (await svix.application.list({ ...opts, limit: 250 })).data.map((a) => a.id);
+  const noEndpoints = await ids({ excludeAppsWithNoEndpoints: true });
+  assert.ok(noEndpoints.includes(withEp.id) && noEndpoints.includes(off.id), "applications with endpoints are listed");
+  assert.ok(!noEndpoints.includes(bare.id), "an application without endpoints is left out");
+  const noDisabled = await ids({ excludeAppsWithDisabledEndpoints: true });
+  assert.ok(noDisabled.includes(withEp.id) && noDisabled.includes(bare.id));
+  assert.ok(!noDisabled.includes(off.id), "an application whose endpoints are all disabled is left out");
 });
 
 check("deliverAt is echoed by message create and get", async () => {

@@ -297,11 +297,11 @@ pub async fn get_secret(
     }))
 }
 
-/// Makes a new secret current; the previous one keeps signing for the grace period (24 h).
-/// 204 as Svix; `GET …/secret` reads the new one.
+/// Makes a new secret current (and returns it); the previous one keeps signing for the grace
+/// period (24 h).
 #[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate", tag = "Endpoint",
     params(("app_id" = String, Path), ("endpoint_id" = String, Path)), request_body = EndpointSecretRotateIn,
-    responses((status = 204), (status = 404, body = crate::error::HttpErrorOut),
+    responses((status = 200, body = EndpointSecretOut), (status = 404, body = crate::error::HttpErrorOut),
         (status = 422, body = crate::error::HttpValidationError)),
     security(("bearer" = [])))]
 pub async fn rotate_secret(
@@ -323,7 +323,9 @@ pub async fn rotate_secret(
             ));
         }
     };
-    eps::rotate_key(
+    // 200 with the new key, not the 204 of Svix's specs: the Python SDK hookd is tested with
+    // (2.9.1) parses a body here and fails on 204; the JavaScript SDKs ignore the body.
+    let key = eps::rotate_key(
         &store,
         t,
         &ep,
@@ -332,7 +334,10 @@ pub async fn rotate_secret(
         grace,
     )
     .await?;
-    Ok(HttpResponse::NoContent().finish())
+    Ok(HttpResponse::Ok().json(EndpointSecretOut {
+        public_key: key.public_key(),
+        key: key.shareable(),
+    }))
 }
 
 fn headers_of(store: &Store, ep: &endpoint::Model) -> Result<BTreeMap<String, String>, ApiError> {

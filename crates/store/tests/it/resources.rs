@@ -21,7 +21,7 @@ async fn another_tenants_rows_are_invisible() {
         ));
         assert!(
             store
-                .list_applications(b, false, &ListParams::default())
+                .list_applications(b, Default::default(), &ListParams::default())
                 .await
                 .unwrap()
                 .data
@@ -123,7 +123,10 @@ async fn listing_pages_newest_first_without_gaps_or_repeats() {
         let mut params = ListParams::first(50);
         let mut pages = 0;
         loop {
-            let page = store.list_applications(t, false, &params).await.unwrap();
+            let page = store
+                .list_applications(t, Default::default(), &params)
+                .await
+                .unwrap();
             pages += 1;
             seen.extend(page.data.iter().map(|a| a.id));
             if page.done {
@@ -155,7 +158,10 @@ async fn prev_iterator_walks_back_to_the_same_pages() {
             };
             let mut pages = Vec::new();
             loop {
-                let page = store.list_applications(t, false, &params).await.unwrap();
+                let page = store
+                    .list_applications(t, Default::default(), &params)
+                    .await
+                    .unwrap();
                 let ids: Vec<_> = page.data.iter().map(|a| a.id).collect();
                 pages.push((ids, page.prev_iterator.clone()));
                 if page.done {
@@ -167,13 +173,19 @@ async fn prev_iterator_walks_back_to_the_same_pages() {
             // From the last page back: each prev_iterator gives the page before.
             for i in (1..pages.len()).rev() {
                 params.iterator = pages[i].1.clone();
-                let back = store.list_applications(t, false, &params).await.unwrap();
+                let back = store
+                    .list_applications(t, Default::default(), &params)
+                    .await
+                    .unwrap();
                 let ids: Vec<_> = back.data.iter().map(|a| a.id).collect();
                 assert_eq!(ids, pages[i - 1].0, "page {i} back, ascending {ascending}");
                 assert_eq!(back.done, i == 1, "nothing before the first page");
             }
             params.iterator = pages[0].1.clone();
-            let before_first = store.list_applications(t, false, &params).await.unwrap();
+            let before_first = store
+                .list_applications(t, Default::default(), &params)
+                .await
+                .unwrap();
             assert!(before_first.data.is_empty() && before_first.done);
         }
     })
