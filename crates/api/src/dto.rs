@@ -826,6 +826,9 @@ pub struct EndpointMessageOut {
     pub tags: Option<Vec<String>>,
     #[schema(format = DateTime)]
     pub timestamp: String,
+    /// When a scheduled message was asked to be delivered (null: at once).
+    #[schema(format = DateTime)]
+    pub deliver_at: Option<String>,
     /// 0 success, 1 pending, 2 failed (dead letter), 3 sending, 4 skipped.
     pub status: i32,
     pub status_text: String,

@@ -279,9 +279,12 @@ check("application.list leaves out applications without endpoints, or with only 
 check("deliverAt is echoed by message create and get", async () => {
   const app = await svix.application.create({ name: `echo-${uniq}` });
   const at = new Date(Math.floor((Date.now() + 60000) / 1000) * 1000);
+  const ep = await svix.endpoint.create(app.id, { url: `${receiverUrl}/echo/${uniq}` });
   const msg = await svix.message.create(app.id, { eventType: "js.echo", payload: {}, deliverAt: at });
   assert.equal(msg.deliverAt?.getTime(), at.getTime());
   assert.equal((await svix.message.get(app.id, msg.id)).deliverAt?.getTime(), at.getTime());
+  const [waiting] = (await svix.messageAttempt.listAttemptedMessages(app.id, ep.id)).data;
+  assert.equal(waiting.deliverAt?.getTime(), at.getTime());
 });
 
 check("a receiver answering webhook-delivery: disable disables its endpoint", async () => {

@@ -674,6 +674,7 @@ pub async fn list_messages(
             event_type: m.event_type,
             event_id: m.event_id,
             timestamp: time(m.created_at),
+            deliver_at: m.deliver_at.map(time),
             status,
             status_text: status_text.to_owned(),
             next_attempt: next_attempt(&d),
