@@ -442,3 +442,26 @@ def test_a_retry_waiting_when_content_is_expunged_is_never_sent(server, svix, ap
         assert len(failing.received(f"/r/{uniq}")) == 1, "the pending retry was dropped"
     finally:
         failing.close()
+
+
+def test_expanded_statuses_false_shows_a_skipped_delivery_as_svix_shows_a_canceled_one(server, app):
+    base_url, key = server
+    auth = {"Authorization": f"Bearer {key}"}
+    api = f"{base_url}/api/v1/app/{app.id}"
+    ep = httpx.post(f"{api}/endpoint", headers=auth, json={"url": "http://127.0.0.1:9/s"}).json()["id"]
+    later = (datetime.now(timezone.utc) + timedelta(minutes=10)).isoformat()
+    msg = httpx.post(
+        f"{api}/msg", headers=auth, json={"eventType": "sk.x", "payload": {}, "deliverAt": later}
+    ).json()["id"]
+    r = httpx.post(f"{api}/msg/{msg}/endpoint/{ep}/skip", headers=auth)
+    assert r.status_code == 202, r.text
+
+    def status(params):
+        r = httpx.get(f"{api}/endpoint/{ep}/msg", headers=auth, params=params)
+        assert r.status_code == 200, r.text
+        (m,) = r.json()["data"]
+        return m["status"], m["statusText"]
+
+    assert status({}) == (4, "canceled")
+    assert status({"expanded_statuses": "true"}) == (4, "canceled")
+    assert status({"expanded_statuses": "false"}) == (0, "success")

@@ -711,9 +711,8 @@ pub struct MessageOut {
     pub deliver_at: Option<String>,
 }
 
-/// The filters on messages that Svix's listings share: `channel`, `tag` and `event_types`
-/// (read from the query string by [`crate::routes::messages::message_filter`], so that every
-/// form works: `a,b`, repeated, and `event_types[]=`).
+/// The filters on messages that Svix's listings share: `channel` and `tag` here, and
+/// `event_types` ([`EventTypesParam`]).
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct MessageLabelsQuery {
@@ -721,15 +720,21 @@ pub struct MessageLabelsQuery {
     pub channel: Option<String>,
     /// Only messages with this tag.
     pub tag: Option<String>,
+}
+
+/// `event_types` in the OpenAPI document. The value is read from the raw query string
+/// ([`crate::routes::messages::event_types_param`]): serde's query extractor refuses a
+/// repeated key and never sees `event_types[]`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(
+    dead_code,
+    reason = "documents the parameter; event_types_param reads it"
+)]
+pub struct EventTypesParam {
     /// Only messages of these event types: comma-separated (`a,b`), repeated
     /// (`event_types=a&event_types=b`) or `event_types[]=a&event_types[]=b`.
-    #[param(value_type = Option<Vec<String>>)]
-    #[serde(skip)]
-    #[expect(
-        dead_code,
-        reason = "documents the parameter; event_types_param reads it"
-    )]
-    pub event_types: (),
+    pub event_types: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -860,6 +865,6 @@ pub struct EndpointMessageQuery {
     #[param(format = DateTime)]
     pub after: Option<String>,
     /// `false`: a skipped delivery (4) reads as 0 `success`, as Svix shows a canceled one;
-    /// absent or `true`: 4 `skipped`.
+    /// absent or `true`: 4 `canceled`.
     pub expanded_statuses: Option<bool>,
 }

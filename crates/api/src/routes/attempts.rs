@@ -100,7 +100,7 @@ pub struct WithMsg {
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}", tag = "Message Attempt",
     params(("app_id" = String, Path), ("endpoint_id" = String, Path), AttemptListQuery,
-        MessageLabelsQuery, WithMsg),
+        MessageLabelsQuery, crate::dto::EventTypesParam, WithMsg),
     responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list_by_endpoint(
@@ -151,7 +151,7 @@ pub struct ByMsgQuery {
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/msg/{msg_id}", tag = "Message Attempt",
     params(("app_id" = String, Path), ("msg_id" = String, Path), AttemptListQuery,
-        MessageLabelsQuery, ByMsgQuery),
+        MessageLabelsQuery, crate::dto::EventTypesParam, ByMsgQuery),
     responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list_by_msg(

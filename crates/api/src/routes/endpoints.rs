@@ -618,7 +618,7 @@ pub fn state_code(state: DeliveryState) -> (i32, &'static str) {
 /// Deliveries of messages to this endpoint, with their state; `status=2` lists dead letters.
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/msg", tag = "Message Attempt",
     params(("app_id" = String, Path), ("endpoint_id" = String, Path), EndpointMessageQuery,
-        crate::dto::MessageLabelsQuery),
+        crate::dto::MessageLabelsQuery, crate::dto::EventTypesParam),
     responses((status = 200, body = ListResponse<EndpointMessageOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list_messages(

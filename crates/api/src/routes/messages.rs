@@ -250,7 +250,7 @@ pub async fn expunge_content(
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/msg", tag = "Message",
-    params(("app_id" = String, Path), MessageListQuery, MessageLabelsQuery),
+    params(("app_id" = String, Path), MessageListQuery, MessageLabelsQuery, crate::dto::EventTypesParam),
     responses((status = 200, body = ListResponse<MessageOut>), (status = 404, body = crate::error::HttpErrorOut),
         (status = 422, body = crate::error::HttpValidationError)),
     security(("bearer" = [])))]
