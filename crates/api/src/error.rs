@@ -213,7 +213,17 @@ impl From<store::StoreError> for ApiError {
                 Some(fault) => {
                     let cause = error_chain(&other);
                     tracing::debug!(error = %cause, "refused: storage fault");
-                    ApiError::storage(fault, cause)
+                    let mut e = ApiError::storage(fault, cause);
+                    // Refused by the store's own state, which it already knows: not noted
+                    // again, and said in the store's words (they are meant for people).
+                    if let E::Refused { why, .. } = &other {
+                        e.fault = None;
+                        e.detail = format!(
+                            "hookd cannot take this right now: {why}; nothing was changed; retry in {} s",
+                            store::FAULT_RETRY_AFTER_SECS
+                        );
+                    }
+                    e
                 }
                 None => {
                     // Internals stay in the log, with their whole cause chain.

@@ -30,7 +30,7 @@ impl HealthOut {
         let (cause, since) = match &state {
             store::StorageState::Writable => (None, None),
             store::StorageState::Degraded(d) => (
-                Some(d.fault.plain().to_owned()),
+                Some(d.plain.clone()),
                 Some(domain::time::rfc3339::format(d.since)),
             ),
         };

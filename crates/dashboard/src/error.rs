@@ -161,7 +161,8 @@ impl PageError {
                     .storage_fault()
                     .unwrap_or(store::StorageFault::Unavailable);
                 tracing::debug!(error = %error_chain(e), "refused: storage fault");
-                fault_seen = Some(store::FaultSeen {
+                // A refusal comes from a state the store already knows: not noted again.
+                fault_seen = (!e.is_refusal()).then(|| store::FaultSeen {
                     fault,
                     cause: error_chain(e),
                 });

@@ -401,7 +401,7 @@ impl Dispatcher {
         {
             Ok(0) => {}
             Ok(n) => tracing::info!(count = n, "returned expired leases to pending"),
-            Err(e) => tracing::warn!(error = %e, "lease reaper"),
+            Err(e) => self.store.warn_unless_fault(&e, "lease reaper"),
         }
     }
 
@@ -460,11 +460,7 @@ impl Dispatcher {
             }
             Err((e, partial)) => {
                 // A storage fault is logged once, by the store, when its state changes.
-                if self.store.note(&e).is_some() {
-                    tracing::debug!(error = %e, "claim failed; retrying");
-                } else {
-                    tracing::warn!(error = %e, "claim failed; retrying");
-                }
+                self.store.warn_unless_fault(&e, "claim failed; retrying");
                 let ids: Vec<DeliveryId> = partial.into_iter().map(|d| d.id).collect();
                 let _ = system.release_claims(owner, &ids).await;
                 None
@@ -975,6 +971,7 @@ async fn write_results(
         let (batch, permits): (Vec<AttemptResult>, Vec<_>) =
             done.drain(..).map(|d| (d.result, d.permit)).unzip();
         let mut delay = Duration::from_millis(50);
+        let first_try = std::time::Instant::now();
         for attempt in 1.. {
             let turn = match turn.take() {
                 Some(t) => t,
@@ -994,12 +991,15 @@ async fn write_results(
                     }
                     break;
                 }
-                Err(e) if attempt < 10 => {
-                    if store.note(&e).is_some() {
-                        tracing::debug!(error = %e, attempt, "writing results failed; retrying");
-                    } else {
-                        tracing::warn!(error = %e, attempt, "writing results failed; retrying");
-                    }
+                // While the database cannot write, the results wait for it (the probe says
+                // when it can): the requests were sent, and a result written late beats the
+                // same request sent again. Bounded, so a store closing for good lets go.
+                Err(e)
+                    if attempt < 10
+                        || (first_try.elapsed() < RESULTS_PATIENCE
+                            && e.storage_fault().is_some()) =>
+                {
+                    store.warn_unless_fault(&e, "writing results failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }
@@ -1023,6 +1023,10 @@ async fn write_results(
         drop(permits);
     }
 }
+
+/// How long finished attempts' results wait for a database that cannot write before they are
+/// given up (their leases then expire and the deliveries are sent again: at least once).
+const RESULTS_PATIENCE: Duration = Duration::from_secs(120);
 
 /// How often a dispatcher re-reads whether the endpoints it holds work for are still enabled
 /// (a disable committed by another process reaches its in-memory work within this), and
@@ -1071,7 +1075,7 @@ async fn renew_leases(
             .renew_leases(&cfg.node_id, &held.snapshot(), until)
             .await
         {
-            tracing::warn!(error = %e, "lease renewal failed");
+            store.warn_unless_fault(&e, "lease renewal failed");
         }
         // The endpoints of those claims stay this process's while it works on them.
         let endpoints = held.endpoints();
@@ -1081,7 +1085,7 @@ async fn renew_leases(
             .await
         {
             Ok(kept) => leased.renewed(&endpoints, &kept, until),
-            Err(e) => tracing::warn!(error = %e, "endpoint lease renewal failed"),
+            Err(e) => store.warn_unless_fault(&e, "endpoint lease renewal failed"),
         }
     }
 }

@@ -494,6 +494,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, BoxError> {
 }
 
 async fn serve(settings: Settings) -> Result<(), BoxError> {
+    if matches!(
+        store::Backend::of_url(settings.database_url.expose_secret()),
+        Ok(store::Backend::Sqlite)
+    ) {
+        crate::signals::mend_sigbus()?;
+    }
     let app = Application::build(&settings).await?;
     let database = store::redact_url(settings.database_url.expose_secret());
     match app.port() {

@@ -172,6 +172,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "size of the database connection pool (1-1000)",
     },
     SettingSpec {
+        name: "storage_min_free",
+        default: "64MiB",
+        help: "SQLite: new messages answer 503 storage_full while the database's disk has less free space than this (bytes, or KiB/MiB/GiB; 0: never), so deliveries keep the rest",
+    },
+    SettingSpec {
         name: "shutdown_timeout",
         default: "30s",
         help: "on SIGINT/SIGTERM, how long in-flight requests may take to finish",
@@ -291,6 +296,8 @@ pub struct Settings {
     pub breaker_failure_ratio: f64,
     pub breaker_open_for: Duration,
     pub db_max_connections: u32,
+    /// Bytes (see the spec's help).
+    pub storage_min_free: u64,
     pub shutdown_timeout: Duration,
     pub log_format: LogFormat,
     pub log_level: String,
@@ -670,6 +677,7 @@ impl Settings {
                     _ => Err("expected a whole number from 1 to 1000".to_owned()),
                 },
             )?,
+            storage_min_free: field("storage_min_free", get("storage_min_free"), parse_bytes)?,
             shutdown_timeout: field("shutdown_timeout", get("shutdown_timeout"), |v| {
                 parse_duration(v).map_err(|e| e.to_string())
             })?,
@@ -858,6 +866,7 @@ impl Settings {
             ),
             ("breaker_open_for", format_duration(self.breaker_open_for)),
             ("db_max_connections", self.db_max_connections.to_string()),
+            ("storage_min_free", format_bytes(self.storage_min_free)),
             ("shutdown_timeout", format_duration(self.shutdown_timeout)),
             ("log_format", fmt.to_owned()),
             ("log_level", self.log_level.clone()),
@@ -1006,6 +1015,36 @@ fn number_between(v: &str, lo: u64, hi: u64) -> Result<u64, String> {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
         _ => Err(format!("expected a whole number from {lo} to {hi}")),
     }
+}
+
+const BYTE_UNITS: [(&str, u64); 4] = [
+    ("GiB", 1 << 30),
+    ("MiB", 1 << 20),
+    ("KiB", 1 << 10),
+    ("", 1),
+];
+
+/// A size: whole bytes, or whole KiB, MiB or GiB (`64MiB`), up to 1 TiB.
+fn parse_bytes(v: &str) -> Result<u64, String> {
+    let v = v.trim();
+    let (digits, unit) = BYTE_UNITS
+        .iter()
+        .find_map(|(suffix, unit)| Some((v.strip_suffix(suffix)?.trim_end(), *unit)))
+        .unwrap_or((v, 1));
+    match digits.parse::<u64>().ok().and_then(|n| n.checked_mul(unit)) {
+        Some(n) if n <= 1 << 40 => Ok(n),
+        _ => Err("expected a size such as 67108864, 64MiB or 1GiB (at most 1024GiB)".to_owned()),
+    }
+}
+
+/// A size as [`parse_bytes`] reads it, in the largest unit that divides it.
+fn format_bytes(n: u64) -> String {
+    let (suffix, unit) = BYTE_UNITS
+        .iter()
+        .find(|(_, unit)| n.is_multiple_of(*unit) && n >= *unit)
+        .copied()
+        .unwrap_or(("", 1));
+    format!("{}{suffix}", n / unit)
 }
 
 fn duration_between(v: &str, lo: Duration, hi: Duration) -> Result<Duration, String> {
@@ -1382,6 +1421,22 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
     }
 
     #[test]
+    fn sizes_read_with_units_and_print_back_the_same() {
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("2 GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes("512KiB"), Ok(512 << 10));
+        for bad in ["", "MiB", "-1", "1.5GiB", "64MB", "2048GiB"] {
+            assert!(parse_bytes(bad).is_err(), "{bad:?}");
+        }
+        for n in [0, 1000, 64 << 20, 3 << 30, (1 << 20) + 1] {
+            assert_eq!(parse_bytes(&format_bytes(n)), Ok(n), "{n}");
+        }
+        assert_eq!(format_bytes(64 << 20), "64MiB");
+    }
+
+    #[test]
     fn defaults_apply_with_nothing_set() {
         let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
         assert_eq!(s.database_url.expose_secret(), "sqlite://data/hookd.db");
@@ -1389,6 +1444,7 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         assert_eq!(s.log_format, LogFormat::Text);
         assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
         assert_eq!(s.max_payload_bytes, 1024 * 1024);
+        assert_eq!(s.storage_min_free, 64 * 1024 * 1024);
         assert!(s.endpoint_allow_networks.is_empty());
         assert!(!s.endpoint_https_only);
     }

@@ -4,5 +4,6 @@ pub mod cli;
 pub mod config;
 pub mod http_limits;
 pub mod in_process;
+pub mod signals;
 pub mod startup;
 pub mod telemetry;

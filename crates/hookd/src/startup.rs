@@ -112,11 +112,86 @@ fn declared_error(e: service::ServiceError) -> String {
     }
 }
 
+/// SQLite: refuses to start on a database file that cannot be written (a read-only file or
+/// file system, an unwritable WAL or WAL-index file), naming the file and the reason, rather
+/// than running and failing every write. PostgreSQL starts degraded instead and recovers by
+/// itself (a read-only server may be a failover in progress).
+async fn refuse_unwritable(
+    store: &Store,
+    settings: &Settings,
+    migrated: Result<(), store::StoreError>,
+) -> Result<(), StartError> {
+    let written = match migrated {
+        Ok(()) if store.backend() == store::Backend::Sqlite => store.probe_write().await,
+        other => other,
+    };
+    match (written, sqlite_file(settings)) {
+        (Err(e), Some(file)) if e.storage_fault().is_some() => {
+            let fault = e
+                .storage_fault()
+                .unwrap_or(store::StorageFault::Unavailable);
+            Err(unwritable(&file, &format!("{} ({e})", fault.plain())))
+        }
+        (other, _) => Ok(other?),
+    }
+}
+
+/// A SQLite database that cannot be opened because its file or directory cannot be written
+/// (SQLite then says only "unable to open database file") is said so, naming the file.
+fn unopenable(settings: &Settings, e: store::StoreError) -> StartError {
+    let (Some(file), store::StoreError::Connect { .. }) = (sqlite_file(settings), &e) else {
+        return e.into();
+    };
+    let file_check = std::fs::OpenOptions::new().write(true).open(&file).err();
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir_check = dir.and_then(|d| {
+        let probe = d.join(format!(".hookd-write-check-{}", std::process::id()));
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe);
+        let _ = std::fs::remove_file(&probe);
+        made.err()
+    });
+    match (file_check, dir_check) {
+        (Some(f), _) if f.kind() != std::io::ErrorKind::NotFound => unwritable(
+            &file,
+            &format!("the file cannot be opened for writing: {f}"),
+        ),
+        (_, Some(d)) => unwritable(&file, &format!("no file can be made in its directory: {d}")),
+        _ => e.into(),
+    }
+}
+
+fn unwritable(file: &std::path::Path, reason: &str) -> StartError {
+    StartError::Config(format!(
+        "cannot write the database {}: {reason}. hookd needs the file, its -wal and -shm files \
+         and their directory writable: check their owner and permissions, that the file system \
+         is mounted read-write, and that it has free space",
+        file.display()
+    ))
+}
+
+/// The SQLite database file the settings name, if they name one.
+fn sqlite_file(settings: &Settings) -> Option<std::path::PathBuf> {
+    let url = settings.database_url.expose_secret();
+    if !matches!(store::Backend::of_url(url), Ok(store::Backend::Sqlite)) {
+        return None;
+    }
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:")
+        .split('?')
+        .next()?;
+    (!path.is_empty() && path != ":memory:").then(|| path.into())
+}
+
 /// Opens the database named in the settings.
 pub async fn open_store(settings: &Settings) -> Result<Store, store::StoreError> {
     let opts = ConnectOptions {
         max_connections: settings.db_max_connections,
         keys: settings.secret_keys.clone(),
+        min_free: settings.storage_min_free,
         ..ConnectOptions::default()
     };
     Store::connect(settings.database_url.expose_secret(), &opts).await
@@ -243,8 +318,12 @@ impl StopHandle {
 impl Application {
     /// Connects, migrates, binds (with the api role) and starts the workers of the other roles.
     pub async fn build(settings: &Settings) -> Result<Application, StartError> {
-        let store = open_store(settings).await?;
-        store.migrate().await?;
+        let store = match open_store(settings).await {
+            Ok(store) => store,
+            Err(e) => return Err(unopenable(settings, e)),
+        };
+        let migrated = store.migrate().await;
+        refuse_unwritable(&store, settings, migrated).await?;
         seal_at_start(&store).await?;
         declare_sources(&store, settings).await?;
         declare_grants(&store, settings).await?;
@@ -426,7 +505,7 @@ async fn heartbeat(
                 .heartbeat(id, &roles, &hostname, started, now)
                 .await
         {
-            tracing::warn!(error = %e, "heartbeat failed");
+            store.warn_unless_fault(&e, "heartbeat failed");
         }
         let since = domain::Timestamp::from_millis(now.as_millis() - 3 * EVERY.as_millis() as i64);
         if let Ok(nodes) = store.system().live_nodes(since).await {

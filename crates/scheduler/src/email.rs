@@ -376,7 +376,7 @@ pub async fn run_outbox(
                 }
                 reported = done.kept.into_iter().map(|m| m.id).collect();
             }
-            Err(e) => tracing::warn!(error = %e, "email outbox: database error"),
+            Err(e) => store.warn_unless_fault(&e, "email outbox: database error"),
         }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

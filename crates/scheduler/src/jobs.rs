@@ -144,7 +144,7 @@ pub async fn run(
                 continue;
             }
             Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "job runner: database error"),
+            Err(e) => store.warn_unless_fault(&e, "job runner: database error"),
         }
         tokio::select! {
             _ = tokio::time::sleep(idle) => {}

@@ -150,17 +150,7 @@ async fn reclaim_and_log(store: &Store) {
             }
         }
         Ok(store::Reclaim::Automatic) => {}
-        Err(e) => failed(store, &e, "reclaiming space"),
-    }
-}
-
-/// Logs a failed round: a storage fault quietly (the store logs its change of state once and
-/// probes until writes succeed), anything else as a warning.
-fn failed(store: &Store, e: &store::StoreError, what: &str) {
-    if store.note(e).is_some() {
-        tracing::debug!(error = %e, "{what}");
-    } else {
-        tracing::warn!(error = %e, "{what}");
+        Err(e) => store.warn_unless_fault(&e, "reclaiming space"),
     }
 }
 
@@ -197,7 +187,7 @@ async fn prune_and_log(store: &Store, retention: Retention) -> bool {
             p.more
         }
         Err(e) => {
-            failed(store, &e, "pruning expired rows");
+            store.warn_unless_fault(&e, "pruning expired rows");
             false
         }
     }
@@ -231,10 +221,10 @@ pub async fn run(
                 {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(count = n, "auto-disabled failing endpoints"),
-                    Err(e) => tracing::warn!(error = %e, "auto-disable sweep failed"),
+                    Err(e) => store.warn_unless_fault(&e, "auto-disable sweep failed"),
                 }
                 if let Err(e) = store.system().reap_expired_leases(Timestamp::now()).await {
-                    failed(&store, &e, "lease reaper");
+                    store.warn_unless_fault(&e, "lease reaper");
                 }
             }
             // Messages for their retention, chart statistics for STATS_RETENTION (the charts
@@ -250,7 +240,7 @@ pub async fn run(
                 reclaim_and_log(&store).await;
             }
             if let Err(e) = email::send_due(&store, cfg.mailer.as_ref(), Timestamp::now()).await {
-                tracing::warn!(error = %e, "email outbox");
+                store.warn_unless_fault(&e, "email outbox");
             }
         }
         tokio::select! {

@@ -175,7 +175,7 @@ pub async fn write_counts(store: &Store, cfg: &Config) -> Result<()> {
         .await
     {
         // Not kept for another try: the next second brings its own (they are samples).
-        tracing::warn!(error = %e, rows = recorded.len(), "recording refused inbound requests");
+        store.warn_unless_fault(&e, "recording refused inbound requests");
         for r in &recorded {
             cfg.inbound_counts.tally(r.source_id, |t| t.unrecorded += 1);
         }

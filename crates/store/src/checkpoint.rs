@@ -20,6 +20,12 @@
 //! [`CHECKPOINT_AT_FRAMES`] more will be waiting, but never sooner than [`FASTEST`] or later
 //! than [`SLOWEST`].
 //!
+//! The same task watches the disk (issue 34): each pass reads the file system's free space, so
+//! the store refuses new messages below its floor (see `health`), and the WAL is started again
+//! sooner when space is short — never longer than a quarter of what is free — and given back
+//! with a TRUNCATE checkpoint while the disk is below its floor. It also notes a lost WAL index
+//! (`health::WAL_INDEX_LOST`).
+//!
 //! The WAL-index (`-shm`) file is never opened outside SQLite. An earlier version read its
 //! header with a file of its own every 25 ms, and closing that file dropped every POSIX lock
 //! the process held on it (Linux drops a process's locks on a file when any descriptor of it
@@ -27,6 +33,8 @@
 //! the WAL-index and truncated it under this one's mapping (SIGBUS), and readers' locks no
 //! longer kept other processes' checkpoints off the pages they were reading.
 
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
@@ -38,12 +46,16 @@ use crate::Store;
 const CHECKPOINT_AT_FRAMES: i64 = 1000;
 /// A WAL this long (frames, ~16 MB) gets a pass inside a write turn, so the next write restarts it.
 const RESTART_AT_FRAMES: i64 = 4000;
+/// The fewest frames that count as a WAL worth restarting or truncating early (~1 MiB).
+const SHORT_OF_SPACE_FRAMES: i64 = 256;
+/// Bytes a WAL frame takes: a page (SQLite's default 4 KiB) and its 24-byte header.
+const FRAME_BYTES: u64 = 4096 + 24;
 /// The shortest and longest wait between two checkpoints.
 const FASTEST: Duration = Duration::from_millis(25);
 const SLOWEST: Duration = Duration::from_millis(250);
 
 /// Runs until every handle of `alive`'s channel (the store's message writer) is gone.
-pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
+pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>, file: PathBuf) {
     tokio::spawn(async move {
         let mut every = FASTEST;
         let mut since = Instant::now(); // the last checkpoint's end
@@ -58,9 +70,16 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
             if *stopped {
                 return;
             }
+            if crate::health::WAL_INDEX_LOST.load(Ordering::Acquire) {
+                store.health.wal_index_lost(&file);
+            }
+            let free = store.health.free_space();
+            if let Some(free) = free {
+                store.health.saw_free(free);
+            }
             let mut done = passive(&store).await;
             if let Ok(Some((frames, copied))) = done
-                && frames >= RESTART_AT_FRAMES
+                && frames >= restart_at(free)
                 && (copied < frames || frames != frames_before)
             {
                 // Copied beside the writers, so a transaction may have been writing meanwhile,
@@ -72,9 +91,20 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
                 done = passive(&store).await;
                 drop(turn);
             }
+            // Below the floor the WAL's own file is given back, not only restarted.
+            if let Ok(Some((frames, _))) = done
+                && frames >= SHORT_OF_SPACE_FRAMES
+                && store.health.take_messages().is_err()
+            {
+                done = truncate(&store).await;
+            }
             drop(stopped);
             let took = since.elapsed();
             since = Instant::now();
+            if warned && done.is_ok() {
+                tracing::info!("WAL checkpoints succeed again");
+                warned = false;
+            }
             match done {
                 Ok(Some((frames, _))) => {
                     // Frames written since the last checkpoint: all of them when the WAL
@@ -93,6 +123,7 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
                 Ok(None) => every = SLOWEST,
                 Err(e) => {
                     every = SLOWEST;
+                    // Once per streak of failures, and once when they end.
                     if !warned {
                         tracing::warn!(error = %e, "WAL checkpoint failed; will keep trying");
                         warned = true;
@@ -101,6 +132,44 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>) {
             }
         }
     });
+}
+
+/// How many frames the WAL may hold before a pass restarts it: [`RESTART_AT_FRAMES`], or a
+/// quarter of the free space when that is less, so a WAL cannot fill a small disk by itself.
+fn restart_at(free: Option<u64>) -> i64 {
+    let Some(free) = free else {
+        return RESTART_AT_FRAMES;
+    };
+    let quarter = i64::try_from(free / 4 / FRAME_BYTES).unwrap_or(i64::MAX);
+    quarter.clamp(SHORT_OF_SPACE_FRAMES, RESTART_AT_FRAMES)
+}
+
+/// Copies every frame back and truncates the WAL to nothing, inside a write turn (so no
+/// writer of this process adds frames meanwhile; readers are waited for by the busy handler).
+/// Gives the WAL's space back to the file system when the disk is short of it.
+pub(crate) async fn truncate(store: &Store) -> Result<Option<(i64, i64)>, sea_orm::DbErr> {
+    let _turn = store.write_turn().await;
+    let row = store
+        .db
+        .query_one(Statement::from_string(
+            DbBackend::Sqlite,
+            "PRAGMA wal_checkpoint(TRUNCATE)",
+        ))
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let busy: i64 = row.try_get_by_index(0)?;
+    let frames: i64 = row.try_get_by_index(1)?;
+    let copied: i64 = row.try_get_by_index(2)?;
+    if busy != 0 {
+        tracing::debug!(
+            frames,
+            copied,
+            "TRUNCATE checkpoint could not finish (readers)"
+        );
+    }
+    Ok((frames >= 0).then_some((frames, copied)))
 }
 
 /// One PASSIVE checkpoint (never waits for readers or writers): (frames in the WAL, frames

@@ -64,6 +64,9 @@ pub struct ConnectOptions {
     /// The keys that seal secrets at rest; `None`: the key file beside a SQLite database
     /// (made when missing), or a key of this process only on PostgreSQL (see `sealed`).
     pub keys: Option<domain::seal::Keyring>,
+    /// SQLite: new messages are refused while the database's file system has less free space
+    /// than this (bytes; 0: never), so deliveries keep the rest (issue 34).
+    pub min_free: u64,
 }
 
 impl Default for ConnectOptions {
@@ -72,6 +75,7 @@ impl Default for ConnectOptions {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
             keys: None,
+            min_free: 0,
         }
     }
 }

@@ -36,6 +36,11 @@ pub enum StoreError {
     /// From the SQLite hot path, which runs on rusqlite rather than sqlx (decisions 25).
     #[error("database error: {0}")]
     Lite(#[from] rusqlite::Error),
+    /// Refused without trying, because the store already knows the write cannot or must not
+    /// happen now (below the free-space floor, the WAL index lost, a batch that already failed
+    /// with a fault). The store's health has noted the state; callers only answer 503.
+    #[error("{why}")]
+    Refused { fault: StorageFault, why: String },
 }
 
 impl StoreError {
@@ -50,8 +55,15 @@ impl StoreError {
         match self {
             StoreError::Db(e) => db_fault(e),
             StoreError::Lite(e) => lite_fault(e),
+            StoreError::Refused { fault, .. } => Some(*fault),
             _ => None,
         }
+    }
+
+    /// A storage fault the store has already noted (see [`StoreError::Refused`]): answered
+    /// with 503 like the others, but not noted again.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, StoreError::Refused { .. })
     }
 }
 

@@ -9,6 +9,7 @@
 //! handed out again (see `connect`), so a session that was read-only (or belongs to a server
 //! that shut down or failed over) leaves the pool at once rather than at its lifetime's end.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,8 +33,11 @@ pub enum StorageState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Degraded {
     pub fault: StorageFault,
-    /// The driver's text of the last failure, for operators (logs, health); not for clients.
+    /// The driver's text of the last failure, for operators (logs); not for clients.
     pub cause: String,
+    /// The cause in plain words, for clients and health answers ("the disk is full", or
+    /// what a refusal by the store's own state said).
+    pub plain: String,
     pub since: domain::Timestamp,
 }
 
@@ -47,6 +51,14 @@ impl StorageState {
     }
 }
 
+const LOST_CAUSE: &str = "SQLite's WAL index file (-shm) was truncated or replaced by another \
+     program; hookd stopped writing and must be restarted";
+
+/// Bytes in MiB with one decimal, for people.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
 /// Left in a response's extensions by an error page or API error that came from a storage
 /// fault, so the server's middleware can [`Store::note_fault`] it (the error mappings have no
 /// store at hand).
@@ -55,6 +67,24 @@ pub struct FaultSeen {
     pub fault: StorageFault,
     /// The driver's text, for the log; never shown to clients.
     pub cause: String,
+}
+
+/// Set (from a signal handler: an atomic store and nothing else) when SQLite's WAL index,
+/// the `-shm` file it maps, was truncated under this process and the page it touched was
+/// replaced by a private one instead of killing the process with SIGBUS (see hookd's
+/// `signals`). This process's view of the WAL no longer matches other processes': it stops
+/// writing until restarted.
+pub static WAL_INDEX_LOST: AtomicBool = AtomicBool::new(false);
+
+/// The least free space a SQLite store waits for before taking writes again after the disk
+/// filled up, when no floor is set.
+const MIN_ROOM: u64 = 1024 * 1024;
+
+/// Free space on a SQLite database's file system, below the floor: new messages are refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LowSpace {
+    free: u64,
+    since: domain::Timestamp,
 }
 
 /// Seconds a client is asked to wait (`Retry-After`) when a storage fault refuses a request.
@@ -72,6 +102,17 @@ struct Inner {
     /// Nanoseconds after `origin` of the last fault that should retire older connections.
     epoch: AtomicU64,
     origin: Instant,
+    /// SQLite: the free space (bytes) below which new messages are refused (0: none), and
+    /// the directory whose file system holds the database.
+    floor: AtomicU64,
+    dir: Mutex<Option<PathBuf>>,
+    low: Mutex<Option<LowSpace>>,
+    is_low: AtomicBool,
+    /// The WAL index was lost (see [`WAL_INDEX_LOST`]), as noted by this store.
+    lost: AtomicBool,
+    /// The runtime the store was opened on, for the probe of a fault noted on a thread of
+    /// no runtime (SQLite's writer thread).
+    runtime: Mutex<Option<tokio::runtime::Handle>>,
 }
 
 impl Default for Inner {
@@ -82,19 +123,187 @@ impl Default for Inner {
             probing: AtomicBool::new(false),
             epoch: AtomicU64::new(0),
             origin: Instant::now(),
+            floor: AtomicU64::new(0),
+            dir: Mutex::new(None),
+            low: Mutex::new(None),
+            is_low: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            runtime: Mutex::new(tokio::runtime::Handle::try_current().ok()),
         }
     }
 }
 
 impl StorageHealth {
+    /// Whether writes are expected to succeed (claims, results, the API's other writes).
+    /// Below the free-space floor they still are: only new messages are refused there.
     pub fn is_writable(&self) -> bool {
-        self.0.writable.load(Ordering::Acquire)
+        self.0.writable.load(Ordering::Acquire) && !self.0.lost.load(Ordering::Acquire)
     }
 
+    /// The state for health answers: the lost WAL index first (only a restart ends it),
+    /// then a write fault, then free space below the floor.
     pub fn state(&self) -> StorageState {
-        match &*self.lock() {
+        if self.0.lost.load(Ordering::Acquire) {
+            return StorageState::Degraded(Degraded {
+                fault: StorageFault::Unavailable,
+                cause: LOST_CAUSE.to_owned(),
+                plain: LOST_CAUSE.to_owned(),
+                since: self
+                    .lock()
+                    .as_ref()
+                    .map_or_else(domain::Timestamp::now, |d| d.since),
+            });
+        }
+        if let Some(d) = &*self.lock() {
+            return StorageState::Degraded(d.clone());
+        }
+        match &*self.low() {
+            Some(low) => StorageState::Degraded(Degraded {
+                fault: StorageFault::Full,
+                cause: self.low_cause(low.free),
+                plain: self.low_cause(low.free),
+                since: low.since,
+            }),
             None => StorageState::Writable,
-            Some(d) => StorageState::Degraded(d.clone()),
+        }
+    }
+
+    /// Whether a new message may be written now; the refusal says why. Checked before
+    /// trying, so a message refused while degraded is never half written, and a disk below
+    /// its floor keeps its last space for deliveries already accepted.
+    pub fn take_messages(&self) -> Result<()> {
+        self.may_write()?;
+        // The hot path: two atomic loads, no lock.
+        if self.0.writable.load(Ordering::Acquire) && !self.0.is_low.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let Some(d) = &*self.lock() {
+            return Err(StoreError::Refused {
+                fault: d.fault,
+                why: d.fault.plain().to_owned(),
+            });
+        }
+        if let Some(low) = &*self.low() {
+            return Err(StoreError::Refused {
+                fault: StorageFault::Full,
+                why: self.low_cause(low.free),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses every write once the WAL index is lost (see [`WAL_INDEX_LOST`]).
+    pub(crate) fn may_write(&self) -> Result<()> {
+        // The signal's flag too: the store notes it within a checkpoint pass, and no write
+        // should slip in between.
+        if self.0.lost.load(Ordering::Acquire) || WAL_INDEX_LOST.load(Ordering::Acquire) {
+            return Err(StoreError::Refused {
+                fault: StorageFault::Unavailable,
+                why: LOST_CAUSE.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Notes a lost WAL index (seen in [`WAL_INDEX_LOST`]) once, loudly.
+    pub(crate) fn wal_index_lost(&self, file: &Path) {
+        if !self.0.lost.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                file = %file.display(),
+                "SQLite's WAL index ({}-shm) was truncated or replaced by another program while \
+                 hookd had it open; hookd kept running but stopped writing, so no process can \
+                 write from a view of the log that others do not share. Stop whatever touched \
+                 the file, then restart hookd: nothing accepted is lost",
+                file.display()
+            );
+            self.0.writable.store(false, Ordering::Release);
+            let mut degraded = self.lock();
+            if degraded.is_none() {
+                *degraded = Some(Degraded {
+                    fault: StorageFault::Unavailable,
+                    cause: LOST_CAUSE.to_owned(),
+                    plain: LOST_CAUSE.to_owned(),
+                    since: domain::Timestamp::now(),
+                });
+            }
+        }
+    }
+
+    fn low(&self) -> std::sync::MutexGuard<'_, Option<LowSpace>> {
+        self.0.low.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn low_cause(&self, free: u64) -> String {
+        format!(
+            "the disk is almost full: {} free, below the floor of {} (storage_min_free); new \
+             messages are refused, deliveries go on",
+            mib(free),
+            mib(self.floor())
+        )
+    }
+
+    /// The free-space floor in bytes (0: none).
+    pub fn floor(&self) -> u64 {
+        self.0.floor.load(Ordering::Relaxed)
+    }
+
+    /// Sets the floor and the directory whose file system is watched (SQLite only).
+    pub(crate) fn watch_space(&self, dir: PathBuf, floor: u64) {
+        self.0.floor.store(floor, Ordering::Relaxed);
+        *self.0.dir.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir);
+    }
+
+    /// Free bytes on the watched file system, or `None` when not watched or unknown.
+    pub(crate) fn free_space(&self) -> Option<u64> {
+        let dir = self
+            .0
+            .dir
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        let st = rustix::fs::statvfs(&dir).ok()?;
+        Some(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
+    /// The free space a store that ran out waits for before it writes again: half as much
+    /// again as the floor, since the WAL may grow back by up to a quarter of what is free
+    /// (see `checkpoint`) and the state should not swing at every message.
+    pub(crate) fn room_needed(&self) -> u64 {
+        let floor = self.floor();
+        (floor + floor / 2).max(MIN_ROOM)
+    }
+
+    /// Compares `free` with the floor: turns low below it, back above [`room_needed`];
+    /// one WARN and one INFO line.
+    pub(crate) fn saw_free(&self, free: u64) {
+        let floor = self.floor();
+        if floor == 0 {
+            return;
+        }
+        let was_low = self.0.is_low.load(Ordering::Acquire);
+        if !was_low && free < floor {
+            let mut low = self.low();
+            if low.is_none() {
+                tracing::warn!(
+                    free = %mib(free),
+                    floor = %mib(floor),
+                    "the database's disk is almost full: new messages are refused with 503 until \
+                     more space is free; deliveries go on"
+                );
+                *low = Some(LowSpace {
+                    free,
+                    since: domain::Timestamp::now(),
+                });
+            }
+            self.0.is_low.store(true, Ordering::Release);
+        } else if was_low && free >= self.room_needed() {
+            if let Some(low) = self.low().take() {
+                let secs = domain::Timestamp::now().since(low.since).as_secs();
+                tracing::info!(free = %mib(free), after_secs = secs, "enough free space again: taking new messages");
+            }
+            self.0.is_low.store(false, Ordering::Release);
+        } else if was_low && let Some(low) = self.low().as_mut() {
+            low.free = free;
         }
     }
 
@@ -108,6 +317,11 @@ impl StorageHealth {
 
     /// Records a fault; `true` when the state turned degraded with it.
     pub(crate) fn record(&self, fault: StorageFault, cause: String) -> bool {
+        self.record_plain(fault, cause, fault.plain().to_owned())
+    }
+
+    /// [`StorageHealth::record`] with the cause in plain words given.
+    fn record_plain(&self, fault: StorageFault, cause: String, plain: String) -> bool {
         // Every connection open now may be the one that failed (a read-only session, a
         // server gone): none is reused. At most every EPOCH_STEP, or every refused request
         // would make the pool open a new session; one that fails after a step is retired at
@@ -123,6 +337,7 @@ impl StorageHealth {
             Some(d) => {
                 d.fault = fault;
                 d.cause = cause;
+                d.plain = plain;
             }
             None => {
                 tracing::warn!(
@@ -133,6 +348,7 @@ impl StorageHealth {
                 *degraded = Some(Degraded {
                     fault,
                     cause,
+                    plain,
                     since: domain::Timestamp::now(),
                 });
             }
@@ -182,8 +398,20 @@ impl Store {
     /// log it quietly (the state change is logged once here) and answer 503.
     pub fn note(&self, e: &StoreError) -> Option<StorageFault> {
         let fault = e.storage_fault()?;
-        self.note_fault(fault, e.to_string());
+        if !e.is_refusal() {
+            self.note_fault(fault, e.to_string());
+        }
         Some(fault)
+    }
+
+    /// Logs a failed background write (`what`: "heartbeat failed"): a storage fault quietly,
+    /// since the store logs its change of state once; anything else as a WARN.
+    pub fn warn_unless_fault(&self, e: &StoreError, what: &'static str) {
+        if self.note(e).is_some() {
+            tracing::debug!(error = %e, "{what}");
+        } else {
+            tracing::warn!(error = %e, "{what}");
+        }
     }
 
     /// [`Store::note`] with the fault already judged (`cause`: the driver's text).
@@ -196,7 +424,15 @@ impl Store {
         if self.health.0.probing.swap(true, Ordering::AcqRel) {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let runtime = tokio::runtime::Handle::try_current().ok().or_else(|| {
+            self.health
+                .0
+                .runtime
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        });
+        let Some(runtime) = runtime else {
             self.health.0.probing.store(false, Ordering::Release);
             return;
         };
@@ -210,12 +446,16 @@ impl Store {
                 ) {
                     break;
                 }
-                match store.probe_write().await {
+                match store.probe().await {
                     Ok(()) => {
                         store.health.recovered();
                         break;
                     }
                     Err(e) => match e.storage_fault() {
+                        // The probe's own judgement (not enough room yet) is said as is.
+                        Some(fault) if e.is_refusal() => {
+                            store.health.record_plain(fault, e.to_string(), e.to_string());
+                        }
                         Some(fault) => {
                             store.health.record(fault, e.to_string());
                         }
@@ -238,6 +478,32 @@ impl Store {
                 store.spawn_probe();
             }
         });
+    }
+
+    /// The probe's test. A SQLite store that ran out of space first gives back what its WAL
+    /// holds (a TRUNCATE checkpoint) and waits until the file system has
+    /// [`StorageHealth::room_needed`] free: a rolled-back write needs no disk space, and
+    /// writes taken again with only a few pages free would fill it at once.
+    async fn probe(&self) -> Result<()> {
+        let full = matches!(self.health.state(), StorageState::Degraded(d) if d.fault == StorageFault::Full);
+        if self.backend == crate::Backend::Sqlite && full {
+            if let Err(e) = crate::checkpoint::truncate(self).await {
+                tracing::debug!(error = %e, "TRUNCATE checkpoint while the disk is full");
+            }
+            if let Some(free) = self.health.free_space()
+                && free < self.health.room_needed()
+            {
+                return Err(StoreError::Refused {
+                    fault: StorageFault::Full,
+                    why: format!(
+                        "the disk is full: {} free, {} needed to take writes again",
+                        mib(free),
+                        mib(self.health.room_needed())
+                    ),
+                });
+            }
+        }
+        self.probe_write().await
     }
 
     /// One tiny write in a transaction that is rolled back: it fails while the database

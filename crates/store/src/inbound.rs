@@ -371,6 +371,7 @@ impl Store {
         lease: Duration,
         hold_ahead: bool,
     ) -> Result<Offer> {
+        self.health.take_messages()?;
         let now = Timestamp::now().as_millis();
         let id = source.row.id;
         let txn = self.write_txn().await?;

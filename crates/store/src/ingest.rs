@@ -144,7 +144,7 @@ pub(crate) fn write_lite_batch(
     let (inputs, replies) = split(jobs);
     let keys = &store.seal;
     let written = create_messages_lite(conn, &inputs, handoff.as_ref(), keys);
-    for (input, reply) in answer_or_split(inputs, replies, written) {
+    for (input, reply) in answer_or_split(store, inputs, replies, written) {
         let one = std::slice::from_ref(&input);
         answer_one(
             reply,
@@ -192,7 +192,11 @@ fn answer_one(reply: Reply, created: Result<Created>) {
 /// Answers every job of a batch from its write. If the batch failed as a whole and held
 /// several messages, gives the jobs back instead, to be written one by one (then answered with
 /// [`answer_one`]), so one bad message cannot fail the others.
+///
+/// A storage fault is not the messages' doing: writing them one by one would only fail again,
+/// once per message. The store notes it once and every job is refused with it.
 fn answer_or_split(
+    store: &Store,
     inputs: Vec<Input>,
     replies: Vec<Reply>,
     written: Result<Created>,
@@ -200,6 +204,14 @@ fn answer_or_split(
     match written {
         Ok(created) => answer(replies, created),
         Err(e) if inputs.len() == 1 => answer_err(replies, e),
+        Err(e) if let Some(fault) = store.note(&e) => {
+            for reply in replies {
+                let _ = reply.send(Err(StoreError::Refused {
+                    fault,
+                    why: fault.plain().to_owned(),
+                }));
+            }
+        }
         Err(e) => {
             tracing::warn!(error = %e, count = inputs.len(), "a message batch failed; writing its messages one by one");
             return inputs.into_iter().zip(replies).collect();
@@ -222,6 +234,7 @@ impl Store {
         give_up_at: GiveUpAt,
     ) -> Result<CreatedMessage> {
         check_owner(tenant, &app.tenant_id, "application")?;
+        self.health.take_messages()?;
         let (reply, answer) = oneshot::channel();
         let job = IngestJob {
             tenant,
@@ -263,7 +276,7 @@ impl Store {
         let handoff = self.current_handoff();
         let (inputs, replies) = split(jobs);
         let written = self.create_messages_at_once(&inputs, handoff).await;
-        for (input, reply) in answer_or_split(inputs, replies, written) {
+        for (input, reply) in answer_or_split(self, inputs, replies, written) {
             let one = std::slice::from_ref(&input);
             answer_one(reply, self.create_messages_at_once(one, None).await);
         }
@@ -800,6 +813,7 @@ impl Store {
         give_up_at: GiveUpAt,
     ) -> Result<Vec<Result<CreatedMessage>>> {
         check_owner(tenant, &app.tenant_id, "application")?;
+        self.health.take_messages()?;
         let mut out = Vec::with_capacity(news.len());
         let mut news = news.into_iter().peekable();
         while news.peek().is_some() {

@@ -45,6 +45,7 @@ pub use egress::{GrantOrigin, Grants};
 pub use error::{StorageFault, StoreError, redact_url};
 pub use health::{
     Degraded, FAULT_RETRY_AFTER_SECS, FaultSeen, PROBE_INTERVAL, StorageHealth, StorageState,
+    WAL_INDEX_LOST,
 };
 pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
@@ -195,8 +196,15 @@ impl Store {
         };
         match sqlite_file {
             Some(file) => {
+                if file.as_os_str() != ":memory:" {
+                    let dir = match file.parent() {
+                        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                        _ => std::path::PathBuf::from("."),
+                    };
+                    store.health.watch_space(dir, opts.min_free);
+                }
                 let lite = lite::Lite::start(store.clone(), &file)?;
-                checkpoint::spawn(store.clone(), lite.downgrade());
+                checkpoint::spawn(store.clone(), lite.downgrade(), file);
                 store.lite = Some(lite);
             }
             None => store.ingest = Some(ingest::spawn_writer(store.clone())),
@@ -248,6 +256,7 @@ impl Store {
     /// Begins a write transaction in a turn already taken.
     pub(crate) async fn write_txn_in(&self, turn: WriteTurn) -> Result<WriteTxn> {
         use sea_orm::TransactionTrait;
+        self.health.may_write()?;
         let txn = self.db.begin().await?;
         if self.backend == Backend::Sqlite {
             // sea-orm begins DEFERRED. A deferred transaction that reads and later writes fails

@@ -782,6 +782,7 @@ impl crate::System<'_> {
         if results.is_empty() {
             return Ok(Vec::new());
         }
+        self.health.may_write()?;
         let now = Timestamp::now().as_millis();
         let backend = self.db.get_database_backend();
         let mut rest = health_updates(results, backend);
