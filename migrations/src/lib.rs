@@ -25,6 +25,7 @@ mod m0016_inbound_signed;
 mod m0017_portal_capabilities;
 mod m0019_attempt_headers;
 mod m0021_inbound_refusals;
+mod m0022_message_deliver_at;
 mod m0023_operational_webhooks;
 
 pub struct Migrator;
@@ -52,6 +53,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0017_portal_capabilities::Migration),
             Box::new(m0019_attempt_headers::Migration),
             Box::new(m0021_inbound_refusals::Migration),
+            Box::new(m0022_message_deliver_at::Migration),
             Box::new(m0023_operational_webhooks::Migration),
         ]
     }

@@ -170,31 +170,71 @@ def test_attempts_of_a_message_filter_by_endpoint_channel_tag_and_type(svix, app
         assert svix.message_attempt.list_by_msg(app.id, msg.id, other).data == []
 
 
-def test_unsupported_filters_are_refused_by_name(server, app):
+def _three_labelled_messages(server, app, receiver, uniq):
+    """An endpoint and three messages delivered to it: types t.a, t.b, t.c."""
     base_url, key = server
     auth = {"Authorization": f"Bearer {key}"}
     ep = httpx.post(
-        f"{base_url}/api/v1/app/{app.id}/endpoint", headers=auth, json={"url": "http://127.0.0.1:9/r"}
+        f"{base_url}/api/v1/app/{app.id}/endpoint", headers=auth,
+        json={"url": f"http://127.0.0.1:{receiver.port}/forms/{uniq}"},
     ).json()["id"]
-    for path, param in [
-        (f"/app/{app.id}/attempt/endpoint/{ep}", "channel"),
-        (f"/app/{app.id}/attempt/endpoint/{ep}", "tag"),
-        (f"/app/{app.id}/attempt/endpoint/{ep}", "event_types"),
-        (f"/app/{app.id}/attempt/endpoint/{ep}", "with_msg"),
-        (f"/app/{app.id}/endpoint/{ep}/stats", "since"),
-        (f"/app/{app.id}/endpoint/{ep}/stats", "until"),
-        ("/app", "exclude_apps_with_no_endpoints"),
-        ("/app", "exclude_apps_with_disabled_endpoints"),
-    ]:
-        value = "true" if param.startswith(("with", "exclude")) else (
-            "2030-01-01T00:00:00Z" if param in ("since", "until") else "x")
-        r = httpx.get(f"{base_url}/api/v1{path}", params={param: value}, headers=auth)
-        assert r.status_code == 422, (path, param, r.text)
-        assert r.json()["detail"][0]["loc"] == ["query", param], r.text
-        # Left out, or given its neutral value, the same call works.
-        assert httpx.get(f"{base_url}/api/v1{path}", headers=auth).status_code == 200
-    r = httpx.delete(f"{base_url}/api/v1/event-type/whatever", params={"expunge": "true"}, headers=auth)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "expunge"], r.text
+    ids = {}
+    for t in ("t.a", "t.b", "t.c"):
+        r = httpx.post(
+            f"{base_url}/api/v1/app/{app.id}/msg", headers=auth, json={"eventType": t, "payload": {}}
+        )
+        assert r.status_code == 202, r.text
+        ids[t] = r.json()["id"]
+    receiver.wait_for(f"/forms/{uniq}", 3)
+    return auth, ep, ids
+
+
+def test_event_types_is_read_in_every_form_svix_takes(server, app, receiver, uniq):
+    base_url, _ = server
+    auth, ep, ids = _three_labelled_messages(server, app, receiver, uniq)
+    want = sorted([ids["t.a"], ids["t.c"]])
+    forms = [
+        "event_types=t.a,t.c",
+        "event_types=t.a&event_types=t.c",
+        "event_types[]=t.a&event_types[]=t.c",
+        "event_types%5B%5D=t.a&event_types%5B%5D=t.c",
+    ]
+    lists = {
+        f"/app/{app.id}/msg": "id",
+        f"/app/{app.id}/endpoint/{ep}/msg": "id",
+        f"/app/{app.id}/attempt/endpoint/{ep}": "msgId",
+    }
+    for path, key in lists.items():
+        deadline = time.monotonic() + 10
+        for form in forms:
+            while True:
+                r = httpx.get(f"{base_url}/api/v1{path}?{form}", headers=auth)
+                assert r.status_code == 200, (path, form, r.text)
+                got = sorted({item[key] for item in r.json()["data"]})
+                if got == want or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert got == want, (path, form, got)
+    r = httpx.get(f"{base_url}/api/v1/app/{app.id}/msg?event_types=bad%20name", headers=auth)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "event_types"], r.text
+
+
+def test_oauth_extra_params_read_back_as_an_object(server, app):
+    base_url, key = server
+    auth = {"Authorization": f"Bearer {key}"}
+    ep = httpx.post(
+        f"{base_url}/api/v1/app/{app.id}/endpoint", headers=auth, json={"url": "http://127.0.0.1:9/o"}
+    ).json()["id"]
+    path = f"{base_url}/api/v1/app/{app.id}/endpoint/{ep}/oauth"
+    r = httpx.put(path, headers=auth, json={
+        "grantType": "clientCredentials", "authMethod": "clientSecretPost",
+        "tokenUrl": "http://127.0.0.1:9/token", "clientId": "c", "clientSecret": "s",
+        "extraParams": {"audience": "https://api.example"},
+    })
+    assert r.status_code == 204, r.text
+    got = httpx.get(path, headers=auth).json()
+    assert got["extraParams"] == {"audience": "https://api.example"}, got
+    assert "clientSecret" not in got
 
 
 def test_background_tasks_filter_by_kind_and_status(svix, app, base_port, uniq):
@@ -402,3 +442,26 @@ def test_a_retry_waiting_when_content_is_expunged_is_never_sent(server, svix, ap
         assert len(failing.received(f"/r/{uniq}")) == 1, "the pending retry was dropped"
     finally:
         failing.close()
+
+
+def test_expanded_statuses_false_shows_a_skipped_delivery_as_svix_shows_a_canceled_one(server, app):
+    base_url, key = server
+    auth = {"Authorization": f"Bearer {key}"}
+    api = f"{base_url}/api/v1/app/{app.id}"
+    ep = httpx.post(f"{api}/endpoint", headers=auth, json={"url": "http://127.0.0.1:9/s"}).json()["id"]
+    later = (datetime.now(timezone.utc) + timedelta(minutes=10)).isoformat()
+    msg = httpx.post(
+        f"{api}/msg", headers=auth, json={"eventType": "sk.x", "payload": {}, "deliverAt": later}
+    ).json()["id"]
+    r = httpx.post(f"{api}/msg/{msg}/endpoint/{ep}/skip", headers=auth)
+    assert r.status_code == 202, r.text
+
+    def status(params):
+        r = httpx.get(f"{api}/endpoint/{ep}/msg", headers=auth, params=params)
+        assert r.status_code == 200, r.text
+        (m,) = r.json()["data"]
+        return m["status"], m["statusText"]
+
+    assert status({}) == (4, "canceled")
+    assert status({"expanded_statuses": "true"}) == (4, "canceled")
+    assert status({"expanded_statuses": "false"}) == (0, "success")

@@ -704,3 +704,68 @@ def test_app_portal_access_gives_a_token_for_that_application_only(svix, server,
     with pytest.raises(HttpError) as e:
         second.endpoint.list(app.id)
     assert _status(e) == 401
+
+
+# --- parameters the Python SDK sends, each with its effect ----------------------------------
+
+
+def test_attempts_by_endpoint_embed_their_message_and_filter_on_it(svix, app, receiver, uniq):
+    ep = svix.endpoint.create(app.id, EndpointIn(url=f"{receiver.url}/withmsg/{uniq}"))
+    on = svix.message.create(app.id, MessageIn(event_type="wm.on", payload={"k": 1}, channels=["wm"]))
+    off = svix.message.create(app.id, MessageIn(event_type="wm.off", payload={"k": 2}))
+    receiver.wait_for(f"/withmsg/{uniq}", 2)
+    opts = MessageAttemptListByEndpointOptions
+    deadline = time.monotonic() + 10
+    while True:
+        got = svix.message_attempt.list_by_endpoint(app.id, ep.id, opts(with_msg=True)).data
+        if len(got) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert {a.msg.id for a in got} == {on.id, off.id}
+    assert all(a.msg.payload == {} for a in got), "an embedded message carries no payload"
+    for matching in (opts(channel="wm"), opts(event_types=["wm.on"])):
+        assert [a.msg_id for a in svix.message_attempt.list_by_endpoint(app.id, ep.id, matching).data] == [on.id]
+
+
+def test_deliver_at_reads_back_on_create_and_get(svix, app):
+    at = (_now() + timedelta(minutes=5)).replace(microsecond=0)
+    msg = svix.message.create(app.id, MessageIn(event_type="da.x", payload={}, deliver_at=at))
+    assert msg.deliver_at == at
+    assert svix.message.get(app.id, msg.id).deliver_at == at
+    now = svix.message.create(app.id, MessageIn(event_type="da.x", payload={}))
+    assert now.deliver_at is None
+
+
+def test_endpoint_stats_window(svix, app, base_port, uniq):
+    from svix.api.endpoint import EndpointGetStatsOptions
+
+    ep = _endpoint(svix, app, base_port, uniq)
+    svix.message.create(app.id, MessageIn(event_type="st.x", payload={}))
+    now = _now()
+    inside = svix.endpoint.get_stats(
+        app.id, ep.id, EndpointGetStatsOptions(since=now - timedelta(minutes=1), until=now + timedelta(seconds=5))
+    )
+    assert _deliveries(inside) == 1
+    before = svix.endpoint.get_stats(app.id, ep.id, EndpointGetStatsOptions(until=now - timedelta(minutes=1)))
+    assert _deliveries(before) == 0
+    with pytest.raises(HTTPValidationError):
+        svix.endpoint.get_stats(
+            app.id, ep.id, EndpointGetStatsOptions(since=now, until=now - timedelta(minutes=1))
+        )
+
+
+def test_event_type_expunge_and_restore(svix, uniq):
+    from svix.api.event_type import EventTypeDeleteOptions
+
+    name = f"ex.{uniq}"
+    svix.event_type.create(EventTypeIn(name=name, description="one"))
+    svix.event_type.delete(name)
+    restored = svix.event_type.create(EventTypeIn(name=name, description="two"))
+    assert (restored.archived, restored.description) == (False, "two")
+    with pytest.raises(HttpError) as e:
+        svix.event_type.create(EventTypeIn(name=name, description="three"))
+    assert _status(e) == 409
+    svix.event_type.delete(name, EventTypeDeleteOptions(expunge=True))
+    with pytest.raises(HttpError) as e:
+        svix.event_type.get(name)
+    assert _status(e) == 404

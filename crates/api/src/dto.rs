@@ -126,6 +126,10 @@ pub fn query_pairs(req: &actix_web::HttpRequest) -> Vec<(String, String)> {
 /// Refuses query parameters that Svix documents on an operation and hookd does not implement,
 /// when given with a value that would change the answer (anything but empty or `false`):
 /// answering unfiltered data to a filter is worse than an error naming it.
+#[allow(
+    dead_code,
+    reason = "every Svix parameter of today's operations has its effect; kept for the next one"
+)]
 pub fn refuse_unsupported(
     req: &actix_web::HttpRequest,
     names: &[&str],
@@ -571,7 +575,8 @@ pub struct EndpointOauthConfigIn {
 pub struct EndpointOauthConfigOut {
     pub auth_method: String,
     pub client_id: String,
-    pub extra_params: Vec<String>,
+    /// The extra token-request fields, by name (as Svix: an object).
+    pub extra_params: BTreeMap<String, String>,
     pub grant_type: String,
     pub scopes: Vec<String>,
     pub token_url: String,
@@ -701,6 +706,35 @@ pub struct MessageOut {
     pub ordering_key: Option<String>,
     #[schema(format = DateTime)]
     pub timestamp: String,
+    /// When a scheduled message was asked to be delivered (null: at once).
+    #[schema(format = DateTime)]
+    pub deliver_at: Option<String>,
+}
+
+/// The filters on messages that Svix's listings share: `channel` and `tag` here, and
+/// `event_types` ([`EventTypesParam`]).
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MessageLabelsQuery {
+    /// Only messages on this channel.
+    pub channel: Option<String>,
+    /// Only messages with this tag.
+    pub tag: Option<String>,
+}
+
+/// `event_types` in the OpenAPI document. The value is read from the raw query string
+/// ([`crate::routes::messages::event_types_param`]): serde's query extractor refuses a
+/// repeated key and never sees `event_types[]`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(
+    dead_code,
+    reason = "documents the parameter; event_types_param reads it"
+)]
+pub struct EventTypesParam {
+    /// Only messages of these event types: comma-separated (`a,b`), repeated
+    /// (`event_types=a&event_types=b`) or `event_types[]=a&event_types[]=b`.
+    pub event_types: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -709,8 +743,6 @@ pub struct MessageListQuery {
     #[param(minimum = 1, maximum = 250)]
     pub limit: Option<u64>,
     pub iterator: Option<String>,
-    pub channel: Option<String>,
-    pub tag: Option<String>,
     /// Only messages created before this time.
     #[param(format = DateTime)]
     pub before: Option<String>,
@@ -719,8 +751,6 @@ pub struct MessageListQuery {
     pub after: Option<String>,
     /// Include payloads (default true).
     pub with_content: Option<bool>,
-    /// Comma-separated event type names.
-    pub event_types: Option<String>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -757,6 +787,9 @@ pub struct MessageAttemptOut {
     /// hookd: why the attempt failed or ended the retries, in words (a transport error, or
     /// the receiver's `webhook-delivery: abort-message`).
     pub error_detail: Option<String>,
+    /// The attempt's message, without its payload (`with_msg=true` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msg: Option<MessageOut>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -774,6 +807,15 @@ pub struct AttemptListQuery {
     pub before: Option<String>,
     #[param(format = DateTime)]
     pub after: Option<String>,
+    /// `false`: each attempt's `response` reads `{}` (default true).
+    pub with_content: Option<bool>,
+    /// Attempts are never canceled in hookd (a skipped delivery makes no attempt), so both
+    /// values answer the same.
+    #[expect(
+        dead_code,
+        reason = "no attempt has status 4: both values answer the same"
+    )]
+    pub expanded_statuses: Option<bool>,
 }
 
 /// A delivery of a message to an endpoint (Svix's `EndpointMessageOut`).
@@ -789,6 +831,9 @@ pub struct EndpointMessageOut {
     pub tags: Option<Vec<String>>,
     #[schema(format = DateTime)]
     pub timestamp: String,
+    /// When a scheduled message was asked to be delivered (null: at once).
+    #[schema(format = DateTime)]
+    pub deliver_at: Option<String>,
     /// 0 success, 1 pending, 2 failed (dead letter), 3 sending, 4 skipped.
     pub status: i32,
     pub status_text: String,
@@ -811,5 +856,15 @@ pub struct EndpointMessageQuery {
     /// 0 success, 1 pending, 2 failed (dead letters), 3 sending, 4 skipped.
     #[param(minimum = 0, maximum = 4)]
     pub status: Option<i32>,
+    /// Include payloads (default true).
     pub with_content: Option<bool>,
+    /// Only messages created before this time.
+    #[param(format = DateTime)]
+    pub before: Option<String>,
+    /// Only messages created after this time.
+    #[param(format = DateTime)]
+    pub after: Option<String>,
+    /// `false`: a skipped delivery (4) reads as 0 `success`, as Svix shows a canceled one;
+    /// absent or `true`: 4 `canceled`.
+    pub expanded_statuses: Option<bool>,
 }

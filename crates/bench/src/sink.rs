@@ -35,6 +35,9 @@ pub struct Behaviour {
     pub fail_first: u32,
     /// Injected failures also answer `webhook-delivery: abort-message` (stop retrying).
     pub abort_message: bool,
+    /// Every signed request is answered with `webhook-delivery: disable` (disable the
+    /// endpoint), whatever its status.
+    pub disable_endpoint: bool,
 }
 
 impl Behaviour {
@@ -356,6 +359,9 @@ async fn receive(req: HttpRequest, body: web::Bytes, state: web::Data<SinkState>
     }
     if status != 200 && signed_ok && behaviour.abort_message {
         resp.insert_header(("webhook-delivery", "abort-message"));
+    }
+    if signed_ok && behaviour.disable_endpoint {
+        resp.insert_header(("webhook-delivery", "disable"));
     }
     if !signed_ok {
         return resp.body("bad signature");

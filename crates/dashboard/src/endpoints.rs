@@ -121,7 +121,7 @@ async fn overview_apps(
     let t = session.tenant;
     let now = Timestamp::now();
     let apps = store
-        .list_applications(t, &ListParams::first(OVERVIEW_APPS))
+        .list_applications(t, Default::default(), &ListParams::first(OVERVIEW_APPS))
         .await?;
     let app_ids: Vec<ApplicationId> = apps.data.iter().map(|a| a.id).collect();
     let mut by_app: HashMap<ApplicationId, Vec<endpoint::Model>> = HashMap::new();
@@ -168,7 +168,9 @@ async fn endpoint_live(
     ep: &endpoint::Model,
     now: Timestamp,
 ) -> Result<EndpointLive, PageError> {
-    let s = store.endpoint_stats(session.tenant, ep.id).await?;
+    let s = store
+        .endpoint_stats(session.tenant, ep.id, None, None)
+        .await?;
     let attempts = store
         .list_attempts_by_endpoint(
             session.tenant,
@@ -446,6 +448,7 @@ pub async fn dead_letters(
             session.tenant,
             ep.id,
             Some(domain::delivery::DeliveryState::Failed),
+            &store::MessageFilter::default(),
             &params,
         )
         .await?;

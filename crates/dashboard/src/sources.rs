@@ -477,7 +477,11 @@ async fn form_page(
 ) -> Result<HttpResponse, PageError> {
     let store = session::store_of(req)?;
     let apps = store
-        .list_applications(session.tenant, &store::ListParams::first(APPS_OFFERED))
+        .list_applications(
+            session.tenant,
+            Default::default(),
+            &store::ListParams::first(APPS_OFFERED),
+        )
         .await?
         .data
         .into_iter()

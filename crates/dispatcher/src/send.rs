@@ -108,9 +108,11 @@ impl Prepared {
     }
 }
 
-/// The response header (and value) with which a receiver stops a message's retries.
+/// The response header with which a receiver controls delivery (Svix's delivery control):
+/// `abort-message` stops the retries of the message just sent; `disable` disables the endpoint.
 const ABORT_HEADER: &str = "webhook-delivery";
 const ABORT_VALUE: &str = "abort-message";
+const DISABLE_VALUE: &str = "disable";
 
 struct Response {
     status: Option<u16>,
@@ -120,6 +122,8 @@ struct Response {
     /// End the retries whatever the status: the receiver answered `webhook-delivery:
     /// abort-message` (Svix's way), or nothing is left to send.
     abort: bool,
+    /// The receiver answered `webhook-delivery: disable`: disable the endpoint.
+    disable: bool,
     excerpt: Option<String>,
     /// The response's headers as a bounded [`HeaderList`] in JSON.
     headers: Option<String>,
@@ -161,6 +165,7 @@ pub(crate) async fn attempt(
             published: false,
             retry_after: None,
             abort: true,
+            disable: false,
             excerpt: None,
             headers: None,
             error: Some((ErrorKind::Http, store::EXPUNGED.to_owned())),
@@ -204,6 +209,7 @@ pub(crate) async fn attempt(
                 published: false,
                 retry_after: None,
                 abort: false,
+                disable: false,
                 excerpt: None,
                 headers: None,
                 error: Some(err),
@@ -235,7 +241,7 @@ pub(crate) async fn attempt(
             .and_then(|v| parse_retry_after(v, Timestamp::now())),
         _ => None,
     };
-    let (next, disable) = match class {
+    let (next, gone) = match class {
         Classification::Success => (Next::Succeeded, None),
         Classification::Permanent { disable_endpoint } => (
             Next::Failed,
@@ -263,6 +269,13 @@ pub(crate) async fn attempt(
             }
         }
     };
+    // The receiver's own request to stop all deliveries; this message's result stands as its
+    // status says (a retry waits, like every other delivery, until the endpoint is enabled).
+    let disable = gone.or_else(|| {
+        response.disable.then(|| {
+            format!("the receiver asked to disable this endpoint ({ABORT_HEADER}: {DISABLE_VALUE})")
+        })
+    });
     let (error_kind, error_detail) = match response.error {
         Some((k, detail)) => (Some(k), Some(detail)),
         None if response.abort && class != Classification::Success => (
@@ -384,6 +397,7 @@ async fn publish(
         published: error.is_none(),
         retry_after: None,
         abort: false,
+        disable: false,
         excerpt,
         headers: None,
         error,
@@ -399,11 +413,13 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
                 .get("retry-after")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            let abort = resp
+            let control = resp
                 .headers()
                 .get(ABORT_HEADER)
                 .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case(ABORT_VALUE));
+                .map(str::trim);
+            let abort = control.is_some_and(|v| v.eq_ignore_ascii_case(ABORT_VALUE));
+            let disable = control.is_some_and(|v| v.eq_ignore_ascii_case(DISABLE_VALUE));
             let headers = HeaderList::bounded(
                 resp.headers()
                     .iter()
@@ -430,6 +446,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
                 published: false,
                 retry_after,
                 abort,
+                disable,
                 excerpt: Some(String::from_utf8_lossy(&body).into_owned()),
                 headers: Some(headers),
                 error: None,
@@ -440,6 +457,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
             published: false,
             retry_after: None,
             abort: false,
+            disable: false,
             excerpt: None,
             headers: None,
             error: Some((kind_of(&e), error_text(&e))),

@@ -430,6 +430,7 @@ async fn run_sink(args: SinkArgs) -> Result<(), BoxError> {
             retry_after: args.retry_after,
             fail_first: 0,
             abort_message: false,
+            disable_endpoint: false,
         },
         report: args.report.clone(),
         record: false,

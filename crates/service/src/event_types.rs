@@ -37,14 +37,15 @@ pub fn checked(new: NewEventType) -> Result<NewEventType> {
     }
 }
 
-/// Creates the event type; a name the tenant already has is a conflict on `name`.
+/// Creates the event type; a name the tenant already has is a conflict on `name`, unless
+/// that type is archived (deleted): then it is restored with `new`'s fields, as Svix does.
 pub async fn create(
     store: &Store,
     tenant: TenantId,
     new: NewEventType,
 ) -> Result<event_type::Model> {
     let new = checked(new)?;
-    Ok(store.create_event_type(tenant, new).await?)
+    Ok(store.create_or_restore_event_type(tenant, new).await?)
 }
 
 /// Replaces the event type named `new.name` (description, schemas, flags, archived state).

@@ -229,6 +229,8 @@ pub mod message {
         pub tags: Option<String>,
         pub ordering_key: Option<String>,
         pub created_at: i64,
+        /// Svix's `deliverAt` as asked (ms), for a scheduled message.
+        pub deliver_at: Option<i64>,
     }
     entity_boilerplate!();
 }

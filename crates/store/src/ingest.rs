@@ -375,13 +375,14 @@ fn create_messages_sql() -> String {
         .collect();
     format!(
         "WITH m AS (INSERT INTO messages (id, tenant_id, app_id, event_type, event_id, \
-           payload, channels, tags, ordering_key, created_at) \
+           payload, channels, tags, ordering_key, created_at, deliver_at) \
          SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
            COALESCE(convert_to(r.payload, 'UTF8'), decode(r.payload_b64, 'base64')), \
-           r.channels, r.tags, r.ordering_key, r.created_at \
+           r.channels, r.tags, r.ordering_key, r.created_at, r.deliver_at \
          FROM json_to_recordset(CAST($1 AS json)) AS r(id varchar, tenant_id varchar, \
            app_id varchar, event_type varchar, event_id varchar, payload text, \
-           payload_b64 text, channels text, tags text, ordering_key varchar, created_at bigint) \
+           payload_b64 text, channels text, tags text, ordering_key varchar, created_at bigint, \
+           deliver_at bigint) \
          ON CONFLICT DO NOTHING RETURNING id), \
        r AS (SELECT * FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) \
          WHERE msg_id IN (SELECT id FROM m)), \
@@ -428,6 +429,7 @@ fn messages_json(rows: &[&message::Model]) -> String {
                 "tags": m.tags,
                 "ordering_key": m.ordering_key,
                 "created_at": m.created_at,
+                "deliver_at": m.deliver_at,
             })
         })
         .collect();
@@ -570,6 +572,7 @@ fn plan<'e>(
                     tags: (!new.tags.is_empty()).then(|| to_json(&new.tags)),
                     ordering_key: new.ordering_key.clone(),
                     created_at: id.created_at().as_millis(),
+                    deliver_at: new.deliver_at.map(|at| at.as_millis()),
                 };
                 (m, t)
             })

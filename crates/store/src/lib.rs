@@ -59,7 +59,9 @@ pub use portal::{
 pub use queue::{AttemptResult, DispatchEndpoint, Fresh, Next, attempt_row};
 pub use recovery::{AttemptFilter, Batches, Capped, DeliveryStats, PREVIEW_CAP};
 pub use refusals::{NewRefusal, REFUSAL_RETENTION, REFUSALS_KEPT, REFUSALS_PAGE, Refusal};
-pub use resources::{EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of};
+pub use resources::{
+    AppFilter, EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of,
+};
 pub use retention::{Pruned, Reclaim};
 pub use sealed::{KEY_FILE, KeySource, Reseal, Resealed};
 pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};

@@ -109,14 +109,14 @@ mod tests {
             (
                 "API: a message's attempts",
                 AttemptFilter::default()
-                    .apply(attempts_of_message(t, m))
+                    .apply(t, attempts_of_message(t, m))
                     .build(backend),
                 vec!["idx_attempts_msg"],
             ),
             (
                 "API: an endpoint's attempts",
                 AttemptFilter::default()
-                    .apply(attempts_of_endpoint(t, e))
+                    .apply(t, attempts_of_endpoint(t, e))
                     .build(backend),
                 vec!["idx_attempts_endpoint"],
             ),

@@ -1,7 +1,6 @@
 //! Manual delivery work: resend one message, recover failed deliveries, replay missing ones,
 //! and the per-endpoint views (stats, deliveries with their messages, attempt filters).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use domain::Timestamp;
@@ -42,11 +41,18 @@ pub struct AttemptFilter {
     pub after: Option<Timestamp>,
     /// Attempts to this endpoint only.
     pub endpoint: Option<EndpointId>,
+    /// Attempts of the messages this filter matches only (event type, channel, tag).
+    pub messages: crate::MessageFilter,
 }
 
 impl AttemptFilter {
-    pub(crate) fn apply(&self, mut select: Select<attempt::Entity>) -> Select<attempt::Entity> {
+    pub(crate) fn apply(
+        &self,
+        tenant: TenantId,
+        mut select: Select<attempt::Entity>,
+    ) -> Select<attempt::Entity> {
         use attempt::Column as C;
+        select = select.filter(self.messages.on_rows(tenant, C::MsgId));
         match self.success {
             Some(true) => select = select.filter(C::Classification.eq("success")),
             Some(false) => select = select.filter(C::Classification.ne("success")),
@@ -255,16 +261,27 @@ fn rearm(
 }
 
 impl Store {
+    /// How an endpoint's deliveries stand, by state: all of them, or those created at or
+    /// after `since` and before `until`.
     pub async fn endpoint_stats(
         &self,
         tenant: TenantId,
         endpoint_id: EndpointId,
+        since: Option<Timestamp>,
+        until: Option<Timestamp>,
     ) -> Result<DeliveryStats> {
-        let rows: Vec<(String, i64)> = delivery::Entity::find_in(tenant)
+        let mut select = delivery::Entity::find_in(tenant)
             .select_only()
             .column(delivery::Column::State)
             .column_as(delivery::Column::Id.count(), "n")
-            .filter(delivery::Column::EndpointId.eq(endpoint_id))
+            .filter(delivery::Column::EndpointId.eq(endpoint_id));
+        if let Some(since) = since {
+            select = select.filter(delivery::Column::CreatedAt.gte(since.as_millis()));
+        }
+        if let Some(until) = until {
+            select = select.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
+        }
+        let rows: Vec<(String, i64)> = select
             .group_by(delivery::Column::State)
             .into_tuple()
             .all(&self.db)
@@ -580,30 +597,28 @@ impl Store {
         }
     }
 
-    /// An endpoint's deliveries, newest first, each with its message: two queries a page.
+    /// An endpoint's deliveries, newest first, each with its message (two queries a page):
+    /// only those in `state` when given, and of the messages `messages` matches.
     pub async fn list_endpoint_deliveries(
         &self,
         tenant: TenantId,
         endpoint_id: EndpointId,
         state: Option<DeliveryState>,
+        messages: &crate::MessageFilter,
         params: &ListParams,
     ) -> Result<Page<(delivery::Model, message::Model)>> {
+        let select = endpoint_deliveries(tenant, endpoint_id, state)
+            .filter(messages.on_rows(tenant, delivery::Column::MsgId));
         let mut page = fetch_page(
             &self.db,
-            endpoint_deliveries(tenant, endpoint_id, state),
+            select,
             delivery::Column::Id,
             |d| d.id.to_string(),
             params,
         )
         .await?;
         let ids: Vec<MessageId> = page.data.iter().map(|d| d.msg_id).collect();
-        let mut messages: HashMap<MessageId, message::Model> = message::Entity::find_in(tenant)
-            .filter(message::Column::Id.is_in(ids))
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|m| (m.id, m))
-            .collect();
+        let mut messages = self.messages_by_id(tenant, &ids).await?;
         let mut data = Vec::with_capacity(page.data.len());
         for d in std::mem::take(&mut page.data) {
             let m = messages

@@ -9,7 +9,7 @@ use domain::operational::{OperationalEvent, Trigger};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, Set,
+    QueryOrder, QuerySelect, QueryTrait, Set,
 };
 
 use crate::entities::Owned;
@@ -19,6 +19,16 @@ use crate::entities::{
 };
 use crate::error::conflict_as;
 use crate::{ListParams, Page, Result, Store, StoreError, page::fetch_page, to_json};
+
+/// Which applications a listing leaves out (Svix's `exclude_apps_with_…`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppFilter {
+    /// Leave out applications without any endpoint.
+    pub without_endpoints: bool,
+    /// Leave out applications whose endpoints are all disabled (one without endpoints stays,
+    /// unless `without_endpoints`).
+    pub with_only_disabled_endpoints: bool,
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct NewApplication {
@@ -175,13 +185,35 @@ impl Store {
             .ok_or(StoreError::not_found("application"))
     }
 
+    /// The tenant's applications, those `filter` leaves out excepted.
     pub async fn list_applications(
         &self,
         tenant: TenantId,
+        filter: AppFilter,
         params: &ListParams,
     ) -> Result<Page<application::Model>> {
-        let select =
+        let apps_with = |only_enabled: bool| {
+            let mut endpoints = endpoint::Entity::find_in(tenant)
+                .select_only()
+                .column(endpoint::Column::AppId);
+            if only_enabled {
+                endpoints = endpoints.filter(endpoint::Column::Disabled.eq(false));
+            }
+            endpoints.into_query()
+        };
+        let mut select =
             application::Entity::find_in(tenant).filter(application::Column::Internal.eq(false));
+        if filter.without_endpoints {
+            select = select.filter(application::Column::Id.in_subquery(apps_with(false)));
+        }
+        if filter.with_only_disabled_endpoints {
+            // Kept: no endpoint at all, or at least one enabled.
+            select = select.filter(
+                Condition::any()
+                    .add(application::Column::Id.not_in_subquery(apps_with(false)))
+                    .add(application::Column::Id.in_subquery(apps_with(true))),
+            );
+        }
         fetch_page(
             &self.db,
             select,
@@ -279,6 +311,34 @@ impl Store {
             updated_at: Set(now),
         };
         model.insert(&self.db).await.map_err(conflict_as("name"))
+    }
+
+    /// Creates an event type, or restores one of that name that was archived (deleted), with
+    /// the new description, schemas and flags, as Svix does; a live one of that name is a
+    /// conflict.
+    pub async fn create_or_restore_event_type(
+        &self,
+        tenant: TenantId,
+        new: NewEventType,
+    ) -> Result<event_type::Model> {
+        match self.get_event_type(tenant, &new.name).await {
+            Ok(existing) if existing.archived => self.update_event_type(tenant, new).await,
+            Ok(_) => Err(StoreError::Conflict { field: "name" }),
+            Err(StoreError::NotFound { .. }) => self.create_event_type(tenant, new).await,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes an event type for good (Svix's `expunge`): its name is free again, and
+    /// messages of that type keep their type's name.
+    pub async fn expunge_event_type(&self, tenant: TenantId, name: &str) -> Result<()> {
+        let found = self.get_event_type(tenant, name).await?;
+        event_type::Entity::delete_many()
+            .filter(event_type::Column::TenantId.eq(tenant))
+            .filter(event_type::Column::Id.eq(found.id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
     }
 
     /// Those of `names` that are not a live (unarchived) event type of the tenant, in the

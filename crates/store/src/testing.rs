@@ -222,6 +222,7 @@ pub fn message_model() -> crate::entities::message::Model {
         tags: None,
         ordering_key: None,
         created_at: 0,
+        deliver_at: None,
     }
 }
 

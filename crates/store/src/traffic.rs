@@ -6,8 +6,8 @@ use domain::ids::{ApplicationId, AttemptId, DeliveryId, EndpointId, MessageId, T
 use domain::routing::endpoint_matches;
 use sea_orm::sea_query::{Expr, OnConflict, Query};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait, Select, Set,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select, Set,
 };
 
 use crate::entities::Owned;
@@ -72,6 +72,62 @@ pub struct MessageFilter {
     pub endpoint: Option<EndpointId>,
 }
 
+impl MessageFilter {
+    /// The conditions on the message row itself: event type, channel, tag, id or eventId.
+    fn on_message(&self) -> Condition {
+        let mut cond = Condition::all();
+        if !self.event_types.is_empty() {
+            cond = cond.add(message::Column::EventType.is_in(self.event_types.clone()));
+        }
+        // Channels and tags are validated to [A-Za-z0-9._:-], so the quoted JSON element is an
+        // exact match within the stored array.
+        if let Some(channel) = &self.channel {
+            cond = cond.add(message::Column::Channels.contains(format!("\"{channel}\"")));
+        }
+        if let Some(tag) = &self.tag {
+            cond = cond.add(message::Column::Tags.contains(format!("\"{tag}\"")));
+        }
+        if let Some(needle) = &self.id_or_event_id {
+            cond = cond.add(
+                Condition::any()
+                    .add(message::Column::Id.eq(needle.as_str()))
+                    .add(message::Column::EventId.eq(needle.as_str())),
+            );
+        }
+        cond
+    }
+
+    /// `before` and `after` as bounds on a message-id column (ids sort by creation time).
+    fn time_bounds(&self, msg_id: impl ColumnTrait) -> Condition {
+        let mut cond = Condition::all();
+        if let Some(before) = self.before {
+            cond = cond.add(msg_id.lt(MessageId::lower_bound(before)));
+        }
+        if let Some(after) = self.after {
+            let bound = after.plus(std::time::Duration::from_millis(1));
+            cond = cond.add(msg_id.gte(MessageId::lower_bound(bound)));
+        }
+        cond
+    }
+
+    /// The filter applied to rows that name a message in `msg_id` (deliveries, attempts): the
+    /// time bounds on the id itself, the rest through the tenant's matching messages.
+    /// `delivery_state` and `endpoint` are the caller's to apply.
+    pub(crate) fn on_rows(&self, tenant: TenantId, msg_id: impl ColumnTrait) -> Condition {
+        let mut cond = self.time_bounds(msg_id);
+        let labels = self.on_message();
+        if !labels.is_empty() {
+            let matching = message::Entity::find_in(tenant)
+                .select_only()
+                .column(message::Column::Id)
+                .filter(labels)
+                .into_query();
+            cond = cond.add(msg_id.in_subquery(matching));
+        }
+        cond
+    }
+}
+
 impl Store {
     /// A message by its id or its eventId.
     pub async fn get_message(
@@ -121,6 +177,24 @@ impl Store {
         );
         let stmt = select.build(self.db.get_database_backend());
         explain(&self.db, stmt).await
+    }
+
+    /// The tenant's messages with these ids, by id (a page's messages, in one query).
+    pub async fn messages_by_id(
+        &self,
+        tenant: TenantId,
+        ids: &[MessageId],
+    ) -> Result<std::collections::HashMap<MessageId, message::Model>> {
+        if ids.is_empty() {
+            return Ok(Default::default());
+        }
+        Ok(message::Entity::find_in(tenant)
+            .filter(message::Column::Id.is_in(ids.iter().copied()))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m))
+            .collect())
     }
 
     pub async fn deliveries_of_message(
@@ -265,7 +339,7 @@ impl Store {
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select = filter.apply(attempts_of_message(tenant, msg_id));
+        let select = filter.apply(tenant, attempts_of_message(tenant, msg_id));
         fetch_page(
             &self.db,
             select,
@@ -283,7 +357,7 @@ impl Store {
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select = filter.apply(attempts_of_endpoint(tenant, endpoint_id));
+        let select = filter.apply(tenant, attempts_of_endpoint(tenant, endpoint_id));
         fetch_page(
             &self.db,
             select,
@@ -402,32 +476,10 @@ pub(crate) fn message_listing(
     app_id: ApplicationId,
     filter: &MessageFilter,
 ) -> Select<message::Entity> {
-    let mut select = message::Entity::find_in(tenant).filter(message::Column::AppId.eq(app_id));
-    if !filter.event_types.is_empty() {
-        select = select.filter(message::Column::EventType.is_in(filter.event_types.clone()));
-    }
-    // Channels and tags are validated to [A-Za-z0-9._:-], so the quoted JSON element is an
-    // exact match within the stored array.
-    if let Some(channel) = &filter.channel {
-        select = select.filter(message::Column::Channels.contains(format!("\"{channel}\"")));
-    }
-    if let Some(tag) = &filter.tag {
-        select = select.filter(message::Column::Tags.contains(format!("\"{tag}\"")));
-    }
-    if let Some(before) = filter.before {
-        select = select.filter(message::Column::Id.lt(MessageId::lower_bound(before)));
-    }
-    if let Some(after) = filter.after {
-        let bound = after.plus(std::time::Duration::from_millis(1));
-        select = select.filter(message::Column::Id.gte(MessageId::lower_bound(bound)));
-    }
-    if let Some(needle) = &filter.id_or_event_id {
-        select = select.filter(
-            sea_orm::Condition::any()
-                .add(message::Column::Id.eq(needle.as_str()))
-                .add(message::Column::EventId.eq(needle.as_str())),
-        );
-    }
+    let mut select = message::Entity::find_in(tenant)
+        .filter(message::Column::AppId.eq(app_id))
+        .filter(filter.on_message())
+        .filter(filter.time_bounds(message::Column::Id));
     if filter.delivery_state.is_some() || filter.endpoint.is_some() {
         // Probed per message through the (msg_id, endpoint_id) index while the page is read
         // newest first, so the cost is bounded by how far back the page reaches.

@@ -51,22 +51,35 @@ pub(crate) fn new_app(
     })
 }
 
-#[utoipa::path(get, path = "/api/v1/app", tag = "Application", params(ListQuery),
+/// Svix's filters on the application list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AppListFilter {
+    /// `true`: leave out applications without endpoints.
+    pub exclude_apps_with_no_endpoints: Option<bool>,
+    /// `true`: leave out applications whose endpoints are all disabled.
+    pub exclude_apps_with_disabled_endpoints: Option<bool>,
+    /// hookd has no Svix Play endpoints: `true` leaves out nothing.
+    #[expect(
+        dead_code,
+        reason = "no endpoint is a Svix Play one: both values answer the same"
+    )]
+    pub exclude_apps_with_svix_play_endpoints: Option<bool>,
+}
+
+#[utoipa::path(get, path = "/api/v1/app", tag = "Application", params(ListQuery, AppListFilter),
     responses((status = 200, body = ListResponse<ApplicationOut>)), security(("bearer" = [])))]
 pub async fn list(
-    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     Tenant(t): Tenant,
     q: web::Query<ListQuery>,
+    f: web::Query<AppListFilter>,
 ) -> Result<HttpResponse, ApiError> {
-    crate::dto::refuse_unsupported(
-        &req,
-        &[
-            "exclude_apps_with_no_endpoints",
-            "exclude_apps_with_disabled_endpoints",
-        ],
-    )?;
-    let page = store.list_applications(t, &q.params()?).await?;
+    let filter = store::AppFilter {
+        without_endpoints: f.exclude_apps_with_no_endpoints.unwrap_or(false),
+        with_only_disabled_endpoints: f.exclude_apps_with_disabled_endpoints.unwrap_or(false),
+    };
+    let page = store.list_applications(t, filter, &q.params()?).await?;
     Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, out)?))
 }
 

@@ -4,21 +4,26 @@ use store::entities::attempt;
 use store::{AttemptFilter, Store};
 
 use crate::dto::{
-    AttemptListQuery, ListResponse, MessageAttemptOut, list_params, refuse_unsupported, time,
+    AttemptListQuery, ListResponse, MessageAttemptOut, MessageLabelsQuery, list_params, time,
 };
 use crate::extract::App;
 use service::endpoints;
 
 use crate::ApiError;
 
-fn out(a: attempt::Model) -> MessageAttemptOut {
+/// How an attempt is shown: `with_content` false leaves out the response body (Svix: `{}`).
+fn out(a: attempt::Model, with_content: bool) -> MessageAttemptOut {
     let success = a.classification == "success";
     MessageAttemptOut {
         id: a.id.to_string(),
         msg_id: a.msg_id.to_string(),
         endpoint_id: a.endpoint_id.to_string(),
         url: a.url,
-        response: a.response_excerpt.unwrap_or_default(),
+        response: if with_content {
+            a.response_excerpt.unwrap_or_default()
+        } else {
+            "{}".to_owned()
+        },
         response_status_code: a.status_code.unwrap_or(0),
         response_duration_ms: i64::from(a.duration_ms),
         status: if success { 0 } else { 2 },
@@ -31,12 +36,17 @@ fn out(a: attempt::Model) -> MessageAttemptOut {
         attempt_number: a.attempt_number,
         error_kind: a.error_kind.map(|k| k.to_string()),
         error_detail: a.error_detail,
+        msg: None,
     }
 }
 
 /// The store filter for a query; `None` when no attempt can match (pending, sending and
 /// canceled describe deliveries, never a finished attempt).
-fn filter(q: &AttemptListQuery) -> Result<Option<AttemptFilter>, ApiError> {
+fn filter(
+    req: &actix_web::HttpRequest,
+    q: &AttemptListQuery,
+    labels: &MessageLabelsQuery,
+) -> Result<Option<AttemptFilter>, ApiError> {
     // Every parameter is checked before deciding that nothing can match.
     let nothing_matches = matches!(q.status, Some(1 | 3 | 4));
     let success = match q.status {
@@ -61,26 +71,36 @@ fn filter(q: &AttemptListQuery) -> Result<Option<AttemptFilter>, ApiError> {
         }
     };
     let (before, after) = crate::dto::time_bounds(q.before.as_deref(), q.after.as_deref())?;
+    // `before` and `after` bound the attempts' times, not their messages'.
+    let messages = crate::routes::messages::message_filter(req, labels, None, None)?;
     let filter = AttemptFilter {
         success,
         status_code_class,
         before,
         after,
         endpoint: None,
+        messages,
     };
     Ok((!nothing_matches).then_some(filter))
 }
 
-fn respond(page: store::Page<attempt::Model>) -> HttpResponse {
-    HttpResponse::Ok().json(ListResponse::from_page(page, out))
+fn empty() -> HttpResponse {
+    HttpResponse::Ok().json(ListResponse::from_page(store::Page::empty(), |a| {
+        out(a, true)
+    }))
 }
 
-fn empty() -> HttpResponse {
-    respond(store::Page::empty())
+/// `with_msg` on the attempts of an endpoint: each attempt's message, without its payload.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WithMsg {
+    /// `true`: each attempt carries its message as `msg` (never its payload, as Svix).
+    pub with_msg: Option<bool>,
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}", tag = "Message Attempt",
-    params(("app_id" = String, Path), ("endpoint_id" = String, Path), AttemptListQuery),
+    params(("app_id" = String, Path), ("endpoint_id" = String, Path), AttemptListQuery,
+        MessageLabelsQuery, crate::dto::EventTypesParam, WithMsg),
     responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list_by_endpoint(
@@ -89,70 +109,49 @@ pub async fn list_by_endpoint(
     App { tenant: t, app }: App,
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
+    labels: web::Query<MessageLabelsQuery>,
+    with_msg: web::Query<WithMsg>,
 ) -> Result<HttpResponse, ApiError> {
-    // Filters on the attempts' messages, and the message embedded in each attempt.
-    // `with_content` alone changes nothing: an attempt carries no payload.
-    refuse_unsupported(&req, &["channel", "tag", "event_types", "with_msg"])?;
     let ep = store.get_endpoint(t, app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
-    let Some(filter) = filter(&q)? else {
+    let Some(filter) = filter(&req, &q, &labels)? else {
         return Ok(empty());
     };
     let page = store
         .list_attempts_by_endpoint(t, ep.id, &filter, &params)
         .await?;
-    Ok(respond(page))
+    let with_content = q.with_content.unwrap_or(true);
+    if !with_msg.with_msg.unwrap_or(false) {
+        return Ok(HttpResponse::Ok().json(ListResponse::from_page(page, |a| out(a, with_content))));
+    }
+    let ids: Vec<_> = page.data.iter().map(|a| a.msg_id).collect();
+    let mut messages = store.messages_by_id(t, &ids).await?;
+    Ok(
+        HttpResponse::Ok().json(ListResponse::try_from_page(page, |a| {
+            let msg = messages
+                .remove(&a.msg_id)
+                .map(|m| crate::routes::messages::out(m, false))
+                .transpose()?;
+            Ok(MessageAttemptOut {
+                msg,
+                ..out(a, with_content)
+            })
+        })?),
+    )
 }
 
 /// Svix's filters on the attempts of one message: `endpoint_id`, and `channel`, `tag` and
-/// `event_types` (comma-separated or repeated), which match the message itself, so all or none of its attempts.
-#[derive(Default)]
-struct ByMsgFilters {
-    endpoint_id: Option<String>,
-    channel: Option<String>,
-    tag: Option<String>,
-    event_types: Vec<String>,
-}
-
-impl ByMsgFilters {
-    fn of(req: &actix_web::HttpRequest) -> Result<Self, ApiError> {
-        let pairs = crate::dto::query_pairs(req);
-        let mut f = ByMsgFilters::default();
-        for (k, v) in pairs.into_iter().filter(|(_, v)| !v.is_empty()) {
-            match k.as_str() {
-                "endpoint_id" => f.endpoint_id = Some(v),
-                "channel" => f.channel = Some(v),
-                "tag" => f.tag = Some(v),
-                "event_types" | "event_types[]" => f
-                    .event_types
-                    .extend(crate::routes::messages::event_types_param(Some(&v))?),
-                _ => {}
-            }
-        }
-        Ok(f)
-    }
-
-    fn matches(&self, msg: &store::entities::message::Model) -> Result<bool, ApiError> {
-        if let Some(c) = &self.channel
-            && !msg.channels()?.unwrap_or_default().contains(c)
-        {
-            return Ok(false);
-        }
-        if let Some(t) = &self.tag
-            && !msg.tags()?.unwrap_or_default().contains(t)
-        {
-            return Ok(false);
-        }
-        Ok(self.event_types.is_empty() || self.event_types.contains(&msg.event_type))
-    }
+/// `event_types`, which match the message itself, so all or none of its attempts.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ByMsgQuery {
+    /// Attempts to this endpoint (id or uid) only.
+    pub endpoint_id: Option<String>,
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/msg/{msg_id}", tag = "Message Attempt",
     params(("app_id" = String, Path), ("msg_id" = String, Path), AttemptListQuery,
-        ("endpoint_id" = Option<String>, Query, description = "attempts to this endpoint (id or uid) only"),
-        ("channel" = Option<String>, Query, description = "only if the message has this channel"),
-        ("tag" = Option<String>, Query, description = "only if the message has this tag"),
-        ("event_types" = Option<Vec<String>>, Query, description = "only if the message is of one of these types")),
+        MessageLabelsQuery, crate::dto::EventTypesParam, ByMsgQuery),
     responses((status = 200, body = ListResponse<MessageAttemptOut>), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn list_by_msg(
@@ -160,24 +159,23 @@ pub async fn list_by_msg(
     App { tenant: t, app }: App,
     path: web::Path<(String, String)>,
     q: web::Query<AttemptListQuery>,
+    labels: web::Query<MessageLabelsQuery>,
+    by: web::Query<ByMsgQuery>,
     req: actix_web::HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, app.id, &path.1).await?;
     let params = list_params(q.limit, q.iterator.clone())?;
-    let by = ByMsgFilters::of(&req)?;
-    let Some(mut filter) = filter(&q)? else {
+    let Some(mut filter) = filter(&req, &q, &labels)? else {
         return Ok(empty());
     };
-    if let Some(ep) = &by.endpoint_id {
+    if let Some(ep) = by.endpoint_id.as_deref().filter(|e| !e.is_empty()) {
         filter.endpoint = Some(store.get_endpoint(t, app.id, ep).await?.id);
-    }
-    if !by.matches(&msg)? {
-        return Ok(empty());
     }
     let page = store
         .list_attempts_by_message(t, msg.id, &filter, &params)
         .await?;
-    Ok(respond(page))
+    let with_content = q.with_content.unwrap_or(true);
+    Ok(HttpResponse::Ok().json(ListResponse::from_page(page, |a| out(a, with_content))))
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}", tag = "Message Attempt",
@@ -191,7 +189,7 @@ pub async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, app.id, &path.1).await?;
     let a = store.get_attempt(t, msg.id, &path.2).await?;
-    Ok(HttpResponse::Ok().json(out(a)))
+    Ok(HttpResponse::Ok().json(out(a, true)))
 }
 
 /// Svix's `MessageEndpointOut`: an endpoint the message went to, and how its delivery stands.

@@ -136,19 +136,31 @@ pub async fn patch(
     Ok(HttpResponse::Ok().json(out(service::update(&store, t, new).await?)?))
 }
 
-/// Archives the event type (messages of that type stay readable).
+/// `expunge` on deleting an event type.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExpungeQuery {
+    /// `true`: delete the event type for good (its name is free again); else it is archived
+    /// and creating one of that name restores it.
+    pub expunge: Option<bool>,
+}
+
+/// Archives the event type (messages of that type stay readable), or with `expunge=true`
+/// deletes it for good.
 #[utoipa::path(delete, path = "/api/v1/event-type/{event_type_name}", tag = "Event Type",
-    params(("event_type_name" = String, Path)),
+    params(("event_type_name" = String, Path), ExpungeQuery),
     responses((status = 204), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn delete(
-    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     Tenant(t): Tenant,
     path: web::Path<String>,
+    q: web::Query<ExpungeQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    // Deleting for good is not offered: endpoints may still filter on the name.
-    crate::dto::refuse_unsupported(&req, &["expunge"])?;
-    store.archive_event_type(t, &path).await?;
+    if q.expunge.unwrap_or(false) {
+        store.expunge_event_type(t, &path).await?;
+    } else {
+        store.archive_event_type(t, &path).await?;
+    }
     Ok(HttpResponse::NoContent().finish())
 }

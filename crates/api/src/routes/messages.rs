@@ -6,7 +6,8 @@ use store::entities::{application, message};
 use store::{MessageFilter, NewMessage, Store, StoreError};
 
 use crate::dto::{
-    ListResponse, MessageIn, MessageListQuery, MessageOut, WithContent, list_params, time,
+    ListResponse, MessageIn, MessageLabelsQuery, MessageListQuery, MessageOut, WithContent,
+    list_params, time,
 };
 use crate::extract::{App, JsonBody, Tenant};
 use crate::{ApiConfig, ApiError, IngestResult};
@@ -62,18 +63,26 @@ pub fn out(m: message::Model, with_content: bool) -> Result<MessageOut, ApiError
         event_id: m.event_id,
         ordering_key: m.ordering_key,
         timestamp: time(m.created_at),
+        deliver_at: m.deliver_at.map(time),
     })
 }
 
-/// Splits Svix's comma-separated `event_types` query value.
-pub fn event_types_param(value: Option<&str>) -> Result<Vec<String>, ApiError> {
-    let types: Vec<String> = value
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect();
+/// The `event_types` query parameter in each form Svix's server takes: comma-separated
+/// (`a,b`, what the SDKs send), repeated (`event_types=a&event_types=b`) and with brackets
+/// (`event_types[]=a&event_types[]=b`), or a mix.
+pub fn event_types_param(req: &actix_web::HttpRequest) -> Result<Vec<String>, ApiError> {
+    let mut types: Vec<String> = Vec::new();
+    for (_, v) in crate::dto::query_pairs(req)
+        .into_iter()
+        .filter(|(k, _)| k == "event_types" || k == "event_types[]")
+    {
+        types.extend(
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+        );
+    }
     for t in &types {
         rules::ident("event_types", t).map_err(|_| {
             ApiError::validation(
@@ -83,6 +92,32 @@ pub fn event_types_param(value: Option<&str>) -> Result<Vec<String>, ApiError> {
         })?;
     }
     Ok(types)
+}
+
+/// The message filter of a listing: `channel`, `tag` and `event_types` (any form, see
+/// [`event_types_param`]), and the `before`/`after` bounds on when the message was created.
+pub fn message_filter(
+    req: &actix_web::HttpRequest,
+    labels: &crate::dto::MessageLabelsQuery,
+    before: Option<&str>,
+    after: Option<&str>,
+) -> Result<MessageFilter, ApiError> {
+    let (before, after) = crate::dto::time_bounds(before, after)?;
+    let filter = MessageFilter {
+        event_types: event_types_param(req)?,
+        channel: labels.channel.clone().filter(|c| !c.is_empty()),
+        tag: labels.tag.clone().filter(|c| !c.is_empty()),
+        before,
+        after,
+        ..Default::default()
+    };
+    for (name, v) in [("channel", &filter.channel), ("tag", &filter.tag)] {
+        if let Some(v) = v {
+            rules::labels(name, std::slice::from_ref(v), 1)
+                .map_err(|e| ApiError::validation(["query", name], e.msg))?;
+        }
+    }
+    Ok(filter)
 }
 
 /// Sends a message: stored once, with one delivery per matching enabled endpoint, in one
@@ -215,30 +250,18 @@ pub async fn expunge_content(
 }
 
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/msg", tag = "Message",
-    params(("app_id" = String, Path), MessageListQuery),
+    params(("app_id" = String, Path), MessageListQuery, MessageLabelsQuery, crate::dto::EventTypesParam),
     responses((status = 200, body = ListResponse<MessageOut>), (status = 404, body = crate::error::HttpErrorOut),
         (status = 422, body = crate::error::HttpValidationError)),
     security(("bearer" = [])))]
 pub async fn list(
+    req: actix_web::HttpRequest,
     store: web::Data<Store>,
     App { tenant: t, app }: App,
     q: web::Query<MessageListQuery>,
+    labels: web::Query<crate::dto::MessageLabelsQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (before, after) = crate::dto::time_bounds(q.before.as_deref(), q.after.as_deref())?;
-    let filter = MessageFilter {
-        event_types: event_types_param(q.event_types.as_deref())?,
-        channel: q.channel.clone().filter(|c| !c.is_empty()),
-        tag: q.tag.clone().filter(|c| !c.is_empty()),
-        before,
-        after,
-        ..Default::default()
-    };
-    for (name, v) in [("channel", &filter.channel), ("tag", &filter.tag)] {
-        if let Some(v) = v {
-            rules::labels(name, std::slice::from_ref(v), 1)
-                .map_err(|e| ApiError::validation(["query", name], e.msg))?;
-        }
-    }
+    let filter = message_filter(&req, &labels, q.before.as_deref(), q.after.as_deref())?;
     let with_content = q.with_content.unwrap_or(true);
     let page = store
         .list_messages(

@@ -697,6 +697,7 @@ async fn ten_thousand_messages_page_through_in_order() {
                         tags: None,
                         ordering_key: None,
                         created_at: domain::Timestamp::now().as_millis(),
+                        deliver_at: None,
                     })
                 })
                 .collect();

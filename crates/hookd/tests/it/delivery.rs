@@ -371,6 +371,38 @@ async fn the_server_preset_applies_to_endpoints_that_did_not_choose_and_abort_me
     }
 }
 
+/// A receiver answering `webhook-delivery: disable` (Svix's delivery control) disables its
+/// endpoint, with the reason recorded; the message it answered 200 to is delivered, and the
+/// next message is not sent to it.
+#[tokio::test]
+async fn a_receiver_answering_webhook_delivery_disable_disables_its_endpoint() {
+    for app in apps().await {
+        let closing = sink(Behaviour {
+            disable_endpoint: true,
+            ..Default::default()
+        });
+        let (a, e) = endpoint_at(&app, &closing, json!({})).await;
+        let first = send(&app, &a, json!({"n": 1})).await;
+        let state = wait_final(&app, &a, &e, &first).await;
+        assert_eq!(state["statusText"], "success", "{}", app.backend);
+        let path = format!("/app/{a}/endpoint/{e}");
+        eventually(
+            Duration::from_secs(10),
+            "the endpoint is disabled",
+            || async { app.get(&path).await.body["disabled"] == true },
+        )
+        .await;
+        let ep = app.get(&path).await.body;
+        let reason = ep["disabledReason"].as_str().unwrap_or_default();
+        assert!(reason.contains("webhook-delivery: disable"), "{ep}");
+        let second = send(&app, &a, json!({"n": 2})).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(arrivals(&closing, &second).is_empty(), "{}", app.backend);
+        assert_eq!(arrivals(&closing, &first).len(), 1, "{}", app.backend);
+        closing.stop().await;
+    }
+}
+
 /// A tenant's own default (chosen in the dashboard's settings) sits between the endpoint's
 /// and the server's: with the server on hookd's table, the tenant's endpoints that did not
 /// choose retry a 401 under Svix's rule, while another tenant's still end at it.

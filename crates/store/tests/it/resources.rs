@@ -21,7 +21,7 @@ async fn another_tenants_rows_are_invisible() {
         ));
         assert!(
             store
-                .list_applications(b, &ListParams::default())
+                .list_applications(b, Default::default(), &ListParams::default())
                 .await
                 .unwrap()
                 .data
@@ -123,7 +123,10 @@ async fn listing_pages_newest_first_without_gaps_or_repeats() {
         let mut params = ListParams::first(50);
         let mut pages = 0;
         loop {
-            let page = store.list_applications(t, &params).await.unwrap();
+            let page = store
+                .list_applications(t, Default::default(), &params)
+                .await
+                .unwrap();
             pages += 1;
             seen.extend(page.data.iter().map(|a| a.id));
             if page.done {
@@ -155,7 +158,10 @@ async fn prev_iterator_walks_back_to_the_same_pages() {
             };
             let mut pages = Vec::new();
             loop {
-                let page = store.list_applications(t, &params).await.unwrap();
+                let page = store
+                    .list_applications(t, Default::default(), &params)
+                    .await
+                    .unwrap();
                 let ids: Vec<_> = page.data.iter().map(|a| a.id).collect();
                 pages.push((ids, page.prev_iterator.clone()));
                 if page.done {
@@ -167,13 +173,19 @@ async fn prev_iterator_walks_back_to_the_same_pages() {
             // From the last page back: each prev_iterator gives the page before.
             for i in (1..pages.len()).rev() {
                 params.iterator = pages[i].1.clone();
-                let back = store.list_applications(t, &params).await.unwrap();
+                let back = store
+                    .list_applications(t, Default::default(), &params)
+                    .await
+                    .unwrap();
                 let ids: Vec<_> = back.data.iter().map(|a| a.id).collect();
                 assert_eq!(ids, pages[i - 1].0, "page {i} back, ascending {ascending}");
                 assert_eq!(back.done, i == 1, "nothing before the first page");
             }
             params.iterator = pages[0].1.clone();
-            let before_first = store.list_applications(t, &params).await.unwrap();
+            let before_first = store
+                .list_applications(t, Default::default(), &params)
+                .await
+                .unwrap();
             assert!(before_first.data.is_empty() && before_first.done);
         }
     })
@@ -361,6 +373,125 @@ async fn endpoints_of_several_apps_come_in_one_listing_of_the_tenants_own() {
                 .unwrap()
                 .is_empty()
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn applications_list_without_those_lacking_endpoints_or_with_only_disabled_ones() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let bare = app(&store, t, "bare").await;
+        let live = app(&store, t, "live").await;
+        endpoint(&store, t, &live, url("live")).await;
+        let off = app(&store, t, "off").await;
+        let ep = endpoint(&store, t, &off, url("off")).await;
+        store
+            .set_endpoint_disabled(
+                t,
+                ep,
+                EndpointChanges::Disable {
+                    reason: "test".into(),
+                },
+            )
+            .await
+            .unwrap();
+        // Another tenant's endpoint never counts for this tenant's applications.
+        let other = tenant(&store, "other").await;
+        let theirs = app(&store, other, "theirs").await;
+        endpoint(&store, other, &theirs, url("theirs")).await;
+        let names = |filter: store::AppFilter| {
+            let store = store.clone();
+            async move {
+                let mut names: Vec<String> = store
+                    .list_applications(t, filter, &ListParams::default())
+                    .await
+                    .unwrap()
+                    .data
+                    .into_iter()
+                    .map(|a| a.name)
+                    .collect();
+                names.sort();
+                names
+            }
+        };
+        let _ = bare;
+        assert_eq!(names(Default::default()).await, ["bare", "live", "off"]);
+        let with_endpoints = store::AppFilter {
+            without_endpoints: true,
+            ..Default::default()
+        };
+        assert_eq!(names(with_endpoints).await, ["live", "off"]);
+        let not_all_disabled = store::AppFilter {
+            with_only_disabled_endpoints: true,
+            ..Default::default()
+        };
+        assert_eq!(names(not_all_disabled).await, ["bare", "live"]);
+        let both = store::AppFilter {
+            without_endpoints: true,
+            with_only_disabled_endpoints: true,
+        };
+        assert_eq!(names(both).await, ["live"]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_archived_event_type_is_restored_by_creating_it_and_expunged_for_good() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let new = |description: &str| NewEventType {
+            name: "order.paid".into(),
+            description: description.into(),
+            ..Default::default()
+        };
+        let first = store
+            .create_or_restore_event_type(t, new("one"))
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.create_or_restore_event_type(t, new("dup")).await,
+            Err(StoreError::Conflict { field: "name" })
+        ));
+        store.archive_event_type(t, "order.paid").await.unwrap();
+        let restored = store
+            .create_or_restore_event_type(t, new("two"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                restored.id,
+                restored.archived,
+                restored.description.as_str()
+            ),
+            (first.id, false, "two")
+        );
+        // Another tenant's type of the same name is untouched by this tenant's expunge.
+        let other = tenant(&store, "other").await;
+        store.create_event_type(other, new("theirs")).await.unwrap();
+        store.expunge_event_type(t, "order.paid").await.unwrap();
+        assert!(matches!(
+            store.get_event_type(t, "order.paid").await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            store.expunge_event_type(t, "order.paid").await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert_eq!(
+            store
+                .get_event_type(other, "order.paid")
+                .await
+                .unwrap()
+                .description,
+            "theirs"
+        );
+        // Its name is free again: a new type, not a restored one.
+        let again = store
+            .create_or_restore_event_type(t, new("three"))
+            .await
+            .unwrap();
+        assert_ne!(again.id, first.id);
     })
     .await;
 }

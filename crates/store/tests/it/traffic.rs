@@ -587,6 +587,7 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
                         tags: None,
                         ordering_key: None,
                         created_at: Timestamp::now().as_millis(),
+                        deliver_at: None,
                     })
                 })
                 .collect();
@@ -1219,4 +1220,182 @@ async fn on_postgres_an_endpoint_is_claimed_by_one_dispatcher_until_its_lease_ru
             .any(|d| d.msg_id == more.message.id && d.endpoint_id == one.id),
         "after the release b claims the endpoint a held: {taken:?}"
     );
+}
+
+/// An endpoint's deliveries and attempts filter on their messages (Svix's channel, tag,
+/// event_types, before and after), the stats count a window, and a scheduled message keeps
+/// its deliverAt.
+#[tokio::test]
+async fn deliveries_and_attempts_filter_on_their_messages() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let ep = endpoint(&store, t, &a, url("x")).await;
+        let at = Timestamp::from_millis(Timestamp::now().as_millis() + 3_600_000);
+        let labelled = |ty: &str, label: Option<&str>| NewMessage {
+            channels: label.map(|l| vec![format!("ch-{l}")]).unwrap_or_default(),
+            tags: label.map(|l| vec![format!("tag-{l}")]).unwrap_or_default(),
+            ..msg(ty)
+        };
+        let mut made = Vec::new();
+        for new in [
+            NewMessage {
+                deliver_at: Some(at),
+                ..labelled("t.a", Some("a"))
+            },
+            labelled("t.b", Some("b")),
+            labelled("t.c", None),
+        ] {
+            made.push(store.create_message(t, &a, new, ttl).await.unwrap());
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        let id = |i: usize| made[i].message.id;
+        assert_eq!(made[0].message.deliver_at, Some(at.as_millis()));
+        let read = store
+            .get_message(t, a.id, &id(0).to_string())
+            .await
+            .unwrap();
+        assert_eq!(
+            read.deliver_at,
+            Some(at.as_millis()),
+            "{:?}",
+            store.backend()
+        );
+        assert_eq!(made[1].message.deliver_at, None);
+
+        let b_time = Timestamp::from_millis(made[1].message.created_at);
+        let deliveries = |filter: MessageFilter| {
+            let store = store.clone();
+            async move {
+                store
+                    .list_endpoint_deliveries(t, ep.id, None, &filter, &ListParams::default())
+                    .await
+                    .unwrap()
+                    .data
+                    .into_iter()
+                    .map(|(_, m)| m.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            deliveries(MessageFilter::default()).await,
+            [id(2), id(1), id(0)]
+        );
+        let cases = [
+            (
+                MessageFilter {
+                    channel: Some("ch-a".into()),
+                    ..Default::default()
+                },
+                vec![id(0)],
+            ),
+            (
+                MessageFilter {
+                    tag: Some("tag-b".into()),
+                    ..Default::default()
+                },
+                vec![id(1)],
+            ),
+            (
+                MessageFilter {
+                    event_types: vec!["t.b".into(), "t.c".into()],
+                    ..Default::default()
+                },
+                vec![id(2), id(1)],
+            ),
+            (
+                MessageFilter {
+                    before: Some(b_time),
+                    ..Default::default()
+                },
+                vec![id(0)],
+            ),
+            (
+                MessageFilter {
+                    after: Some(b_time),
+                    ..Default::default()
+                },
+                vec![id(2)],
+            ),
+            (
+                MessageFilter {
+                    channel: Some("ch-none".into()),
+                    ..Default::default()
+                },
+                vec![],
+            ),
+        ];
+        for (filter, want) in cases {
+            assert_eq!(deliveries(filter.clone()).await, want, "{filter:?}");
+        }
+
+        for c in &made {
+            store
+                .record_attempt(
+                    t,
+                    &c.deliveries[0],
+                    NewAttempt {
+                        attempt_number: 1,
+                        trigger: AttemptTrigger::Scheduled,
+                        url: ep.url.clone(),
+                        started_at: Timestamp::now(),
+                        duration_ms: 1,
+                        status_code: Some(200),
+                        response_excerpt: None,
+                        error_kind: None,
+                        error_detail: None,
+                        classification: "success".into(),
+                        retry_after_ms: None,
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        let attempts = |messages: MessageFilter| {
+            let store = store.clone();
+            async move {
+                let filter = AttemptFilter {
+                    messages,
+                    ..Default::default()
+                };
+                store
+                    .list_attempts_by_endpoint(t, ep.id, &filter, &ListParams::default())
+                    .await
+                    .unwrap()
+                    .data
+                    .into_iter()
+                    .map(|x| x.msg_id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(attempts(MessageFilter::default()).await.len(), 3);
+        let tagged = MessageFilter {
+            tag: Some("tag-a".into()),
+            event_types: vec!["t.a".into()],
+            ..Default::default()
+        };
+        assert_eq!(attempts(tagged).await, [id(0)]);
+        let by_type = MessageFilter {
+            event_types: vec!["t.c".into()],
+            ..Default::default()
+        };
+        assert_eq!(attempts(by_type).await, [id(2)]);
+
+        let total =
+            |s: store::DeliveryStats| s.success + s.pending + s.sending + s.fail + s.canceled;
+        let first = Timestamp::from_millis(made[0].deliveries[0].created_at);
+        let all = store.endpoint_stats(t, ep.id, None, None).await.unwrap();
+        assert_eq!(total(all), 3);
+        let from_b = store
+            .endpoint_stats(t, ep.id, Some(b_time), None)
+            .await
+            .unwrap();
+        assert_eq!(total(from_b), 2);
+        let before_first = store
+            .endpoint_stats(t, ep.id, None, Some(first))
+            .await
+            .unwrap();
+        assert_eq!(total(before_first), 0);
+    })
+    .await;
 }
