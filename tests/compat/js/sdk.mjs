@@ -201,6 +201,8 @@ check("operational webhooks: create, list, rotate; an event arrives signed", asy
     await ops.delete(made.id);
   }
   await refused(404, () => ops.get(made.id));
+});
+
 // Waits until `call` answers a list with `n` items (deliveries are asynchronous).
 async function listed(call, n, ms = 10000) {
   const until = Date.now() + ms;
