@@ -26,6 +26,7 @@ mod m0017_portal_capabilities;
 mod m0019_attempt_headers;
 mod m0021_inbound_refusals;
 mod m0023_operational_webhooks;
+mod m0025_failure_warnings;
 
 pub struct Migrator;
 
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0019_attempt_headers::Migration),
             Box::new(m0021_inbound_refusals::Migration),
             Box::new(m0023_operational_webhooks::Migration),
+            Box::new(m0025_failure_warnings::Migration),
         ]
     }
 }

@@ -137,6 +137,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "an endpoint failing with no success for this long is disabled and its tenant emailed",
     },
     SettingSpec {
+        name: "endpoint_warn_after",
+        default: "24h",
+        help: "an endpoint failing with no success for this long gets one early warning per failure streak (an email and the endpoint.failing operational event); less than endpoint_disable_after",
+    },
+    SettingSpec {
         name: "health_sweep_interval",
         default: "1m",
         help: "how often the scheduler looks for endpoints to disable",
@@ -284,6 +289,7 @@ pub struct Settings {
     pub smtp_url: Option<SecretString>,
     pub smtp_from: String,
     pub endpoint_disable_after: Duration,
+    pub endpoint_warn_after: Duration,
     pub health_sweep_interval: Duration,
     pub tenant_ingest_rate: u32,
     pub tenant_ingest_burst: u32,
@@ -514,6 +520,19 @@ impl Settings {
             }
         }
         let mut settings = Self::parse(&raw)?;
+        if settings.endpoint_warn_after >= settings.endpoint_disable_after {
+            let warn = &raw["endpoint_warn_after"];
+            return Err(ConfigError::Invalid {
+                setting: "endpoint_warn_after",
+                value: warn.value.clone(),
+                source_name: warn.source.clone(),
+                reason: format!(
+                    "must be less than endpoint_disable_after ({}, from {}): the warning comes before the disable",
+                    format_duration(settings.endpoint_disable_after),
+                    raw["endpoint_disable_after"].source
+                ),
+            });
+        }
         settings.sources = sources;
         settings.egress_grants = egress_grants;
         Ok(settings)
@@ -637,6 +656,9 @@ impl Settings {
                 get("endpoint_disable_after"),
                 |v| duration_between(v, Duration::from_secs(1), Duration::from_secs(365 * 86_400)),
             )?,
+            endpoint_warn_after: field("endpoint_warn_after", get("endpoint_warn_after"), |v| {
+                duration_between(v, Duration::from_secs(1), Duration::from_secs(365 * 86_400))
+            })?,
             health_sweep_interval: field(
                 "health_sweep_interval",
                 get("health_sweep_interval"),
@@ -844,6 +866,10 @@ impl Settings {
             (
                 "endpoint_disable_after",
                 format_duration(self.endpoint_disable_after),
+            ),
+            (
+                "endpoint_warn_after",
+                format_duration(self.endpoint_warn_after),
             ),
             (
                 "health_sweep_interval",
