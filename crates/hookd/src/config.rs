@@ -1408,6 +1408,35 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
     }
 
     #[test]
+    fn the_early_warning_comes_before_the_disable_or_the_setting_is_refused() {
+        let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.endpoint_warn_after, Duration::from_secs(86_400));
+        assert!(s.describe().contains("endpoint_warn_after = \"1d\""));
+        let ok = env(&[
+            ("HOOKD_ENDPOINT_WARN_AFTER", "1h"),
+            ("HOOKD_ENDPOINT_DISABLE_AFTER", "2h"),
+        ]);
+        let s = Settings::load_from(None, &ok, &Overrides::default()).unwrap();
+        assert_eq!(s.endpoint_warn_after, Duration::from_secs(3_600));
+        for (warn, disable) in [("120h", "120h"), ("2d", "1d"), ("25h", "24h")] {
+            let vars = [
+                ("HOOKD_ENDPOINT_WARN_AFTER", warn),
+                ("HOOKD_ENDPOINT_DISABLE_AFTER", disable),
+            ];
+            let err = Settings::load_from(None, &env(&vars), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("invalid endpoint_warn_after")
+                    && err.contains("(from HOOKD_ENDPOINT_WARN_AFTER)")
+                    && err.contains("must be less than endpoint_disable_after")
+                    && err.contains("from HOOKD_ENDPOINT_DISABLE_AFTER"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn defaults_apply_with_nothing_set() {
         let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
         assert_eq!(s.database_url.expose_secret(), "sqlite://data/hookd.db");
