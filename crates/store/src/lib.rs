@@ -94,10 +94,10 @@ pub struct Store {
     apps: std::sync::Arc<
         cache::ReadCache<(domain::ids::TenantId, String), entities::application::Model>,
     >,
-    /// Short-lived copies of each tenant's operational application, or that it has none (see
-    /// `operational`).
+    /// Short-lived copies of each tenant's operational application with whether any of its
+    /// endpoints is enabled, or that it has none (see `operational`).
     ops_apps: std::sync::Arc<
-        cache::ReadCache<domain::ids::TenantId, Option<entities::application::Model>>,
+        cache::ReadCache<domain::ids::TenantId, Option<(entities::application::Model, bool)>>,
     >,
     /// Each tenant's operational-event budget in this process, and the counts.
     operational: std::sync::Arc<operational::Operational>,

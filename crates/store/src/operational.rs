@@ -4,7 +4,7 @@
 //! dead-lettered by the same engine as any other. Writing one never takes an ingest token.
 //!
 //! Every event goes through [`Store::emit`] or [`Store::emit_for_app`], the one place that
-//! (1) sends nothing for a tenant without an operational application, (2) sends nothing about
+//! (1) writes nothing while the tenant has no enabled operational endpoint, (2) sends nothing about
 //! that application itself (an operational endpoint's own failures, changes or disable make no
 //! events: they would feed themselves), and (3) bounds each tenant's events per process
 //! ([`domain::operational::Budget`]): over it, events are dropped and counted.
@@ -52,14 +52,44 @@ impl Operational {
 impl Store {
     /// The tenant's operational application, if it has one (a copy at most a second old).
     pub async fn operational_app(&self, tenant: TenantId) -> Result<Option<application::Model>> {
+        Ok(self.operational(tenant).await?.map(|(app, _)| app))
+    }
+
+    /// The tenant's operational application and whether any of its endpoints is enabled (a
+    /// copy at most a second old; this process's endpoint writes clear it).
+    async fn operational(&self, tenant: TenantId) -> Result<Option<(application::Model, bool)>> {
         let load = async {
-            let found = application::Entity::find_in(tenant)
+            let Some(app) = application::Entity::find_in(tenant)
                 .filter(application::Column::Internal.eq(true))
                 .one(&self.db)
-                .await?;
-            Ok::<_, StoreError>(Some(found))
+                .await?
+            else {
+                return Ok::<_, StoreError>(Some(None));
+            };
+            let listening = endpoint::Entity::find_in(tenant)
+                .filter(endpoint::Column::AppId.eq(app.id))
+                .filter(endpoint::Column::Disabled.eq(false))
+                .one(&self.db)
+                .await?
+                .is_some();
+            Ok(Some(Some((app, listening))))
         };
         Ok(self.ops_apps.get_or_load(tenant, load).await?.flatten())
+    }
+
+    /// The tenant's operational application while one of its endpoints listens: where events
+    /// are written (none is written for a tenant with nobody to send it to).
+    async fn listening(&self, tenant: TenantId) -> Result<Option<application::Model>> {
+        Ok(self
+            .operational(tenant)
+            .await?
+            .and_then(|(app, listening)| listening.then_some(app)))
+    }
+
+    /// Forgets the copies of operational applications: an endpoint was made, changed or
+    /// deleted.
+    pub(crate) fn endpoints_changed(&self) {
+        self.ops_apps.clear();
     }
 
     /// The tenant's operational application, made on first use.
@@ -87,26 +117,31 @@ impl Store {
         self.ops_apps.clear();
         match made {
             Ok(app) => Ok(app),
-            // Another request made it first (one per tenant, by a unique index).
-            Err(_) => self
-                .operational_app(tenant)
-                .await?
-                .ok_or(StoreError::not_found("operational application")),
+            // Another request made it first (one per tenant, by a unique index); any other
+            // failure is the insert's own.
+            Err(e) => match self.operational_app(tenant).await? {
+                Some(app) => Ok(app),
+                None => Err(e.into()),
+            },
         }
     }
 
     /// Sends `event` to the tenant's operational endpoints (see the module's rules). Never
     /// fails the caller's operation: a write that fails is logged.
     pub async fn emit(&self, tenant: TenantId, event: OperationalEvent) {
-        match self.operational_app(tenant).await {
-            Ok(Some(ops)) => self.write_event(tenant, &ops, event).await,
+        match self.listening(tenant).await {
+            Ok(Some(ops)) => {
+                if event.subject_app() != Some(ops.id) && self.admit_event(tenant) {
+                    self.write_event(tenant, &ops, event).await
+                }
+            }
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, %tenant, "could not send an operational event"),
         }
     }
 
     /// Sends the event `build` makes from the uid of `app_id` (one of the tenant's
-    /// applications), unless the tenant has no operational application or `app_id` is it.
+    /// applications), unless no operational endpoint listens or `app_id` is their application.
     pub async fn emit_for_app(
         &self,
         tenant: TenantId,
@@ -114,10 +149,16 @@ impl Store {
         build: impl FnOnce(Option<String>) -> OperationalEvent,
     ) {
         let found = async {
-            let Some(ops) = self.operational_app(tenant).await? else {
+            let Some(ops) = self.listening(tenant).await? else {
                 return Ok(None);
             };
+            // The no-loop rule, before the budget: events about the operational application
+            // itself are never sent, so they take none of it.
             if ops.id == app_id {
+                return Ok(None);
+            }
+            // The budget before any further read: a storm of events over it costs no query.
+            if !self.admit_event(tenant) {
                 return Ok(None);
             }
             let app = application::Entity::find_in(tenant)
@@ -150,6 +191,21 @@ impl Store {
         .await
     }
 
+    /// Takes one of the tenant's event tokens; counts and (once per hundred) logs a drop.
+    fn admit_event(&self, tenant: TenantId) -> bool {
+        if self.operational.admit(tenant, Timestamp::now()) {
+            return true;
+        }
+        let n = self.operational.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        // One line per hundred dropped, not one each: the case is a storm.
+        if n % 100 == 1 {
+            tracing::warn!(%tenant, dropped_total = n,
+                "operational events over the tenant's budget are dropped");
+        }
+        false
+    }
+
+    /// Writes an admitted event as a message of the operational application.
     async fn write_event(
         &self,
         tenant: TenantId,
@@ -158,15 +214,6 @@ impl Store {
     ) {
         // The no-loop rule, whoever built the event.
         if event.subject_app() == Some(ops.id) {
-            return;
-        }
-        if !self.operational.admit(tenant, Timestamp::now()) {
-            let n = self.operational.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            // One line per hundred dropped, not one each: the case is a storm.
-            if n % 100 == 1 {
-                tracing::warn!(%tenant, event_type = event.event_type(), dropped_total = n,
-                    "operational events over the tenant's budget are dropped");
-            }
             return;
         }
         let new = NewMessage {

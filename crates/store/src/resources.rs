@@ -411,6 +411,7 @@ impl Store {
         let created = model.insert(&*txn).await.map_err(conflict_as("uid"))?;
         insert_secret(&*txn, &self.seal, tenant, id, secret, now).await?;
         txn.commit().await?;
+        self.endpoints_changed();
         self.emit_for_endpoint(&created, OperationalEvent::EndpointCreated)
             .await;
         Ok(created)
@@ -598,6 +599,7 @@ impl Store {
         if !disabled {
             self.stopped.unmark(id);
         }
+        self.endpoints_changed();
         Ok((updated, stored.disabled))
     }
 
@@ -623,6 +625,7 @@ impl Store {
             txn.commit().await
         })
         .await?;
+        self.endpoints_changed();
         self.emit_for_endpoint(ep, OperationalEvent::EndpointDeleted)
             .await;
         Ok(())

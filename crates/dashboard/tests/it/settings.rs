@@ -399,3 +399,33 @@ async fn operational_webhooks_are_added_with_field_errors_listed_and_removed() {
     let page = b.get("/settings?done=operational-removed").await;
     page.assert(200, "No operational webhook endpoints.");
 }
+
+#[tokio::test]
+async fn an_operational_webhook_for_an_unknown_event_type_is_refused_under_the_event_types() {
+    let app = spawn_app().await;
+    let mut b = Browser::new(&app);
+    b.sign_up("Acme", "ops@acme.example").await;
+    let csrf = b.get("/settings").await.csrf();
+    let refused = b
+        .post(
+            "/settings/operational",
+            &[
+                ("csrf", &csrf),
+                ("url", "http://127.0.0.1:9/ops"),
+                ("types", "invoice.paid"),
+            ],
+        )
+        .await;
+    refused.assert(
+        422,
+        r#"id="ops_types-error">these are not operational event types: invoice.paid"#,
+    );
+    refused.assert(
+        422,
+        r#"<fieldset id="ops_types" aria-describedby="ops_types-error">"#,
+    );
+    refused.assert(422, r#"value="http://127.0.0.1:9/ops""#);
+    b.get("/settings")
+        .await
+        .assert(200, "No operational webhook endpoints.");
+}

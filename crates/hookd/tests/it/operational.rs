@@ -274,6 +274,51 @@ async fn a_disabled_endpoint_is_reported_but_an_operational_endpoint_makes_no_ev
 }
 
 #[tokio::test]
+async fn an_endpoint_failing_past_the_window_is_reported_disabled_with_its_streak_start() {
+    for app in apps_with(&[
+        ("HOOKD_ENDPOINT_DISABLE_AFTER", "2s"),
+        ("HOOKD_HEALTH_SWEEP_INTERVAL", "200ms"),
+        ("HOOKD_BREAKER_FAILURES", "1000"),
+    ])
+    .await
+    {
+        let ops = sink(Behaviour::default());
+        operational_endpoint(
+            &app,
+            &ops.url("/ops"),
+            json!({"eventTypes": ["endpoint.disabled"]}),
+        )
+        .await;
+        let failing = sink(Behaviour {
+            fail_rate: 1.0,
+            fail_status: 500,
+            ..Default::default()
+        });
+        let (a, e) = endpoint_at(
+            &app,
+            &failing,
+            json!({"uid": "flaky", "retryPolicy": {"delays": ["200ms"], "maxAttempts": 100}}),
+        )
+        .await;
+        send(&app, &a, json!({})).await;
+        wait_for(&ops, "/ops", "endpoint.disabled", 1).await;
+        let got = events(&ops, "/ops");
+        assert_eq!(got.len(), 1, "{got:?}");
+        let d = &got[0]["data"];
+        assert_eq!(d["endpointId"], e.as_str());
+        assert_eq!(d["endpointUid"], "flaky");
+        assert_eq!(d["trigger"], "automatic");
+        let ep = app.get(&format!("/app/{a}/endpoint/{e}")).await.body;
+        assert_eq!(d["reason"], ep["disabledReason"]);
+        let since = d["failSince"].as_str().unwrap();
+        assert!(
+            d["reason"].as_str().unwrap().contains(since),
+            "failSince is the streak's start: {d}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn operational_events_take_none_of_the_tenants_ingest_budget() {
     for app in apps_with(&[
         ("HOOKD_TENANT_INGEST_RATE", "1"),
@@ -294,5 +339,53 @@ async fn operational_events_take_none_of_the_tenants_ingest_budget() {
             202,
         )
         .await;
+    }
+}
+
+#[tokio::test]
+async fn a_storm_of_events_is_cut_to_the_budget_and_the_rest_counted() {
+    for app in apps().await {
+        let ops = sink(Behaviour::default());
+        operational_endpoint(&app, &ops.url("/ops"), json!({})).await;
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "many"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        // endpoint.created events, 50 at a time, until some are over the budget (the first 100
+        // pass at once, then 10 a second): however slow the machine, it is outrun.
+        let started = std::time::Instant::now();
+        let mut made = 0;
+        let (mut sent, mut dropped) = (0.0, 0.0);
+        while dropped == 0.0 && made < 2000 {
+            let mut round = tokio::task::JoinSet::new();
+            for i in made..made + 50 {
+                let req = app
+                    .client
+                    .post(format!("{}/api/v1/app/{a}/endpoint", app.base))
+                    .bearer_auth(&app.key)
+                    .json(&json!({"url": ops.url(&format!("/hook/{i}"))}));
+                round.spawn(async move { req.send().await.unwrap().status().as_u16() });
+            }
+            while let Some(status) = round.join_next().await {
+                assert_eq!(status.unwrap(), 201);
+            }
+            made += 50;
+            let m = crate::metrics::scrape(&app).await;
+            sent = m.get(r#"hookd_operational_events_total{result="sent"}"#);
+            dropped = m.get(r#"hookd_operational_events_total{result="dropped"}"#);
+        }
+        let took = started.elapsed().as_secs_f64();
+        assert!(dropped > 0.0, "{made} events in {took:.1} s, none dropped");
+        assert_eq!(sent + dropped, made as f64, "every event sent or counted");
+        assert!(
+            sent <= 100.0 + 10.0 * took.ceil() + 1.0,
+            "{sent} sent in {took:.1} s"
+        );
+        wait_for(&ops, "/ops", "endpoint.created", sent as usize).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            of_type(&events(&ops, "/ops"), "endpoint.created").len(),
+            sent as usize
+        );
     }
 }
