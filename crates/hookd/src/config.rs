@@ -430,6 +430,9 @@ pub enum ConfigError {
     },
 }
 
+/// Where a value that no file, variable or flag set comes from, as messages name it.
+const DEFAULT_SOURCE: &str = "the default";
+
 /// A raw value and where it came from, for error messages.
 #[derive(Debug, Clone)]
 struct Raw {
@@ -463,7 +466,7 @@ impl Settings {
             .map(|s| {
                 let raw = Raw {
                     value: s.default.to_owned(),
-                    source: "the default".to_owned(),
+                    source: DEFAULT_SOURCE.to_owned(),
                 };
                 (s.name, raw)
             })
@@ -520,8 +523,15 @@ impl Settings {
             }
         }
         let mut settings = Self::parse(&raw)?;
+        let warn = &raw["endpoint_warn_after"];
+        if settings.endpoint_warn_after >= settings.endpoint_disable_after
+            && warn.source == DEFAULT_SOURCE
+        {
+            // Not chosen, and a short disable window: warn halfway through it (a deployment
+            // with endpoint_disable_after of a day or less still starts as before).
+            settings.endpoint_warn_after = settings.endpoint_disable_after / 2;
+        }
         if settings.endpoint_warn_after >= settings.endpoint_disable_after {
-            let warn = &raw["endpoint_warn_after"];
             return Err(ConfigError::Invalid {
                 setting: "endpoint_warn_after",
                 value: warn.value.clone(),
@@ -1418,6 +1428,10 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         ]);
         let s = Settings::load_from(None, &ok, &Overrides::default()).unwrap();
         assert_eq!(s.endpoint_warn_after, Duration::from_secs(3_600));
+        // Not chosen, with a disable window of a day or less: halfway through it.
+        let short = env(&[("HOOKD_ENDPOINT_DISABLE_AFTER", "12h")]);
+        let s = Settings::load_from(None, &short, &Overrides::default()).unwrap();
+        assert_eq!(s.endpoint_warn_after, Duration::from_secs(6 * 3_600));
         for (warn, disable) in [("120h", "120h"), ("2d", "1d"), ("25h", "24h")] {
             let vars = [
                 ("HOOKD_ENDPOINT_WARN_AFTER", warn),
