@@ -27,6 +27,7 @@ mod m0019_attempt_headers;
 mod m0021_inbound_refusals;
 mod m0022_message_deliver_at;
 mod m0023_operational_webhooks;
+mod m0025_failure_warnings;
 
 pub struct Migrator;
 
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0021_inbound_refusals::Migration),
             Box::new(m0022_message_deliver_at::Migration),
             Box::new(m0023_operational_webhooks::Migration),
+            Box::new(m0025_failure_warnings::Migration),
         ]
     }
 }

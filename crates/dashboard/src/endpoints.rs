@@ -22,13 +22,15 @@ use crate::error::PageError;
 use crate::manage::{self, TEST_EVENT_TYPE};
 use crate::session::{self, Session};
 use crate::views::{
-    self, AppView, AttemptRow, ChartRangeLink, ChartsFragment, DeadLetterRow, DeadLettersPage,
-    EndpointLive, EndpointPage, EndpointRow, EndpointView, Overview, OverviewApps,
+    self, AppView, AtRiskRow, AttemptRow, ChartRangeLink, ChartsFragment, DeadLetterRow,
+    DeadLettersPage, EndpointLive, EndpointPage, EndpointRow, EndpointView, Overview, OverviewApps,
 };
 use crate::when::{TzOffset, When};
 
 /// Applications on the overview, and endpoints shown per application.
 const OVERVIEW_APPS: u64 = 50;
+/// Endpoints at risk of the auto-disable listed on the overview.
+const AT_RISK_SHOWN: u64 = 20;
 const ENDPOINTS_PER_APP: usize = 50;
 const DEAD_LETTERS_PER_PAGE: u64 = 50;
 const RECENT_ATTEMPTS: u64 = 25;
@@ -95,7 +97,9 @@ pub async fn overview_page(
     let live = overview_apps(req, store, &session).await?;
     let range = ChartRange::parse(&extra.chart_range);
     let charts = charts_of(store, &session, None, range, Timestamp::now()).await?;
+    let at_risk = at_risk(req, store, &session).await?;
     let page = Overview {
+        at_risk,
         csrf: Some(session.csrf),
         root: session.root,
         tenant_name: tenant.name,
@@ -109,6 +113,40 @@ pub async fn overview_page(
         charts,
     };
     Ok(views::render(status, &page)?)
+}
+
+/// The overview's endpoints at risk: enabled ones in a failure streak, the oldest first, with
+/// the time left before the auto-disable (`endpoint_disable_after`).
+async fn at_risk(
+    req: &HttpRequest,
+    store: &Store,
+    session: &Session,
+) -> Result<Vec<AtRiskRow>, PageError> {
+    let disable_after = crate::service_config(req)?.disable_after;
+    let now = Timestamp::now();
+    let eps = store
+        .endpoints_at_risk(session.tenant, AT_RISK_SHOWN)
+        .await?;
+    Ok(eps
+        .into_iter()
+        .filter_map(|ep| {
+            let since = ep.failing_since?;
+            let at = domain::health::disable_at(&store::health_of(&ep), disable_after)?;
+            let left = at.since(now);
+            Some(AtRiskRow {
+                id: ep.id.to_string(),
+                app_id: ep.app_id.to_string(),
+                url: ep.url,
+                failing_since: When::at_ms(since),
+                time_left: if left.is_zero() {
+                    "due now".to_owned()
+                } else {
+                    domain::health::time_left(left)
+                },
+                disable_at: When::at_ms(at.as_millis()),
+            })
+        })
+        .collect())
 }
 
 /// The overview's live part: applications, their endpoints and badges. Two queries however

@@ -150,6 +150,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(settings::set_email)),
         )
         .service(
+            web::resource("/settings/warnings")
+                .app_data(form())
+                .route(web::post().to(settings::set_warnings)),
+        )
+        .service(
             web::resource("/settings/operational")
                 .app_data(form())
                 .route(web::post().to(settings::add_operational)),

@@ -7,7 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::classify::StatusPreset;
 use domain::duration::format_duration;
-use domain::email::EmailAddress;
+use domain::email::{EmailAddress, WarningRecipient};
 use domain::ids::ApiKeyId;
 use domain::portal::PortalSettings;
 use domain::retention::{RetentionDays, max_days};
@@ -21,7 +21,7 @@ use crate::session::CsrfForm;
 use crate::session::{self, Session};
 use crate::views::{
     self, ApiKeyRow, OperationalForm, OperationalRow, PortalView, PresetChoice, RetentionView,
-    SettingsPage,
+    SettingsPage, WarningView,
 };
 use crate::when::When;
 
@@ -42,6 +42,8 @@ struct Extra {
     portal: Option<PortalView>,
     /// The operational-webhook form as typed and its problems, when refused.
     ops: Option<(OperationalForm, Problems)>,
+    /// The warning-recipient form as typed (choice, address) and its problems, when refused.
+    warn: Option<(String, String, Problems)>,
 }
 
 async fn page(
@@ -85,6 +87,21 @@ async fn page(
         .unwrap_or_else(|| PortalView::of(&tenant.portal_settings()));
     let operational = operational_rows(store, session.tenant).await?;
     let (ops_form, ops_problems) = extra.ops.unwrap_or_default();
+    let (choice, address, problems) = extra.warn.unwrap_or_else(|| {
+        let r = tenant.warning_recipient();
+        let address = match &r {
+            WarningRecipient::Other(a) => a.to_string(),
+            _ => String::new(),
+        };
+        (r.choice().to_owned(), address, Problems::new())
+    });
+    let warn = WarningView {
+        choice,
+        address,
+        problems,
+        after: format_duration(cfg.warn_after),
+        disable_after: format_duration(cfg.disable_after),
+    };
     let view = SettingsPage {
         csrf: Some(session.csrf),
         root: session.root,
@@ -115,6 +132,7 @@ async fn page(
         ops_form,
         ops_problems,
         ops_types: domain::operational::EVENT_TYPES,
+        warn,
         notice: extra.notice,
         new_key: extra.new_key,
         error: extra.error,
@@ -142,6 +160,7 @@ pub async fn show(
             Some("API key revoked: requests made with it are now refused.".to_owned())
         }
         Some("email") => Some("Notification email saved.".to_owned()),
+        Some("warnings") => Some("Saved: early warnings go there from the next one.".to_owned()),
         Some("retention") => Some(
             "Retention saved: the next prune applies it to messages already stored too.".to_owned(),
         ),
@@ -270,6 +289,52 @@ pub async fn set_email(
                         form.email.trim()
                     )),
                     email: Some(form.email.clone()),
+                    ..Extra::default()
+                },
+            )
+            .await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct WarningForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    recipient: String,
+    #[serde(default)]
+    address: String,
+}
+
+/// POST `/settings/warnings`: who gets the early-warning emails (an endpoint failing for
+/// `endpoint_warn_after`): the notification address, another one, or nobody.
+pub async fn set_warnings(
+    req: HttpRequest,
+    session: Session,
+    form: web::Form<WarningForm>,
+) -> Result<HttpResponse, PageError> {
+    session.check_csrf(&req, &form.csrf)?;
+    match WarningRecipient::parse_choice(&form.recipient, &form.address) {
+        Ok(recipient) => {
+            session::store_of(&req)?
+                .set_warning_recipient(session.tenant, &recipient)
+                .await?;
+            Ok(see_other("/settings?done=warnings#warnings"))
+        }
+        Err(message) => {
+            let mut problems = Problems::new();
+            let field = if form.recipient == "other" {
+                "warn_address"
+            } else {
+                "warn_recipient"
+            };
+            problems.add(field, message);
+            refused(
+                &req,
+                session,
+                Extra {
+                    warn: Some((form.recipient.clone(), form.address.clone(), problems)),
                     ..Extra::default()
                 },
             )

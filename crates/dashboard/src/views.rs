@@ -182,6 +182,19 @@ pub struct Overview {
     /// The new-application field's value (as typed, when refused).
     pub app_name: String,
     pub charts: ChartsFragment,
+    /// Enabled endpoints in a failure streak, oldest first: the auto-disable's next ones.
+    pub at_risk: Vec<AtRiskRow>,
+}
+
+/// An endpoint at risk of the auto-disable, on the overview.
+pub struct AtRiskRow {
+    pub id: String,
+    pub app_id: String,
+    pub url: String,
+    pub failing_since: When,
+    /// "3 days 4 hours", or "due now" once the next sweep disables it.
+    pub time_left: String,
+    pub disable_at: When,
 }
 
 pub struct AppView {
@@ -513,10 +526,24 @@ pub struct SettingsPage {
     pub ops_problems: crate::problems::Problems,
     /// Every operational event type, for the form's checkboxes.
     pub ops_types: &'static [&'static str],
+    /// Who gets early-warning emails: the choice (`notification`, `other`, `nobody`) and the
+    /// other address, stored or as typed, with the form's problems when refused.
+    pub warn: WarningView,
     pub notice: Option<String>,
     /// A key just created: its only showing.
     pub new_key: Option<String>,
     pub error: Option<String>,
+}
+
+/// The early-warning recipient form, stored or as typed.
+#[derive(Default)]
+pub struct WarningView {
+    pub choice: String,
+    pub address: String,
+    pub problems: crate::problems::Problems,
+    /// `endpoint_warn_after` and `endpoint_disable_after`, for the form's text.
+    pub after: String,
+    pub disable_after: String,
 }
 
 /// The tenant's portal settings as stored or as typed.

@@ -37,16 +37,119 @@ impl EndpointHealth {
 /// Measured from the later of the streak's start and the last success, so a success inside
 /// the window restarts it even if a stale failure report left the streak open.
 pub fn should_disable(health: &EndpointHealth, now: Timestamp, disable_after: Duration) -> bool {
-    let Some(since) = health.failing_since else {
-        return false;
-    };
+    failing_for(health, now).is_some_and(|d| d >= disable_after)
+}
+
+/// How long the endpoint has been failing with no success, by the rule of [`should_disable`].
+fn failing_for(health: &EndpointHealth, now: Timestamp) -> Option<Duration> {
+    let since = health.failing_since?;
     let start = health.last_success_at.map_or(since, |s| s.max(since));
-    now.since(start) >= disable_after
+    Some(now.since(start))
+}
+
+/// When the auto-disable will disable a failing endpoint that goes on failing (None while it
+/// is healthy).
+pub fn disable_at(health: &EndpointHealth, disable_after: Duration) -> Option<Timestamp> {
+    let since = health.failing_since?;
+    let start = health.last_success_at.map_or(since, |s| s.max(since));
+    Some(start.plus(disable_after))
+}
+
+/// True when a failing endpoint should get its early warning: failing for `warn_after` (by the
+/// rule of [`should_disable`]) in a streak not warned about yet. `warned_for` is the
+/// `failing_since` of the streak last warned about: each streak warns once, a new one again.
+pub fn should_warn(
+    health: &EndpointHealth,
+    warned_for: Option<Timestamp>,
+    now: Timestamp,
+    warn_after: Duration,
+) -> bool {
+    health.failing_since != warned_for && failing_for(health, now).is_some_and(|d| d >= warn_after)
+}
+
+/// A failed attempt as warnings list it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecentError {
+    pub at: Timestamp,
+    /// The receiver's answer, if one came.
+    pub status_code: Option<i32>,
+    /// What went wrong without an answer (`timeout`, `connect`, …), as attempts name it.
+    pub error_kind: Option<String>,
+}
+
+impl RecentError {
+    /// `HTTP 500`, `connect`, or `failed` when neither is known.
+    pub fn describe(&self) -> String {
+        match (self.status_code, &self.error_kind) {
+            (Some(code), _) => format!("HTTP {code}"),
+            (None, Some(kind)) => kind.clone(),
+            (None, None) => "failed".to_owned(),
+        }
+    }
+}
+
+/// A duration as people read a deadline: its two largest units (`3 days 4 hours`, `5 hours
+/// 12 minutes`, `40 seconds`), rounded down; `less than a second` at zero.
+pub fn time_left(d: Duration) -> String {
+    let mut secs = d.as_secs();
+    let mut parts = Vec::new();
+    for (unit, size) in [
+        ("day", 86_400),
+        ("hour", 3_600),
+        ("minute", 60),
+        ("second", 1),
+    ] {
+        let n = secs / size;
+        secs %= size;
+        if n > 0 || !parts.is_empty() {
+            if n > 0 {
+                parts.push(format!("{n} {unit}{}", if n == 1 { "" } else { "s" }));
+            }
+            if parts.len() == 2 || (n == 0 && !parts.is_empty()) {
+                break;
+            }
+        }
+    }
+    if parts.is_empty() {
+        "less than a second".to_owned()
+    } else {
+        parts.join(" ")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streak_warns_once_after_warn_after_and_a_new_streak_warns_again() {
+        let day1 = Duration::from_secs(86_400);
+        let mut h = EndpointHealth::default();
+        h.record_failure(day(0));
+        assert!(!should_warn(&h, None, day(0).plus(day1 / 2), day1));
+        assert!(should_warn(&h, None, day(1), day1));
+        assert!(
+            !should_warn(&h, h.failing_since, day(2), day1),
+            "warned for this streak"
+        );
+        assert_eq!(disable_at(&h, FIVE_DAYS), Some(day(5)));
+        let warned = h.failing_since;
+        h.record_success(day(3));
+        h.record_failure(day(4));
+        assert!(!should_warn(&h, warned, day(4), day1));
+        assert!(should_warn(&h, warned, day(5), day1), "a new streak");
+        assert_eq!(disable_at(&h, FIVE_DAYS), Some(day(9)));
+    }
+
+    #[test]
+    fn time_left_reads_as_its_two_largest_units() {
+        let t = |s| time_left(Duration::from_secs(s));
+        assert_eq!(t(4 * 86_400 + 3 * 3_600 + 59), "4 days 3 hours");
+        assert_eq!(t(86_400 + 60), "1 day");
+        assert_eq!(t(3_600 + 120), "1 hour 2 minutes");
+        assert_eq!(t(40), "40 seconds");
+        assert_eq!(t(0), "less than a second");
+    }
 
     const FIVE_DAYS: Duration = Duration::from_secs(5 * 86_400);
 

@@ -15,6 +15,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "endpoint.deleted",
     "endpoint.enabled",
     "endpoint.disabled",
+    "endpoint.failing",
     "message.attempt.failing",
     "message.attempt.exhausted",
     "message.attempt.recovered",
@@ -84,6 +85,15 @@ pub enum OperationalEvent {
         /// hookd's extension: the reason shown on the endpoint (`disabledReason`).
         reason: String,
     },
+    /// hookd's own (Svix has none): the early warning that an endpoint has been failing for
+    /// `endpoint_warn_after` and will be disabled at `disable_at` unless a delivery succeeds.
+    EndpointFailing {
+        endpoint: EndpointRef,
+        fail_since: Timestamp,
+        disable_at: Timestamp,
+        /// The newest failed attempts, newest first.
+        last_errors: Vec<crate::health::RecentError>,
+    },
     Attempt(AttemptKind, AttemptEvent),
     BackgroundTaskFinished {
         task_id: JobId,
@@ -118,6 +128,7 @@ impl OperationalEvent {
             OperationalEvent::EndpointDeleted(_) => "endpoint.deleted",
             OperationalEvent::EndpointEnabled(_) => "endpoint.enabled",
             OperationalEvent::EndpointDisabled { .. } => "endpoint.disabled",
+            OperationalEvent::EndpointFailing { .. } => "endpoint.failing",
             OperationalEvent::Attempt(AttemptKind::Failing, _) => "message.attempt.failing",
             OperationalEvent::Attempt(AttemptKind::Exhausted, _) => "message.attempt.exhausted",
             OperationalEvent::Attempt(AttemptKind::Recovered, _) => "message.attempt.recovered",
@@ -134,7 +145,8 @@ impl OperationalEvent {
             | OperationalEvent::EndpointUpdated(e)
             | OperationalEvent::EndpointDeleted(e)
             | OperationalEvent::EndpointEnabled(e)
-            | OperationalEvent::EndpointDisabled { endpoint: e, .. } => Some(e.app_id),
+            | OperationalEvent::EndpointDisabled { endpoint: e, .. }
+            | OperationalEvent::EndpointFailing { endpoint: e, .. } => Some(e.app_id),
             OperationalEvent::Attempt(_, a) => Some(a.app_id),
             OperationalEvent::BackgroundTaskFinished { .. } => None,
         }
@@ -160,6 +172,28 @@ impl OperationalEvent {
                     Trigger::Automatic => "automatic",
                 });
                 d["reason"] = json!(reason);
+                d
+            }
+            OperationalEvent::EndpointFailing {
+                endpoint,
+                fail_since,
+                disable_at,
+                last_errors,
+            } => {
+                let mut d = endpoint.data();
+                d["failSince"] = json!(rfc3339::format(*fail_since));
+                d["disableAt"] = json!(rfc3339::format(*disable_at));
+                d["lastErrors"] = last_errors
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "timestamp": rfc3339::format(e.at),
+                            // 0 when no HTTP answer came, as Svix's attempt events.
+                            "responseStatusCode": e.status_code.unwrap_or(0),
+                            "error": e.error_kind,
+                        })
+                    })
+                    .collect();
                 d
             }
             OperationalEvent::Attempt(_, a) => json!({

@@ -137,6 +137,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "an endpoint failing with no success for this long is disabled and its tenant emailed",
     },
     SettingSpec {
+        name: "endpoint_warn_after",
+        default: "24h",
+        help: "an endpoint failing with no success for this long gets one early warning per failure streak (an email and the endpoint.failing operational event); less than endpoint_disable_after",
+    },
+    SettingSpec {
         name: "health_sweep_interval",
         default: "1m",
         help: "how often the scheduler looks for endpoints to disable",
@@ -289,6 +294,7 @@ pub struct Settings {
     pub smtp_url: Option<SecretString>,
     pub smtp_from: String,
     pub endpoint_disable_after: Duration,
+    pub endpoint_warn_after: Duration,
     pub health_sweep_interval: Duration,
     pub tenant_ingest_rate: u32,
     pub tenant_ingest_burst: u32,
@@ -431,6 +437,9 @@ pub enum ConfigError {
     },
 }
 
+/// Where a value that no file, variable or flag set comes from, as messages name it.
+const DEFAULT_SOURCE: &str = "the default";
+
 /// A raw value and where it came from, for error messages.
 #[derive(Debug, Clone)]
 struct Raw {
@@ -464,7 +473,7 @@ impl Settings {
             .map(|s| {
                 let raw = Raw {
                     value: s.default.to_owned(),
-                    source: "the default".to_owned(),
+                    source: DEFAULT_SOURCE.to_owned(),
                 };
                 (s.name, raw)
             })
@@ -521,6 +530,26 @@ impl Settings {
             }
         }
         let mut settings = Self::parse(&raw)?;
+        let warn = &raw["endpoint_warn_after"];
+        if settings.endpoint_warn_after >= settings.endpoint_disable_after
+            && warn.source == DEFAULT_SOURCE
+        {
+            // Not chosen, and a short disable window: warn halfway through it (a deployment
+            // with endpoint_disable_after of a day or less still starts as before).
+            settings.endpoint_warn_after = settings.endpoint_disable_after / 2;
+        }
+        if settings.endpoint_warn_after >= settings.endpoint_disable_after {
+            return Err(ConfigError::Invalid {
+                setting: "endpoint_warn_after",
+                value: warn.value.clone(),
+                source_name: warn.source.clone(),
+                reason: format!(
+                    "must be less than endpoint_disable_after ({}, from {}): the warning comes before the disable",
+                    format_duration(settings.endpoint_disable_after),
+                    raw["endpoint_disable_after"].source
+                ),
+            });
+        }
         settings.sources = sources;
         settings.egress_grants = egress_grants;
         Ok(settings)
@@ -644,6 +673,9 @@ impl Settings {
                 get("endpoint_disable_after"),
                 |v| duration_between(v, Duration::from_secs(1), Duration::from_secs(365 * 86_400)),
             )?,
+            endpoint_warn_after: field("endpoint_warn_after", get("endpoint_warn_after"), |v| {
+                duration_between(v, Duration::from_secs(1), Duration::from_secs(365 * 86_400))
+            })?,
             health_sweep_interval: field(
                 "health_sweep_interval",
                 get("health_sweep_interval"),
@@ -852,6 +884,10 @@ impl Settings {
             (
                 "endpoint_disable_after",
                 format_duration(self.endpoint_disable_after),
+            ),
+            (
+                "endpoint_warn_after",
+                format_duration(self.endpoint_warn_after),
             ),
             (
                 "health_sweep_interval",
@@ -1434,6 +1470,39 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
             assert_eq!(parse_bytes(&format_bytes(n)), Ok(n), "{n}");
         }
         assert_eq!(format_bytes(64 << 20), "64MiB");
+    }
+
+    #[test]
+    fn the_early_warning_comes_before_the_disable_or_the_setting_is_refused() {
+        let s = Settings::load_from(None, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.endpoint_warn_after, Duration::from_secs(86_400));
+        assert!(s.describe().contains("endpoint_warn_after = \"1d\""));
+        let ok = env(&[
+            ("HOOKD_ENDPOINT_WARN_AFTER", "1h"),
+            ("HOOKD_ENDPOINT_DISABLE_AFTER", "2h"),
+        ]);
+        let s = Settings::load_from(None, &ok, &Overrides::default()).unwrap();
+        assert_eq!(s.endpoint_warn_after, Duration::from_secs(3_600));
+        // Not chosen, with a disable window of a day or less: halfway through it.
+        let short = env(&[("HOOKD_ENDPOINT_DISABLE_AFTER", "12h")]);
+        let s = Settings::load_from(None, &short, &Overrides::default()).unwrap();
+        assert_eq!(s.endpoint_warn_after, Duration::from_secs(6 * 3_600));
+        for (warn, disable) in [("120h", "120h"), ("2d", "1d"), ("25h", "24h")] {
+            let vars = [
+                ("HOOKD_ENDPOINT_WARN_AFTER", warn),
+                ("HOOKD_ENDPOINT_DISABLE_AFTER", disable),
+            ];
+            let err = Settings::load_from(None, &env(&vars), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("invalid endpoint_warn_after")
+                    && err.contains("(from HOOKD_ENDPOINT_WARN_AFTER)")
+                    && err.contains("must be less than endpoint_disable_after")
+                    && err.contains("from HOOKD_ENDPOINT_DISABLE_AFTER"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -349,6 +349,7 @@ impl Application {
                 node_id: node.clone(),
                 database_url: settings.database_url.expose_secret().to_owned(),
                 disable_after: settings.endpoint_disable_after,
+                warn_after: settings.endpoint_warn_after,
                 sweep_every: settings.health_sweep_interval,
                 public_url: settings.public_url(),
                 mailer,
@@ -549,6 +550,8 @@ fn service_config(
         inbound_counts,
         max_held_per_source: settings.inbound_max_held,
         inbound_replay_window: settings.inbound_replay_window,
+        disable_after: settings.endpoint_disable_after,
+        warn_after: settings.endpoint_warn_after,
     }
 }
 

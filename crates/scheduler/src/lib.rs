@@ -21,6 +21,8 @@ pub struct SchedulerConfig {
     /// The database URL, to hold the leadership lock on its own connection.
     pub database_url: String,
     pub disable_after: Duration,
+    /// An endpoint failing this long gets its early warning (less than `disable_after`).
+    pub warn_after: Duration,
     pub sweep_every: Duration,
     pub public_url: String,
     pub mailer: Option<email::Mailer>,
@@ -222,6 +224,19 @@ pub async fn run(
                     Ok(0) => {}
                     Ok(n) => tracing::info!(count = n, "auto-disabled failing endpoints"),
                     Err(e) => store.warn_unless_fault(&e, "auto-disable sweep failed"),
+                }
+                match health::warn(
+                    &store,
+                    Timestamp::now(),
+                    cfg.warn_after,
+                    cfg.disable_after,
+                    &cfg.public_url,
+                )
+                .await
+                {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(count = n, "warned about failing endpoints"),
+                    Err(e) => tracing::warn!(error = %e, "early-warning sweep failed"),
                 }
                 if let Err(e) = store.system().reap_expired_leases(Timestamp::now()).await {
                     store.warn_unless_fault(&e, "lease reaper");

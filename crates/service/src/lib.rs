@@ -55,4 +55,9 @@ pub struct Config {
     /// How long a source knows a request by the digest of its signed bytes, where the
     /// signature covers neither a timestamp nor the id (`inbound_replay_window`).
     pub inbound_replay_window: std::time::Duration,
+    /// How long an endpoint may fail before hookd disables it (`endpoint_disable_after`; the
+    /// dashboard's time left for endpoints at risk).
+    pub disable_after: std::time::Duration,
+    /// How long an endpoint fails before its tenant is warned (`endpoint_warn_after`).
+    pub warn_after: std::time::Duration,
 }

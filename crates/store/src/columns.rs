@@ -105,6 +105,11 @@ impl crate::entities::tenant::Model {
             })
             .unwrap_or_default()
     }
+
+    /// Who gets the tenant's early-warning emails.
+    pub fn warning_recipient(&self) -> domain::email::WarningRecipient {
+        domain::email::WarningRecipient::from_column(self.warning_recipient.as_deref())
+    }
 }
 
 /// Why nothing more is sent for a message whose content was expunged (a skipped delivery's

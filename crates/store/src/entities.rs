@@ -33,6 +33,9 @@ pub mod tenant {
         pub metadata_retention_days: Option<i32>,
         /// `domain::portal::PortalSettings` as JSON; None: no embedding, hookd's look.
         pub portal_settings: Option<String>,
+        /// Who gets early-warning emails (`domain::email::WarningRecipient`); None: the
+        /// notification address.
+        pub warning_recipient: Option<String>,
     }
     entity_boilerplate!();
 }
@@ -184,6 +187,8 @@ pub mod endpoint {
         pub mtls: Option<String>,
         pub failing_since: Option<i64>,
         pub last_success_at: Option<i64>,
+        /// The `failing_since` of the streak its tenant was warned about (m0025).
+        pub warned_failing_since: Option<i64>,
         pub breaker_state: BreakerPhase,
         pub breaker_until: Option<i64>,
         pub created_at: i64,

@@ -33,6 +33,7 @@ mod stats;
 mod sweep;
 mod tenants;
 mod traffic;
+mod warnings;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -68,6 +69,7 @@ pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};
 pub use sweep::{Horizons, Swept};
 pub use tenants::{NewTenant, hash_token};
 pub use traffic::{CreatedMessage, MessageFilter, NewAttempt, NewMessage};
+pub use warnings::{WARNING_ERRORS, health_of};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -167,6 +167,7 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             mtls: r.get("mtls")?,
             failing_since: r.get("failing_since")?,
             last_success_at: r.get("last_success_at")?,
+            warned_failing_since: r.get("warned_failing_since")?,
             breaker_state: text_enum(r, "breaker_state")?,
             breaker_until: r.get("breaker_until")?,
             created_at: r.get("created_at")?,

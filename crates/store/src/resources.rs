@@ -461,6 +461,7 @@ impl Store {
             mtls: Set(None),
             failing_since: Set(None),
             last_success_at: Set(None),
+            warned_failing_since: Set(None),
             breaker_state: Set(domain::breaker::BreakerPhase::Closed),
             breaker_until: Set(None),
             created_at: Set(now),

@@ -54,6 +54,7 @@ impl Store {
             payload_retention_days: Set(None),
             metadata_retention_days: Set(None),
             portal_settings: Set(None),
+            warning_recipient: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         };
@@ -73,6 +74,22 @@ impl Store {
         model.updated_at = Set(Timestamp::now().as_millis());
         model.update(&self.db).await?;
         Ok(())
+    }
+
+    /// Who gets the tenant's early-warning emails (endpoints failing before the auto-disable).
+    pub async fn set_warning_recipient(
+        &self,
+        tenant: TenantId,
+        recipient: &domain::email::WarningRecipient,
+    ) -> Result<()> {
+        self.update_tenant(
+            tenant,
+            [(
+                tenant::Column::WarningRecipient,
+                Expr::value(recipient.to_column()),
+            )],
+        )
+        .await
     }
 
     /// The tenant's default for endpoints that choose no `statusPreset`; `None` hands the choice

@@ -201,6 +201,7 @@ pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
         mtls: None,
         failing_since: None,
         last_success_at: None,
+        warned_failing_since: None,
         breaker_state: domain::breaker::BreakerPhase::Closed,
         breaker_until: None,
         created_at: 0,

@@ -11,6 +11,7 @@ mod messages;
 mod portal;
 mod settings;
 mod sources;
+mod warnings;
 
 use helpers::{Browser, PASSWORD, app_with_endpoint, spawn_app};
 

@@ -22,3 +22,4 @@ mod scaleout;
 mod secrets;
 mod serve;
 mod storage;
+mod warnings;

@@ -17,7 +17,7 @@ async fn apps() -> Vec<TestApp> {
 }
 
 /// An operational endpoint of the app's tenant at `url`, signed with [`SECRET`].
-async fn operational_endpoint(app: &TestApp, url: &str, extra: Value) -> String {
+pub(crate) async fn operational_endpoint(app: &TestApp, url: &str, extra: Value) -> String {
     let mut body = json!({"url": url, "secret": SECRET});
     body.as_object_mut()
         .unwrap()
@@ -35,7 +35,7 @@ async fn operational_endpoint(app: &TestApp, url: &str, extra: Value) -> String 
 
 /// The operational events `sink` accepted at `path` (signature verified: the sink answers 401
 /// to a bad one), in arrival order, once each.
-fn events(sink: &Sink, path: &str) -> Vec<Value> {
+pub(crate) fn events(sink: &Sink, path: &str) -> Vec<Value> {
     let mut seen = std::collections::HashSet::new();
     sink.state
         .received()
@@ -45,7 +45,7 @@ fn events(sink: &Sink, path: &str) -> Vec<Value> {
         .collect()
 }
 
-fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+pub(crate) fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == t).collect()
 }
 
