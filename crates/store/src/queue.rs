@@ -622,6 +622,14 @@ async fn disabled_event(store: &Store, ep: &endpoint::Model) {
         .await
 }
 
+/// Enabled endpoints (of every tenant) failing since before `cutoff`: the auto-disable and
+/// early-warning sweeps' candidates.
+pub(crate) fn failing_before(cutoff: Timestamp) -> sea_orm::Select<endpoint::Entity> {
+    endpoint::Entity::find()
+        .filter(endpoint::Column::FailingSince.lte(cutoff.as_millis()))
+        .filter(endpoint::Column::Disabled.eq(false))
+}
+
 /// The columns that hand a claimed delivery back to the queue, without counting an attempt.
 fn back_to_pending(
     update: sea_orm::UpdateMany<delivery::Entity>,
@@ -1048,12 +1056,7 @@ impl crate::System<'_> {
         limit: u64,
     ) -> Result<Vec<endpoint::Model>> {
         use sea_orm::QuerySelect;
-        Ok(endpoint::Entity::find()
-            .filter(endpoint::Column::FailingSince.lte(cutoff.as_millis()))
-            .filter(endpoint::Column::Disabled.eq(false))
-            .limit(limit)
-            .all(&self.db)
-            .await?)
+        Ok(failing_before(cutoff).limit(limit).all(&self.db).await?)
     }
 
     /// Disables an endpoint for `reason`, records the operational event and queues the email to

@@ -47,9 +47,7 @@ impl System<'_> {
         cutoff: Timestamp,
         limit: u64,
     ) -> Result<Vec<endpoint::Model>> {
-        Ok(endpoint::Entity::find()
-            .filter(endpoint::Column::FailingSince.lte(cutoff.as_millis()))
-            .filter(endpoint::Column::Disabled.eq(false))
+        Ok(crate::queue::failing_before(cutoff)
             .filter(
                 Condition::any()
                     .add(endpoint::Column::WarnedFailingSince.is_null())
