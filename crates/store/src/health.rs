@@ -177,7 +177,13 @@ impl StorageHealth {
         if self.0.writable.load(Ordering::Acquire) && !self.0.is_low.load(Ordering::Acquire) {
             return Ok(());
         }
-        if let Some(d) = &*self.lock() {
+        // A full or read-only database refuses every write until the probe says otherwise;
+        // an unreachable one is left to the write itself, which succeeds as soon as the
+        // server is back (a connection error reported late, after the probe's success, would
+        // otherwise refuse every message for another probe interval).
+        if let Some(d) = &*self.lock()
+            && d.fault != StorageFault::Unavailable
+        {
             return Err(StoreError::Refused {
                 fault: d.fault,
                 why: d.fault.plain().to_owned(),
