@@ -502,6 +502,24 @@ async fn post_until_refused(
     }
 }
 
+/// hookd on a SQLite database on a 40 MiB tmpfs of its own with `storage_min_free` = `floor`,
+/// a receiver, and the directory of its log (kept while the test runs).
+async fn on_tmpfs(
+    test: &str,
+    floor: &str,
+) -> Option<(Tmpfs, tempfile::TempDir, bench::sink::Sink, Server)> {
+    let fs = Tmpfs::mount(test, 40)?;
+    let logs = tempfile::tempdir().unwrap();
+    let receiver = sink(Behaviour::default());
+    let server = Server::start(
+        &fs.path().join("hookd.db"),
+        &logs.path().join("hookd.log"),
+        &[("HOOKD_STORAGE_MIN_FREE", floor)],
+    )
+    .await;
+    Some((fs, logs, receiver, server))
+}
+
 /// A SQLite database on a disk that fills up, with no free-space floor: messages are refused
 /// with 503 `storage_full` (one WARN, not one line per request), health says `full`, and once
 /// only the space that filled it is freed hookd takes messages again by itself and keeps
@@ -509,17 +527,9 @@ async fn post_until_refused(
 /// message is delivered and none refused.
 #[tokio::test]
 async fn sqlite_on_a_full_disk_refuses_with_503_and_recovers_when_the_space_is_freed() {
-    let Some(fs) = Tmpfs::mount("sqlite_on_a_full_disk", 40) else {
+    let Some((fs, _logs, receiver, server)) = on_tmpfs("sqlite_on_a_full_disk", "0").await else {
         return;
     };
-    let logs = tempfile::tempdir().unwrap();
-    let receiver = sink(Behaviour::default());
-    let server = Server::start(
-        &fs.path().join("hookd.db"),
-        &logs.path().join("hookd.log"),
-        &[("HOOKD_STORAGE_MIN_FREE", "0")],
-    )
-    .await;
     let app = server.app_to(&receiver, json!({})).await;
     // 12 MiB free, the last 6 of them taken by what the operator will free.
     fs.fill("ballast", 12 << 20);
@@ -590,17 +600,10 @@ async fn sqlite_on_a_full_disk_refuses_with_503_and_recovers_when_the_space_is_f
 /// while the deliveries of those already accepted go on; freeing space takes messages again.
 #[tokio::test]
 async fn below_the_free_space_floor_messages_are_refused_and_deliveries_go_on() {
-    let Some(fs) = Tmpfs::mount("below_the_free_space_floor", 40) else {
+    let Some((fs, _logs, receiver, server)) = on_tmpfs("below_the_free_space_floor", "8MiB").await
+    else {
         return;
     };
-    let logs = tempfile::tempdir().unwrap();
-    let receiver = sink(Behaviour::default());
-    let server = Server::start(
-        &fs.path().join("hookd.db"),
-        &logs.path().join("hookd.log"),
-        &[("HOOKD_STORAGE_MIN_FREE", "8MiB")],
-    )
-    .await;
     // Throttled to 100 deliveries/s, so messages wait to be delivered when the floor is reached.
     let app = server.app_to(&receiver, json!({"throttleRate": 100})).await;
     fs.fill("ballast", 18 << 20);
