@@ -216,10 +216,15 @@ impl Store {
             crate::Backend::Sqlite => format!("?{n}"),
             crate::Backend::Postgres => format!("${n}"),
         };
+        // A tenant's charts count its own applications' deliveries: the hidden application
+        // of its operational webhooks is hookd's, not one it can open or act on.
         let endpoint_filter = if endpoint_id.is_some() {
             format!(" AND endpoint_id = {}", p(4))
         } else {
-            String::new()
+            format!(
+                " AND app_id NOT IN (SELECT id FROM applications WHERE tenant_id = {} AND internal)",
+                p(1)
+            )
         };
         let sql = format!(
             "SELECT (minute - {first}) / {bucket_ms} AS b, \
