@@ -808,7 +808,11 @@ impl Slots {
             if let Some(change) = change {
                 persist_breaker(&self.store, change).await;
             }
-            let operational = operational_kind(&result).map(|k| (k, job.msg.event_id.clone()));
+            let operational = operational_kind(&result).map(|kind| MessageEvent {
+                kind,
+                event_id: job.msg.event_id.clone(),
+                source: source_of(&job.msg),
+            });
             // The permit travels with the result: a claim counts as in flight until its
             // result is committed, which bounds what a crash can leave to be re-sent.
             let _ = self
@@ -949,9 +953,24 @@ async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) {
 /// A finished attempt and the in-flight permit it holds until recorded.
 struct Done {
     result: AttemptResult,
-    /// The operational webhook it makes once recorded, with its message's `eventId`.
-    operational: Option<(AttemptKind, Option<String>)>,
+    /// The operational webhook it makes once recorded.
+    operational: Option<MessageEvent>,
     permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// What an attempt's operational webhook says besides the attempt: its kind, its message's
+/// `eventId`, and the source the message came through, if any.
+#[derive(Clone)]
+struct MessageEvent {
+    kind: AttemptKind,
+    event_id: Option<String>,
+    source: Option<String>,
+}
+
+/// The name of the source `msg` came through (`/in/{source}`), from its tags.
+fn source_of(msg: &store::entities::message::Model) -> Option<String> {
+    let tags: Vec<String> = store::from_json("tags", msg.tags.as_deref()?).ok()?;
+    domain::inbound::tagged_source(&tags).map(str::to_owned)
 }
 
 /// Which `message.attempt.*` operational webhook an attempt makes (see
@@ -973,28 +992,39 @@ fn operational_kind(r: &AttemptResult) -> Option<AttemptKind> {
 
 /// Sends the operational webhooks of recorded attempts (never those of a result whose lease
 /// was lost: its new owner's attempt decides).
-async fn send_operational(store: Store, events: Vec<(AttemptResult, AttemptKind, Option<String>)>) {
-    for (r, kind, msg_event_id) in events {
+async fn send_operational(store: Store, events: Vec<(AttemptResult, MessageEvent)>) {
+    for (r, event) in events {
         let a = &r.attempt;
         let last_attempt = LastAttempt {
             id: a.id,
             response_status_code: a.status_code.unwrap_or(0),
             timestamp: Timestamp::from_millis(a.started_at),
         };
+        let MessageEvent {
+            kind,
+            event_id,
+            source,
+        } = event;
         store
-            .emit_for_app(a.tenant_id, a.app_id, |app_uid| {
-                OperationalEvent::Attempt(
-                    kind,
-                    AttemptEvent {
-                        app_id: a.app_id,
-                        app_uid,
-                        msg_id: a.msg_id,
-                        msg_event_id,
-                        endpoint_id: a.endpoint_id,
-                        last_attempt,
-                    },
-                )
-            })
+            .emit_for_message(
+                a.tenant_id,
+                a.app_id,
+                source.as_deref(),
+                |app_uid, source_id| {
+                    OperationalEvent::Attempt(
+                        kind,
+                        AttemptEvent {
+                            app_id: a.app_id,
+                            app_uid,
+                            msg_id: a.msg_id,
+                            msg_event_id: event_id,
+                            endpoint_id: a.endpoint_id,
+                            last_attempt,
+                            source_id,
+                        },
+                    )
+                },
+            )
             .await;
     }
 }
@@ -1024,8 +1054,8 @@ async fn write_results(
             .drain(..)
             .map(|d| {
                 permits.push(d.permit);
-                if let Some((kind, event_id)) = d.operational {
-                    operational.push((d.result.clone(), kind, event_id));
+                if let Some(event) = d.operational {
+                    operational.push((d.result.clone(), event));
                 }
                 d.result
             })
@@ -1049,7 +1079,7 @@ async fn write_results(
                             "results arrived after the lease was lost; state left to the new owner"
                         );
                     }
-                    operational.retain(|(r, _, _)| !lost.contains(&r.delivery.id));
+                    operational.retain(|(r, _)| !lost.contains(&r.delivery.id));
                     if !operational.is_empty() {
                         // Beside the writer, which goes on with the next batch.
                         tokio::spawn(send_operational(

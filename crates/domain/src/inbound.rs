@@ -98,7 +98,16 @@ pub fn scheme_error(e: &serde_json::Error) -> String {
 /// The tag each event a source received carries: how its events are found among its
 /// application's messages.
 pub fn source_tag(source_name: &str) -> String {
-    format!("source-{source_name}")
+    format!("{SOURCE_TAG_PREFIX}{source_name}")
+}
+
+const SOURCE_TAG_PREFIX: &str = "source-";
+
+/// The name of the source a message came through, from its tags ([`source_tag`]).
+pub fn tagged_source(tags: &[String]) -> Option<&str> {
+    tags.iter()
+        .find_map(|t| t.strip_prefix(SOURCE_TAG_PREFIX))
+        .filter(|name| !name.is_empty())
 }
 
 /// Where senders post to source `id`: `{public_url}/in/{id}`.

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::Timestamp;
-use crate::ids::{ApplicationId, AttemptId, EndpointId, JobId, MessageId};
+use crate::ids::{ApplicationId, AttemptId, EndpointId, JobId, MessageId, SourceId};
 use crate::time::rfc3339;
 
 /// Every operational event type, as an operational endpoint's `eventTypes` may name them.
@@ -20,6 +20,9 @@ pub const EVENT_TYPES: &[&str] = &[
     "message.attempt.exhausted",
     "message.attempt.recovered",
     "background_task.finished",
+    "ingest.message.attempt.failing",
+    "ingest.message.attempt.exhausted",
+    "ingest.message.attempt.recovered",
 ];
 
 /// The failed attempt of a delivery's current streak that makes `message.attempt.failing`
@@ -61,6 +64,9 @@ pub struct AttemptEvent {
     pub msg_event_id: Option<String>,
     pub endpoint_id: EndpointId,
     pub last_attempt: LastAttempt,
+    /// The source the message came through (`/in/{source}`): its events are Svix's
+    /// `ingest.message.attempt.*`, which name the source instead of the application.
+    pub source_id: Option<SourceId>,
 }
 
 /// Which `message.attempt.*` event an attempt makes.
@@ -129,9 +135,14 @@ impl OperationalEvent {
             OperationalEvent::EndpointEnabled(_) => "endpoint.enabled",
             OperationalEvent::EndpointDisabled { .. } => "endpoint.disabled",
             OperationalEvent::EndpointFailing { .. } => "endpoint.failing",
-            OperationalEvent::Attempt(AttemptKind::Failing, _) => "message.attempt.failing",
-            OperationalEvent::Attempt(AttemptKind::Exhausted, _) => "message.attempt.exhausted",
-            OperationalEvent::Attempt(AttemptKind::Recovered, _) => "message.attempt.recovered",
+            OperationalEvent::Attempt(kind, a) => match (kind, a.source_id.is_some()) {
+                (AttemptKind::Failing, false) => "message.attempt.failing",
+                (AttemptKind::Exhausted, false) => "message.attempt.exhausted",
+                (AttemptKind::Recovered, false) => "message.attempt.recovered",
+                (AttemptKind::Failing, true) => "ingest.message.attempt.failing",
+                (AttemptKind::Exhausted, true) => "ingest.message.attempt.exhausted",
+                (AttemptKind::Recovered, true) => "ingest.message.attempt.recovered",
+            },
             OperationalEvent::BackgroundTaskFinished { .. } => "background_task.finished",
         }
     }
@@ -196,18 +207,26 @@ impl OperationalEvent {
                     .collect();
                 d
             }
-            OperationalEvent::Attempt(_, a) => json!({
-                "appId": a.app_id.to_string(),
-                "appUid": a.app_uid,
-                "msgId": a.msg_id.to_string(),
-                "msgEventId": a.msg_event_id,
-                "endpointId": a.endpoint_id.to_string(),
-                "lastAttempt": {
-                    "id": a.last_attempt.id.to_string(),
-                    "responseStatusCode": a.last_attempt.response_status_code,
-                    "timestamp": rfc3339::format(a.last_attempt.timestamp),
-                },
-            }),
+            OperationalEvent::Attempt(_, a) => {
+                let mut d = json!({
+                    "appId": a.app_id.to_string(),
+                    "msgId": a.msg_id.to_string(),
+                    "msgEventId": a.msg_event_id,
+                    "endpointId": a.endpoint_id.to_string(),
+                    "lastAttempt": {
+                        "id": a.last_attempt.id.to_string(),
+                        "responseStatusCode": a.last_attempt.response_status_code,
+                        "timestamp": rfc3339::format(a.last_attempt.timestamp),
+                    },
+                });
+                // Svix's ingest events name the source where the others name the application
+                // (`appId` stays, as hookd's extension: the message lives in that application).
+                match a.source_id {
+                    Some(source) => d["sourceId"] = json!(source.to_string()),
+                    None => d["appUid"] = json!(a.app_uid),
+                }
+                d
+            }
             OperationalEvent::BackgroundTaskFinished {
                 task_id,
                 task,
@@ -365,5 +384,49 @@ mod tests {
         assert_eq!(p["data"]["appUid"], "acme");
         assert_eq!(p["data"]["endpointUid"], Value::Null);
         assert_eq!(p["data"]["reason"], "failing");
+    }
+
+    #[test]
+    fn an_attempt_of_a_message_from_a_source_is_an_ingest_event_naming_the_source() {
+        let event = |source_id| {
+            OperationalEvent::Attempt(
+                AttemptKind::Exhausted,
+                AttemptEvent {
+                    app_id: "app_01JD0000000000000000000000".parse().unwrap(),
+                    app_uid: Some("acme".into()),
+                    msg_id: "msg_01JD0000000000000000000000".parse().unwrap(),
+                    msg_event_id: None,
+                    endpoint_id: "ep_01JD0000000000000000000000".parse().unwrap(),
+                    last_attempt: LastAttempt {
+                        id: "atmpt_01JD0000000000000000000000".parse().unwrap(),
+                        response_status_code: 0,
+                        timestamp: Timestamp::from_millis(0),
+                    },
+                    source_id,
+                },
+            )
+            .payload()
+        };
+        let api = event(None);
+        assert_eq!(api["type"], "message.attempt.exhausted");
+        assert_eq!(api["data"]["appUid"], "acme");
+        assert!(api["data"].get("sourceId").is_none());
+        let inbound = event(Some("src_01JD0000000000000000000000".parse().unwrap()));
+        assert_eq!(inbound["type"], "ingest.message.attempt.exhausted");
+        assert_eq!(
+            inbound["data"]["sourceId"],
+            "src_01JD0000000000000000000000"
+        );
+        assert_eq!(inbound["data"]["lastAttempt"]["responseStatusCode"], 0);
+        assert!(inbound["data"].get("appUid").is_none());
+        assert!(EVENT_TYPES.contains(&"ingest.message.attempt.exhausted"));
+    }
+
+    #[test]
+    fn a_message_names_its_source_by_its_tag() {
+        let tags = vec!["vip".to_owned(), crate::inbound::source_tag("stripe")];
+        assert_eq!(crate::inbound::tagged_source(&tags), Some("stripe"));
+        assert_eq!(crate::inbound::tagged_source(&["source-".to_owned()]), None);
+        assert_eq!(crate::inbound::tagged_source(&[]), None);
     }
 }

@@ -14,11 +14,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use domain::Timestamp;
-use domain::ids::{ApplicationId, TenantId};
+use domain::ids::{ApplicationId, SourceId, TenantId};
 use domain::operational::{Budget, EndpointRef, OperationalEvent};
-use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, QuerySelect, Set};
 
-use crate::entities::{Owned, application, endpoint};
+use crate::entities::{Owned, application, endpoint, inbound_source};
 use crate::{NewMessage, Result, Store, StoreError, retry_policy_of, to_json};
 
 /// The name the hidden application carries (never shown to tenants as an application).
@@ -148,6 +148,20 @@ impl Store {
         app_id: ApplicationId,
         build: impl FnOnce(Option<String>) -> OperationalEvent,
     ) {
+        self.emit_for_message(tenant, app_id, None, |uid, _| build(uid))
+            .await
+    }
+
+    /// As [`Store::emit_for_app`], for a message that came through the source named
+    /// `source_name`: `build` also gets that source's id (none if it was deleted since). The
+    /// source is read only when the event is to be sent.
+    pub async fn emit_for_message(
+        &self,
+        tenant: TenantId,
+        app_id: ApplicationId,
+        source_name: Option<&str>,
+        build: impl FnOnce(Option<String>, Option<SourceId>) -> OperationalEvent,
+    ) {
         let found = async {
             let Some(ops) = self.listening(tenant).await? else {
                 return Ok(None);
@@ -165,10 +179,24 @@ impl Store {
                 .filter(application::Column::Id.eq(app_id))
                 .one(&self.db)
                 .await?;
-            Ok::<_, StoreError>(app.map(|a| (ops, a.uid)))
+            let source = match source_name {
+                Some(name) => {
+                    inbound_source::Entity::find_in(tenant)
+                        .select_only()
+                        .column(inbound_source::Column::Id)
+                        .filter(inbound_source::Column::Name.eq(name))
+                        .into_tuple::<SourceId>()
+                        .one(&self.db)
+                        .await?
+                }
+                None => None,
+            };
+            Ok::<_, StoreError>(app.map(|a| (ops, a.uid, source)))
         };
         match found.await {
-            Ok(Some((ops, uid))) => self.write_event(tenant, &ops, build(uid)).await,
+            Ok(Some((ops, uid, source))) => {
+                self.write_event(tenant, &ops, build(uid, source)).await
+            }
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, %tenant, "could not send an operational event"),
         }

@@ -389,3 +389,66 @@ async fn a_storm_of_events_is_cut_to_the_budget_and_the_rest_counted() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_message_from_a_source_makes_ingest_events_naming_the_source() {
+    for app in apps().await {
+        let ops = sink(Behaviour::default());
+        operational_endpoint(
+            &app,
+            &ops.url("/ops"),
+            json!({"filterTypes": ["message.attempt.exhausted", "ingest.message.attempt.exhausted"]}),
+        )
+        .await;
+        let dead = sink(Behaviour {
+            fail_rate: 1.0,
+            fail_status: 503,
+            ..Default::default()
+        });
+        let (a, e) = endpoint_at(
+            &app,
+            &dead,
+            json!({"retryPolicy": {"delays": ["50ms"], "maxAttempts": 2}}),
+        )
+        .await;
+        let src = app
+            .ok(
+                Method::POST,
+                "/inbound/source",
+                Some(
+                    json!({"name": "shop", "appId": a, "eventType": "inbound.event",
+                            "verification": {"scheme": "none"}}),
+                ),
+                201,
+            )
+            .await;
+        let resp = app
+            .client
+            .post(format!("{}/in/{}", app.base, src["id"].as_str().unwrap()))
+            .header("content-type", "application/json")
+            .body(r#"{"id":"evt_1","order":7}"#)
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{}", resp.status());
+        wait_for(&ops, "/ops", "ingest.message.attempt.exhausted", 1).await;
+
+        // A message sent through the API to the same endpoint stays a `message.attempt.*`.
+        let m = send(&app, &a, json!({"n": 1})).await;
+        wait_for(&ops, "/ops", "message.attempt.exhausted", 1).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let got = events(&ops, "/ops");
+        let ingest = of_type(&got, "ingest.message.attempt.exhausted");
+        assert_eq!(ingest.len(), 1, "{got:?}");
+        let d = &ingest[0]["data"];
+        assert_eq!(d["sourceId"], src["id"], "{d}");
+        assert_eq!(d["endpointId"], e.as_str());
+        assert_eq!(d["lastAttempt"]["responseStatusCode"], 503);
+        assert!(d.get("appUid").is_none(), "{d}");
+        let api = of_type(&got, "message.attempt.exhausted");
+        assert_eq!(api.len(), 1, "{got:?}");
+        assert_eq!(api[0]["data"]["msgId"], m.as_str());
+        assert!(api[0]["data"].get("sourceId").is_none());
+    }
+}
