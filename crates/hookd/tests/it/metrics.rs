@@ -348,57 +348,84 @@ fn metrics_of(list: &BTreeSet<String>) -> BTreeSet<String> {
         .collect()
 }
 
+/// Attempts counted with `outcome` and `class`, over every tenant's series.
+fn attempts(s: &Scrape, outcome: &str, class: &str) -> f64 {
+    let (o, c) = (
+        format!("outcome=\"{outcome}\""),
+        format!("class=\"{class}\""),
+    );
+    s.0.iter()
+        .filter(|(k, _)| k.starts_with("hookd_attempts_total{") && k.contains(&o) && k.contains(&c))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// After one delivery succeeds, one succeeds after a retry and one fails for good, `/metrics`
+/// serves exactly the series in `list` (named `file`), and the README documents each metric.
+async fn serves_exactly(app: &TestApp, list: &str, file: &str) {
+    let ok = sink(Behaviour::default());
+    let flaky = sink(Behaviour {
+        fail_first: 1,
+        ..Default::default()
+    });
+    let broken = sink(Behaviour {
+        fail_rate: 1.0,
+        fail_status: 400,
+        ..Default::default()
+    });
+    let fast = json!({"retryPolicy": {"delays": ["10ms"]}});
+    for s in [&ok, &flaky, &broken] {
+        let (a, _) = endpoint_at(app, s, fast.clone()).await;
+        send(app, &a, json!({"n": 1})).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = scrape_text(app).await;
+        let s = scrape(app).await;
+        if attempts(&s, "success", "2xx") == 2.0
+            && attempts(&s, "failed", "4xx") == 1.0
+            && attempts(&s, "retry", "5xx") == 1.0
+        {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "attempts never counted:\n{text}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let served = series_list(&text);
+    let expected: BTreeSet<String> = list.lines().map(str::to_owned).collect();
+    let missing: Vec<_> = expected.difference(&served).collect();
+    let new: Vec<_> = served.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && new.is_empty(),
+        "on {}: missing {missing:#?}\nnot in {file} {new:#?}",
+        app.backend
+    );
+    let documented = documented_series();
+    let metrics = metrics_of(&served);
+    let undocumented: Vec<_> = metrics.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&metrics).collect();
+    assert!(
+        undocumented.is_empty() && stale.is_empty(),
+        "README's Metrics table: missing {undocumented:#?}\nnot served {stale:#?}"
+    );
+    for s in [ok, flaky, broken] {
+        s.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn every_series_keeps_its_name_type_and_labels_and_is_documented() {
     for app in apps_with(&[]).await {
-        // One delivery succeeds, one succeeds after a retry, one fails for good.
-        let ok = sink(Behaviour::default());
-        let flaky = sink(Behaviour {
-            fail_first: 1,
-            ..Default::default()
-        });
-        let broken = sink(Behaviour {
-            fail_rate: 1.0,
-            fail_status: 400,
-            ..Default::default()
-        });
-        let fast = json!({"retryPolicy": {"delays": ["10ms"]}});
-        for s in [&ok, &flaky, &broken] {
-            let (a, _) = endpoint_at(&app, s, fast.clone()).await;
-            send(&app, &a, json!({"n": 1})).await;
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let text = loop {
-            let text = scrape_text(&app).await;
-            let s = scrape(&app).await;
-            if s.get(r#"hookd_attempts_total{outcome="success",class="2xx"}"#) == 2.0
-                && s.get(r#"hookd_attempts_total{outcome="failed",class="4xx"}"#) == 1.0
-                && s.get(r#"hookd_attempts_total{outcome="retry",class="5xx"}"#) == 1.0
-            {
-                break text;
-            }
-            assert!(Instant::now() < deadline, "attempts never counted:\n{text}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        };
-        let served = series_list(&text);
-        let expected: BTreeSet<String> = SERIES.lines().map(str::to_owned).collect();
-        let missing: Vec<_> = expected.difference(&served).collect();
-        let new: Vec<_> = served.difference(&expected).collect();
-        assert!(
-            missing.is_empty() && new.is_empty(),
-            "on {}: missing {missing:#?}\nnot in metrics_series.txt {new:#?}",
-            app.backend
-        );
-        let documented = documented_series();
-        let metrics = metrics_of(&served);
-        let undocumented: Vec<_> = metrics.difference(&documented).collect();
-        let stale: Vec<_> = documented.difference(&metrics).collect();
-        assert!(
-            undocumented.is_empty() && stale.is_empty(),
-            "README's Metrics table: missing {undocumented:#?}\nnot served {stale:#?}"
-        );
-        for s in [ok, flaky, broken] {
-            s.stop().await;
-        }
+        serves_exactly(&app, SERIES, "metrics_series.txt").await;
+    }
+}
+
+/// As [`SERIES`], with `metrics_tenant_label = true` and one tenant.
+const SERIES_BY_TENANT: &str = include_str!("metrics_series_by_tenant.txt");
+
+#[tokio::test]
+async fn with_the_tenant_label_every_series_keeps_its_name_type_and_labels() {
+    for app in apps_with(&[("HOOKD_METRICS_TENANT_LABEL", "true")]).await {
+        serves_exactly(&app, SERIES_BY_TENANT, "metrics_series_by_tenant.txt").await;
     }
 }
