@@ -104,11 +104,17 @@ impl Layers {
             SETTINGS.iter().map(|s| (s.name, s.default)),
         ));
         if let Some(path) = file {
-            // Read once here for an error that says the file could not be read (figment's
-            // would only say it is missing).
-            std::fs::read(path).map_err(|source| ConfigError::Read {
-                path: path.display().to_string(),
+            // Read and parsed once here for errors of hookd's own: figment's would only say a
+            // file is missing, and would quote the line of a syntax error, which may hold a
+            // secret (the parser's message alone does not).
+            let display = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: display.clone(),
                 source,
+            })?;
+            text.parse::<toml::Table>().map_err(|e| ConfigError::Toml {
+                path: display,
+                message: e.message().to_owned(),
             })?;
             figment = figment.merge(Toml::file_exact(path));
         }

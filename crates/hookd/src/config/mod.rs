@@ -907,6 +907,12 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         let err =
             Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap_err();
         assert!(matches!(err, ConfigError::Toml { .. }), "{err}");
+        // A syntax error is reported without the line it is on, which may hold a secret.
+        let f = file("metrics_token = \"0123456789abcdef-secret\nbind = 1\n");
+        let err =
+            Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap_err();
+        assert!(matches!(err, ConfigError::Toml { .. }), "{err}");
+        assert!(!err.to_string().contains("0123456789abcdef"), "{err}");
         let f = file("bnid = \"x\"\n");
         let err =
             Settings::load_from(Some(f.path()), &env(&[]), &Overrides::default()).unwrap_err();
