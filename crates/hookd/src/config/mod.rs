@@ -416,6 +416,9 @@ impl Settings {
         match keys {
             Ok(keys) => {
                 self.secret_keys = Some(keys);
+                // The keys came from where the file's name did.
+                let from = self.origins["secret_keys_file"].clone();
+                self.origins.insert("secret_keys", from);
                 Ok(())
             }
             Err(reason) => Err(self.invalid(layers, "secret_keys_file", reason)),
@@ -1076,6 +1079,13 @@ ordering = {{ keyPointer = "/order_id", sequencePointer = "/version", holdGapSec
         let f = file(&format!("# rotated 2026-11\n{KEY}\n{old}\n"));
         let path = f.path().display().to_string();
         let s = load(&[("HOOKD_SECRET_KEYS_FILE", &path)]).unwrap();
+        assert!(
+            s.describe().contains(
+                "secret_keys = \"(set: k2, k1; k2 seals)\"  # from HOOKD_SECRET_KEYS_FILE\n"
+            ),
+            "{}",
+            s.describe()
+        );
         assert_eq!(s.secret_keys.unwrap().current_id(), "k2");
         // Errors name the setting, never the key.
         let short = "k3:c2hvcnRrZXlzaG9ydGtleQ==";
