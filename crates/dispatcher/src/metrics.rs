@@ -1,13 +1,17 @@
-//! Delivery metrics in memory, written out in the Prometheus text format (0.0.4) by hand.
+//! Delivery metrics in memory, exposed through `prometheus-client`'s [`Collector`].
 //!
 //! Counters and fixed-bucket histograms are plain atomics: recording is a few relaxed adds, no
-//! lock and no allocation. Label sets are bounded (outcome × status class); no message or
-//! endpoint ids ever become labels. A `tenant` label is added only when the operator asks for
-//! it (`metrics_tenant_label`), one series set per tenant that has had an attempt.
+//! lock and no allocation (the library's own `Histogram` takes a lock per observation, hence
+//! these). Label sets are bounded (outcome × status class); no message or endpoint ids ever
+//! become labels. A `tenant` label is added only when the operator asks for it
+//! (`metrics_tenant_label`), one series set per tenant that has had an attempt.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 
 use domain::ids::TenantId;
 use domain::per_tenant::PerTenant;
@@ -61,22 +65,20 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
-    /// Writes the samples (not the header) with `labels` before `le`.
-    fn write(&self, out: &mut String, name: &str, labels: &[(&str, &str)]) {
-        let mut cumulative = 0u64;
-        for (i, bucket) in self.buckets.iter().enumerate() {
-            cumulative += bucket.load(Ordering::Relaxed);
-            let le = match self.bounds.get(i) {
-                Some(b) => b.to_string(),
-                None => "+Inf".to_owned(),
-            };
-            let mut with_le = labels.to_vec();
-            with_le.push(("le", &le));
-            write_sample(out, &format!("{name}_bucket"), &with_le, cumulative);
-        }
+    /// Encodes the histogram's samples; `+Inf` is the library's `f64::MAX` bound.
+    pub fn encode(&self, encoder: &mut MetricEncoder) -> Result<(), std::fmt::Error> {
+        let buckets: Vec<(f64, u64)> = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let bound = self.bounds.get(i).copied().unwrap_or(f64::MAX);
+                (bound, b.load(Ordering::Relaxed))
+            })
+            .collect();
+        let count = buckets.iter().map(|(_, n)| n).sum();
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        write_sample(out, &format!("{name}_sum"), labels, sum);
-        write_sample(out, &format!("{name}_count"), labels, cumulative);
+        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
 }
 
@@ -166,29 +168,39 @@ impl Metrics {
             .map(|(_, s)| s.time_to_deliver.count())
             .sum()
     }
+}
 
-    /// Appends this process's counters and histograms in the Prometheus text format.
-    pub fn write(&self, out: &mut String) {
+/// A counter family's name as `prometheus-client` takes it: without the `_total` it appends.
+pub fn counter_name(series: &'static str) -> &'static str {
+    series.strip_suffix("_total").unwrap_or(series)
+}
+
+/// The `tenant` label of a per-tenant series set, when there is one.
+fn tenant_label(tenant: &Option<TenantId>) -> Vec<(&'static str, String)> {
+    tenant.iter().map(|t| ("tenant", t.to_string())).collect()
+}
+
+impl Collector for Metrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let sets = self.sets.each();
-        let tenant_label = |t: &Option<TenantId>| -> Vec<(&'static str, String)> {
-            t.iter().map(|t| ("tenant", t.to_string())).collect()
-        };
-        let name = "hookd_attempts_total";
-        write_header(
-            out,
-            name,
-            "counter",
+        let mut family = encoder.encode_descriptor(
+            counter_name("hookd_attempts_total"),
             "Delivery attempts by outcome and HTTP status class.",
-        );
+            None,
+            MetricType::Counter,
+        )?;
         for (tenant, set) in &sets {
-            let base = tenant_label(tenant);
             for (o, outcome) in OUTCOMES.iter().enumerate() {
                 for (c, class) in CLASSES.iter().enumerate() {
-                    let mut labels: Vec<(&str, &str)> =
-                        base.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    labels.extend([("outcome", *outcome), ("class", *class)]);
+                    let mut labels = tenant_label(tenant);
+                    labels.extend([
+                        ("outcome", (*outcome).to_owned()),
+                        ("class", (*class).to_owned()),
+                    ]);
                     let n = set.attempts[o][c].load(Ordering::Relaxed);
-                    write_sample(out, name, &labels, n);
+                    family
+                        .encode_family(&labels)?
+                        .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
                 }
             }
         }
@@ -206,57 +218,43 @@ impl Metrics {
             ),
         ];
         for (name, help, of) in histograms {
-            write_header(out, name, "histogram", help);
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
             for (tenant, set) in &sets {
-                let base = tenant_label(tenant);
-                let labels: Vec<(&str, &str)> =
-                    base.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                of(set).write(out, name, &labels);
-            }
-        }
-    }
-}
-
-/// Writes the `# HELP` and `# TYPE` lines of a metric.
-pub fn write_header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// Writes one sample line: `name{label="value",…} value`. Label values are escaped.
-pub fn write_sample(
-    out: &mut String,
-    name: &str,
-    labels: &[(&str, &str)],
-    value: impl std::fmt::Display,
-) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (k, v)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(k);
-            out.push_str("=\"");
-            for ch in v.chars() {
-                match ch {
-                    '\\' => out.push_str("\\\\"),
-                    '"' => out.push_str("\\\""),
-                    '\n' => out.push_str("\\n"),
-                    c => out.push(c),
+                // Unsplit, the series carry no labels at all (not an empty `{}`).
+                match tenant {
+                    None => of(set).encode(&mut family)?,
+                    Some(_) => of(set).encode(&mut family.encode_family(&tenant_label(tenant))?)?,
                 }
             }
-            out.push('"');
         }
-        out.push('}');
+        Ok(())
     }
-    let _ = writeln!(out, " {value}");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus_client::registry::Registry;
+    use std::sync::Arc;
+
+    /// The exposition of `collector` alone.
+    fn text(collector: impl Collector) -> String {
+        let mut r = Registry::default();
+        r.register_collector(Box::new(collector));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &r).unwrap();
+        out
+    }
+
+    #[derive(Debug)]
+    struct One(Histogram);
+
+    impl Collector for One {
+        fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            let mut m = encoder.encode_descriptor("x_seconds", "x", None, MetricType::Histogram)?;
+            self.0.encode(&mut m)
+        }
+    }
 
     #[test]
     fn histogram_buckets_are_cumulative_and_inf_equals_count() {
@@ -265,19 +263,18 @@ mod tests {
         h.observe(Duration::from_millis(100));
         h.observe(Duration::from_millis(500));
         h.observe(Duration::from_secs(5));
-        let mut out = String::new();
-        h.write(&mut out, "x_seconds", &[]);
+        assert_eq!(h.count(), 4);
+        let out = text(One(h));
         assert!(out.contains("x_seconds_bucket{le=\"0.1\"} 2\n"), "{out}");
-        assert!(out.contains("x_seconds_bucket{le=\"1\"} 3\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"1.0\"} 3\n"), "{out}");
         assert!(out.contains("x_seconds_bucket{le=\"+Inf\"} 4\n"), "{out}");
         assert!(out.contains("x_seconds_count 4\n"), "{out}");
         assert!(out.contains("x_seconds_sum 5.65\n"), "{out}");
-        assert_eq!(h.count(), 4);
     }
 
     #[test]
     fn attempts_are_labelled_by_outcome_and_class() {
-        let m = Metrics::new(false);
+        let m = Arc::new(Metrics::new(false));
         let (t1, t2) = (TenantId::new(), TenantId::new());
         m.attempt(t1, &Next::Succeeded, Some(204), Duration::from_millis(3));
         m.attempt(t2, &Next::Failed, None, Duration::from_millis(3));
@@ -289,14 +286,18 @@ mod tests {
             Some(503),
             Duration::from_millis(3),
         );
-        let mut out = String::new();
-        m.write(&mut out);
+        let out = text(m.clone());
+        assert!(out.contains("# TYPE hookd_attempts counter\n"), "{out}");
         assert!(out.contains("hookd_attempts_total{outcome=\"success\",class=\"2xx\"} 1\n"));
         assert!(out.contains("hookd_attempts_total{outcome=\"failed\",class=\"none\"} 1\n"));
         assert!(out.contains("hookd_attempts_total{outcome=\"retry\",class=\"5xx\"} 1\n"));
-        assert!(out.contains("hookd_attempt_duration_seconds_count 3\n"));
+        assert!(
+            out.contains("hookd_attempt_duration_seconds_count 3\n"),
+            "{out}"
+        );
         assert_eq!(m.attempts_with_outcome("success"), 1);
         assert!(!out.contains("tenant="), "{out}");
+        assert!(!out.contains("_total_total"), "{out}");
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').unwrap();
             value.parse::<f64>().unwrap();
@@ -305,38 +306,36 @@ mod tests {
 
     #[test]
     fn with_tenant_label_every_series_names_its_tenant() {
-        let m = Metrics::new(true);
+        let m = Arc::new(Metrics::new(true));
         let (t_a, t_b) = (TenantId::new(), TenantId::new());
         m.attempt(t_b, &Next::Succeeded, Some(200), Duration::from_millis(3));
         m.attempt(t_a, &Next::Failed, Some(410), Duration::from_millis(30));
         m.attempt(t_b, &Next::Succeeded, Some(200), Duration::from_millis(3));
         m.delivered(t_b, Duration::from_millis(7));
-        let mut out = String::new();
-        m.write(&mut out);
+        let out = text(m.clone());
         let b =
             format!(r#"hookd_attempts_total{{tenant="{t_b}",outcome="success",class="2xx"}} 2"#);
         let a = format!(r#"hookd_attempts_total{{tenant="{t_a}",outcome="failed",class="4xx"}} 1"#);
         assert!(out.contains(&b), "{out}");
         assert!(out.contains(&a), "{out}");
-        assert!(out.contains(&format!(
-            "hookd_time_to_deliver_seconds_bucket{{tenant=\"{t_b}\",le=\"0.01\"}} 1\n"
-        )));
-        assert!(out.contains(&format!(
-            "hookd_time_to_deliver_seconds_count{{tenant=\"{t_a}\"}} 0\n"
-        )));
+        assert!(
+            out.contains(&format!(
+                "hookd_time_to_deliver_seconds_bucket{{le=\"0.01\",tenant=\"{t_b}\"}} 1\n"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "hookd_time_to_deliver_seconds_count{{tenant=\"{t_a}\"}} 0\n"
+            )),
+            "{out}"
+        );
         // Each metric's header appears once, however many tenants.
-        assert_eq!(out.matches("# TYPE hookd_attempts_total").count(), 1);
+        assert_eq!(out.matches("# TYPE hookd_attempts ").count(), 1);
         assert_eq!(m.attempts_with_outcome("success"), 2);
         assert_eq!(m.delivered_count(), 1);
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.contains("tenant=\""), "{line}");
         }
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        let mut out = String::new();
-        write_sample(&mut out, "m", &[("a", "x\"y\\z\n")], 1);
-        assert_eq!(out, "m{a=\"x\\\"y\\\\z\\n\"} 1\n");
     }
 }

@@ -14,6 +14,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::Settings;
+use crate::metrics::ProcessMetrics;
 
 pub struct Application {
     port: Option<u16>,
@@ -735,16 +736,7 @@ impl MetricsAccess {
     }
 }
 
-/// This process's counters, shared by the dispatcher, the API and `/metrics`.
-#[derive(Clone)]
-struct ProcessMetrics {
-    delivery: Arc<Metrics>,
-    ingest: Arc<api::IngestCounts>,
-    inbound: Arc<api::InboundCounts>,
-    receiving: Arc<service::inbound::Counts>,
-}
-
-/// `GET /metrics`: Prometheus text format 0.0.4. Counters and histograms are this process's;
+/// `GET /metrics` (see [`crate::metrics`]). Counters and histograms are this process's;
 /// gauges are read from the database at scrape time, so every node reports the same queue.
 async fn serve_metrics(
     req: actix_web::HttpRequest,
@@ -752,7 +744,6 @@ async fn serve_metrics(
     metrics: web::Data<ProcessMetrics>,
     access: web::Data<MetricsAccess>,
 ) -> actix_web::HttpResponse {
-    use dispatcher::metrics::{write_header, write_sample};
     if !access.allows(&req) {
         return actix_web::HttpResponse::Unauthorized()
             .insert_header(("WWW-Authenticate", "Bearer"))
@@ -761,156 +752,22 @@ async fn serve_metrics(
     }
     // The gauges are read before the counters: an attempt is counted before its result is
     // committed, so a scrape whose queue shows a delivery finished has counted its attempt.
-    let gauges = store.system().queue_gauges(domain::Timestamp::now()).await;
-    let mut out = String::with_capacity(8 * 1024);
-    metrics.delivery.write(&mut out);
-    let name = "hookd_ingest_requests_total";
-    write_header(
-        &mut out,
-        name,
-        "counter",
-        "Authenticated message-create requests by result (rate_limited: answered 429).",
-    );
-    for (tenant, r, n) in metrics.ingest.each() {
-        let mut labels = vec![("result", r.as_str())];
-        if let Some(t) = &tenant {
-            labels.insert(0, ("tenant", t.as_str()));
+    let gauges = match store.system().queue_gauges(domain::Timestamp::now()).await {
+        Ok(g) => Some(g),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: could not read the queue gauges");
+            None
         }
-        write_sample(&mut out, name, &labels, n);
-    }
-    let name = "hookd_inbound_requests_total";
-    write_header(
-        &mut out,
-        name,
-        "counter",
-        "Requests to inbound sources (POST /in/{source}) by result: stored, duplicate, refused (bad signature), unknown_source, failed.",
+    };
+    let body = crate::metrics::render(
+        &metrics,
+        store.operational_counts(),
+        store.storage().is_writable(),
+        gauges,
     );
-    for (r, n) in metrics.inbound.each() {
-        write_sample(&mut out, name, &[("result", r.as_str())], n);
-    }
-    let name = "hookd_inbound_forwarded_total";
-    write_header(
-        &mut out,
-        name,
-        "counter",
-        "Inbound events this process handed to their application's endpoints (stored as messages), at once or after being held.",
-    );
-    write_sample(&mut out, name, &[], metrics.receiving.forwarded());
-    let name = "hookd_inbound_ordering_total";
-    write_header(
-        &mut out,
-        name,
-        "counter",
-        "Ordered inbound events forwarded behind their key's place (late), and sequences given up on after their gap's hold time (skipped).",
-    );
-    for (kind, n) in metrics.receiving.each() {
-        write_sample(&mut out, name, &[("kind", kind)], n);
-    }
-    let name = "hookd_pruned_rows_total";
-    write_header(
-        &mut out,
-        name,
-        "counter",
-        "Rows this process's prunes removed, by kind (payloads: payloads emptied by retention).",
-    );
-    for (kind, n) in scheduler::pruned_totals() {
-        write_sample(&mut out, name, &[("kind", kind)], n);
-    }
-    let name = "hookd_operational_events_total";
-    write_header(
-        &mut out,
-        name,
-        "counter",
-        "Operational webhooks this process wrote as messages (sent), and dropped over a tenant's budget of 10 per second with bursts of 100 (dropped).",
-    );
-    let (sent, dropped) = store.operational_counts();
-    write_sample(&mut out, name, &[("result", "sent")], sent);
-    write_sample(&mut out, name, &[("result", "dropped")], dropped);
-    let name = "hookd_storage_writable";
-    write_header(
-        &mut out,
-        name,
-        "gauge",
-        "1 while the database takes this process's writes; 0 while it is full, read-only or unreachable (GET /api/v1/health says which).",
-    );
-    write_sample(&mut out, name, &[], u8::from(store.storage().is_writable()));
-    let up = u8::from(gauges.is_ok());
-    write_header(
-        &mut out,
-        "hookd_database_up",
-        "gauge",
-        "1 when the gauges below could be read from the database.",
-    );
-    write_sample(&mut out, "hookd_database_up", &[], up);
-    match gauges {
-        Ok(g) => {
-            let rows: [(&str, &str, String); 11] = [
-                (
-                    "hookd_deliveries_pending",
-                    "Deliveries waiting for an attempt.",
-                    g.pending.to_string(),
-                ),
-                (
-                    "hookd_deliveries_in_flight",
-                    "Deliveries whose attempt is in flight.",
-                    g.sending.to_string(),
-                ),
-                (
-                    "hookd_dead_letters",
-                    "Deliveries that failed for good.",
-                    g.dead_letters.to_string(),
-                ),
-                (
-                    "hookd_oldest_due_delivery_age_seconds",
-                    "How long the longest-waiting due delivery has been due.",
-                    g.oldest_due_age.as_secs_f64().to_string(),
-                ),
-                (
-                    "hookd_open_breakers",
-                    "Endpoints whose circuit breaker is open.",
-                    g.open_breakers.to_string(),
-                ),
-                (
-                    "hookd_disabled_endpoints",
-                    "Disabled endpoints.",
-                    g.disabled_endpoints.to_string(),
-                ),
-                (
-                    "hookd_email_outbox_pending",
-                    "Emails waiting to be sent.",
-                    g.email_outbox_pending.to_string(),
-                ),
-                (
-                    "hookd_inbound_held_events",
-                    "Inbound events held ahead of a gap in their ordering key's sequence.",
-                    g.inbound_held.to_string(),
-                ),
-                (
-                    "hookd_inbound_oldest_held_seconds",
-                    "How long the longest-held inbound event has waited for its turn (the receiving side's lag).",
-                    g.oldest_held_age.as_secs_f64().to_string(),
-                ),
-                (
-                    "hookd_database_bytes",
-                    "The database's size on disk (SQLite: free pages included).",
-                    g.database_bytes.to_string(),
-                ),
-                (
-                    "hookd_database_free_bytes",
-                    "SQLite: bytes in free pages, reused before the file grows (PostgreSQL: 0).",
-                    g.database_free_bytes.to_string(),
-                ),
-            ];
-            for (name, help, value) in rows {
-                write_header(&mut out, name, "gauge", help);
-                write_sample(&mut out, name, &[], value);
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "metrics: could not read the queue gauges"),
-    }
     actix_web::HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(out)
+        .content_type(crate::metrics::CONTENT_TYPE)
+        .body(body)
 }
 
 async fn shutdown_signal() {

@@ -164,11 +164,18 @@ fn config_prints_effective_settings_with_secrets_redacted() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("database_url = \"postgres://u:***@db/hookd\""),
+        text.contains("database_url = \"postgres://u:***@db/hookd\"  # from HOOKD_DATABASE_URL\n"),
         "{text}"
     );
     assert!(!text.contains("topsecret"));
-    assert!(text.contains("bind = \"127.0.0.1:0\""), "{text}");
+    assert!(
+        text.contains("bind = \"127.0.0.1:0\"  # from HOOKD_BIND\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("log_format = \"text\"  # default\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

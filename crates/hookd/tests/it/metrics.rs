@@ -1,7 +1,7 @@
 //! `GET /metrics`: the Prometheus exposition parses, and its values move as messages are
 //! accepted, refused and delivered.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use bench::sink::Behaviour;
@@ -23,7 +23,8 @@ impl Scrape {
     }
 }
 
-pub async fn scrape(app: &TestApp) -> Scrape {
+/// The body of `GET /metrics`, checked to be the Prometheus text format.
+pub async fn scrape_text(app: &TestApp) -> String {
     let resp = app
         .client
         .get(format!("{}/metrics", app.base))
@@ -32,8 +33,12 @@ pub async fn scrape(app: &TestApp) -> Scrape {
         .expect("GET /metrics");
     assert_eq!(resp.status(), 200);
     let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
-    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
-    let text = resp.text().await.unwrap();
+    assert_eq!(ct, hookd::metrics::CONTENT_TYPE);
+    resp.text().await.unwrap()
+}
+
+pub async fn scrape(app: &TestApp) -> Scrape {
+    let text = scrape_text(app).await;
     let mut samples = HashMap::new();
     for line in text.lines() {
         if line.is_empty() || line.starts_with('#') {
@@ -229,5 +234,198 @@ async fn with_the_tenant_label_each_tenant_has_its_own_series() {
             }
         }
         sink.stop().await;
+    }
+}
+
+/// Each sample of an exposition as `TYPE name{label="value",…}`: labels sorted, `tenant`
+/// values replaced by `T` and `le` bounds written as numbers (`1` and `1.0` are one bound),
+/// each sample's type read from its family's `# TYPE` line.
+fn series_list(text: &str) -> BTreeSet<String> {
+    let mut types: HashMap<&str, &str> = HashMap::new();
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            types.insert(name, kind);
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let key = line.rsplit_once(' ').expect("name value").0;
+        let (name, labels) = match key.split_once('{') {
+            Some((n, l)) => (n, l.trim_end_matches('}')),
+            None => (key, ""),
+        };
+        let kind = ["", "_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| types.get(name.strip_suffix(suffix)?))
+            .unwrap_or_else(|| panic!("{name} has no # TYPE line"));
+        let mut pairs: Vec<String> = labels
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').expect("label=value");
+                match k {
+                    "tenant" => "tenant=\"T\"".to_owned(),
+                    "le" if v != "\"+Inf\"" => {
+                        let bound: f64 = v.trim_matches('"').parse().expect("le bound");
+                        format!("le=\"{bound}\"")
+                    }
+                    _ => pair.to_owned(),
+                }
+            })
+            .collect();
+        pairs.sort();
+        out.insert(match pairs.is_empty() {
+            true => format!("{kind} {name}"),
+            false => format!("{kind} {name}{{{}}}", pairs.join(",")),
+        });
+    }
+    out
+}
+
+/// The series dashboards and alerts rely on, as the server wrote them before the exposition
+/// moved to a library; none may disappear or change name, type, labels or label values.
+const SERIES: &str = include_str!("metrics_series.txt");
+
+/// The README's table of metrics: each `name{labels}` with its type.
+fn documented_series() -> BTreeSet<String> {
+    let readme = include_str!("../../../../README.md");
+    let section = readme
+        .split("\n## Metrics\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has a Metrics section");
+    section
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix("`hookd_")?.strip_suffix('`')?;
+            let (name, labels) = name.split_once('{').unwrap_or((name, ""));
+            let mut labels: Vec<&str> = labels
+                .trim_end_matches('}')
+                .split(',')
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            labels.sort();
+            Some(match labels.is_empty() {
+                true => format!("{} hookd_{name}", cells[2]),
+                false => format!("{} hookd_{name}{{{}}}", cells[2], labels.join(",")),
+            })
+        })
+        .collect()
+}
+
+/// `TYPE name{label names}` of each metric in a series list (histogram suffixes and `le`
+/// folded into the metric, `tenant` left out).
+fn metrics_of(list: &BTreeSet<String>) -> BTreeSet<String> {
+    list.iter()
+        .map(|line| {
+            let (kind, key) = line.split_once(' ').unwrap();
+            let (name, labels) = key.split_once('{').unwrap_or((key, ""));
+            let name = if kind == "histogram" {
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(name)
+            } else {
+                name
+            };
+            let names: Vec<&str> = labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter_map(|p| p.split_once('=').map(|(k, _)| k))
+                .filter(|k| *k != "le" && *k != "tenant")
+                .collect();
+            if names.is_empty() {
+                format!("{kind} {name}")
+            } else {
+                format!("{kind} {name}{{{}}}", names.join(","))
+            }
+        })
+        .collect()
+}
+
+/// Attempts counted with `outcome` and `class`, over every tenant's series.
+fn attempts(s: &Scrape, outcome: &str, class: &str) -> f64 {
+    let (o, c) = (
+        format!("outcome=\"{outcome}\""),
+        format!("class=\"{class}\""),
+    );
+    s.0.iter()
+        .filter(|(k, _)| k.starts_with("hookd_attempts_total{") && k.contains(&o) && k.contains(&c))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// After one delivery succeeds, one succeeds after a retry and one fails for good, `/metrics`
+/// serves exactly the series in `list` (named `file`), and the README documents each metric.
+async fn serves_exactly(app: &TestApp, list: &str, file: &str) {
+    let ok = sink(Behaviour::default());
+    let flaky = sink(Behaviour {
+        fail_first: 1,
+        ..Default::default()
+    });
+    let broken = sink(Behaviour {
+        fail_rate: 1.0,
+        fail_status: 400,
+        ..Default::default()
+    });
+    let fast = json!({"retryPolicy": {"delays": ["10ms"]}});
+    for s in [&ok, &flaky, &broken] {
+        let (a, _) = endpoint_at(app, s, fast.clone()).await;
+        send(app, &a, json!({"n": 1})).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = scrape_text(app).await;
+        let s = scrape(app).await;
+        if attempts(&s, "success", "2xx") == 2.0
+            && attempts(&s, "failed", "4xx") == 1.0
+            && attempts(&s, "retry", "5xx") == 1.0
+        {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "attempts never counted:\n{text}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let served = series_list(&text);
+    let expected: BTreeSet<String> = list.lines().map(str::to_owned).collect();
+    let missing: Vec<_> = expected.difference(&served).collect();
+    let new: Vec<_> = served.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && new.is_empty(),
+        "on {}: missing {missing:#?}\nnot in {file} {new:#?}",
+        app.backend
+    );
+    let documented = documented_series();
+    let metrics = metrics_of(&served);
+    let undocumented: Vec<_> = metrics.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&metrics).collect();
+    assert!(
+        undocumented.is_empty() && stale.is_empty(),
+        "README's Metrics table: missing {undocumented:#?}\nnot served {stale:#?}"
+    );
+    for s in [ok, flaky, broken] {
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn every_series_keeps_its_name_type_and_labels_and_is_documented() {
+    for app in apps_with(&[]).await {
+        serves_exactly(&app, SERIES, "metrics_series.txt").await;
+    }
+}
+
+/// As [`SERIES`], with `metrics_tenant_label = true` and one tenant.
+const SERIES_BY_TENANT: &str = include_str!("metrics_series_by_tenant.txt");
+
+#[tokio::test]
+async fn with_the_tenant_label_every_series_keeps_its_name_type_and_labels() {
+    for app in apps_with(&[("HOOKD_METRICS_TENANT_LABEL", "true")]).await {
+        serves_exactly(&app, SERIES_BY_TENANT, "metrics_series_by_tenant.txt").await;
     }
 }
