@@ -860,12 +860,22 @@ impl Slots {
     }
 }
 
+/// What became of a delivery after an attempt, in the log line and on the attempt's span.
+fn outcome(next: &Next) -> &'static str {
+    match next {
+        Next::Succeeded => "delivered",
+        Next::Retry { .. } => "will retry",
+        Next::Failed => "dead",
+    }
+}
+
 /// One line per attempt with every id a reader needs to find it (never the payload, headers or
-/// secrets): debug when delivered, info when it failed.
+/// secrets): debug when delivered, info when it failed, then with its cause as the attempt's
+/// page shows it.
 fn log_attempt(r: &AttemptResult) {
     let a = &r.attempt;
     macro_rules! line {
-        ($level:ident, $outcome:expr) => {
+        ($level:ident, $cause:expr) => {
             tracing::$level!(
                 tenant_id = %a.tenant_id,
                 app_id = %a.app_id,
@@ -875,16 +885,20 @@ fn log_attempt(r: &AttemptResult) {
                 attempt = a.attempt_number,
                 status = a.status_code,
                 error = a.error_kind.map(|k| k.as_str()),
+                cause = $cause,
                 duration_ms = a.duration_ms,
-                outcome = $outcome,
+                outcome = outcome(&r.next),
                 "delivery attempt"
             )
         };
     }
     match r.next {
-        Next::Succeeded => line!(debug, "delivered"),
-        Next::Retry { .. } => line!(info, "will retry"),
-        Next::Failed => line!(info, "dead"),
+        Next::Succeeded => line!(debug, None::<&str>),
+        Next::Retry { .. } | Next::Failed => {
+            let cause =
+                domain::attempt::failure_cause(&a.url, a.error_kind, a.error_detail.as_deref());
+            line!(info, cause.as_deref())
+        }
     }
 }
 
