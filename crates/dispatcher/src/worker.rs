@@ -783,10 +783,12 @@ impl Slots {
                 self.held.drop_ids(&ids);
                 return;
             }
-            // At debug, the request runs in a span naming whose delivery it is; at the default
-            // level the span is disabled (one check, no formatting) and `log_attempt` below
-            // names the same ids.
+            // The attempt runs in a span naming whose delivery it is: traced (OpenTelemetry, in
+            // the trace of the request that created the message) and, at debug, on every line
+            // the HTTP client logs. Otherwise it is disabled: one check, no formatting, and
+            // `log_attempt` below names the same ids.
             let span = tracing::debug_span!(
+                parent: None,
                 "delivery",
                 tenant = %job.d.tenant_id,
                 app = %job.d.app_id,
@@ -794,13 +796,23 @@ impl Slots {
                 msg = %job.d.msg_id,
                 delivery = %job.d.id,
                 attempt = job.d.attempt_count + 1,
+                attempt_id = tracing::field::Empty,
+                status = tracing::field::Empty,
+                outcome = tracing::field::Empty,
             );
+            store::trace::join(&span, job.msg.trace_parent.as_deref());
             let result = send::attempt(&self.http, &job.ep, &job.msg, &job.d)
-                .instrument(span)
+                .instrument(span.clone())
                 .await;
             let success = result.attempt.classification == "success";
             let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
             record_metrics(&self.metrics, &result, &job.msg, took);
+            if !span.is_disabled() {
+                span.record("attempt_id", tracing::field::display(&result.attempt.id));
+                span.record("status", result.attempt.status_code);
+                span.record("outcome", outcome(&result.next));
+            }
+            drop(span);
             log_attempt(&result);
             let (change, then) =
                 self.flow

@@ -199,7 +199,7 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         name: "otlp_endpoint",
         default: "",
-        help: "an OpenTelemetry collector's OTLP/HTTP base URL, e.g. http://127.0.0.1:4318: log records passing log_level are also exported as OTLP JSON to ENDPOINT/v1/logs; empty exports nothing",
+        help: "an OpenTelemetry collector's OTLP/HTTP base URL, e.g. http://127.0.0.1:4318: log records passing log_level are also exported to ENDPOINT/v1/logs and traces of requests and delivery attempts to ENDPOINT/v1/traces (OTLP protobuf); empty exports nothing",
     },
     SettingSpec {
         name: "password_hash_concurrency",
