@@ -307,6 +307,58 @@ async fn a_message_is_one_trace_from_its_request_through_each_attempt() {
             )
         );
 
+        // An inbound request is traced the same way: its forwarding's attempts join its trace.
+        let src = api
+            .ok(
+                Method::POST,
+                "/inbound/source",
+                json!({"name": "shop", "appId": app_id, "eventType": "inbound.event",
+                       "verification": {"scheme": "none"}}),
+                201,
+            )
+            .await;
+        let src_id = src["id"].as_str().unwrap().to_owned();
+        let posted = api
+            .client
+            .post(format!("{}/in/{src_id}", api.base))
+            .header("content-type", "application/json")
+            .body(json!({"note": MARKER}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(posted.status().is_success(), "{}", posted.status());
+        let inbound = {
+            let seen = seen.clone();
+            let path = format!("/in/{src_id}");
+            move || {
+                let s = seen.lock().unwrap();
+                let Some(request) = s.spans.iter().find(|sp| {
+                    sp.name == "request"
+                        && text_of(&sp.attributes, "path").as_deref() == Some(path.as_str())
+                }) else {
+                    return 0;
+                };
+                s.spans
+                    .iter()
+                    .filter(|sp| {
+                        sp.name == "delivery"
+                            && sp.trace_id == request.trace_id
+                            && sp.parent_span_id == request.span_id
+                            && sp.links.iter().any(|l| l.span_id == request.span_id)
+                    })
+                    .count()
+            }
+        };
+        eventually(
+            Duration::from_secs(20),
+            "the inbound request's span and its two forwarded attempts",
+            || {
+                let n = inbound();
+                async move { n == 2 }
+            },
+        )
+        .await;
+
         let log = server.stop_and_log();
         handle.stop(true).await;
         let s = seen.lock().unwrap();
