@@ -13,7 +13,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::logs::{BatchLogProcessor, SdkLoggerProvider};
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider};
 use tracing::Metadata;
-use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::filter::{LevelFilter, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -53,7 +53,10 @@ pub fn init(settings: &Settings) -> Option<OtlpGuard> {
                 tracing_opentelemetry::layer()
                     .with_tracer(g.traces.tracer("hookd"))
                     .with_threads(false)
-                    .with_filter(filter_fn(is_traced_span)),
+                    .with_filter(
+                        // Spans up to debug only: trace-level callsites stay off for good.
+                        filter_fn(is_traced_span).with_max_level_hint(LevelFilter::DEBUG),
+                    ),
             ),
         ),
         None => (None, None),
