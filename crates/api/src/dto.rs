@@ -412,6 +412,9 @@ pub struct EndpointExtIn {
     /// absent or null: the server's `signature_headers` setting.
     #[schema(pattern = "^(both|webhook|svix)$")]
     pub signature_headers: Option<String>,
+    /// Send a W3C `traceparent` header naming each attempt's span, while the server exports
+    /// OpenTelemetry traces (default false).
+    pub send_traceparent: Option<bool>,
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -470,6 +473,9 @@ pub struct EndpointPatch {
     #[serde(default)]
     #[schema(value_type = Option<String>, pattern = "^(both|webhook|svix)$")]
     pub signature_headers: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<bool>)]
+    pub send_traceparent: Patch<bool>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -503,6 +509,8 @@ pub struct EndpointOut {
     pub status_preset: Option<String>,
     /// `both`, `webhook` or `svix`; null: the server's setting.
     pub signature_headers: Option<String>,
+    /// Deliveries carry a W3C `traceparent` header (while traces are exported).
+    pub send_traceparent: bool,
     /// `closed`, `open` or `half_open`.
     pub breaker_state: String,
 }

@@ -51,7 +51,9 @@ pub struct AttemptPage {
     pub response_headers_omitted: u32,
     pub response_body: Option<String>,
     pub body_kept_bytes: usize,
-    /// The raw error text, for the tenant only (a customer reads the sentence).
+    /// The failure's cause in one line, as the dispatcher logs it, and the raw error text:
+    /// for the tenant only (a customer reads the sentence).
+    pub cause: Option<String>,
     pub error_detail: Option<String>,
 }
 
@@ -181,6 +183,11 @@ pub async fn show(
         response_headers_omitted: received.omitted,
         response_body: a.response_excerpt.clone(),
         body_kept_bytes: BODY_KEPT_BYTES,
+        cause: (reader == Reader::Tenant)
+            .then(|| {
+                domain::attempt::failure_cause(&a.url, a.error_kind, a.error_detail.as_deref())
+            })
+            .flatten(),
         error_detail: (reader == Reader::Tenant)
             .then(|| a.error_detail.clone())
             .flatten(),

@@ -297,6 +297,9 @@ fn parse_form(
         }
     }
     new.headers = headers;
+    if f.traceparent_shown {
+        new.send_traceparent = f.send_traceparent;
+    }
     add_all(&mut errors, &service::endpoints::problems(&new));
     if errors.is_empty() {
         Ok(new)
@@ -335,6 +338,8 @@ fn values_of(
             .map(|(k, v)| format!("{k}: {v}"))
             .collect::<Vec<_>>()
             .join("\n"),
+        send_traceparent: ep.send_traceparent,
+        traceparent_shown: false,
     })
 }
 
@@ -716,6 +721,32 @@ mod tests {
         };
         f(&mut v);
         v
+    }
+
+    #[test]
+    fn the_trace_context_box_decides_only_where_the_form_shows_it() {
+        let on = NewEndpoint {
+            send_traceparent: true,
+            ..NewEndpoint::default()
+        };
+        let parse = |f: EndpointFormValues, base: NewEndpoint| {
+            parse_form(&f, base, true).expect("valid").send_traceparent
+        };
+        let shown = |checked: bool| {
+            form(move |v| {
+                v.traceparent_shown = true;
+                v.send_traceparent = checked;
+            })
+        };
+        assert!(parse(shown(true), NewEndpoint::default()));
+        assert!(!parse(shown(false), on.clone()));
+        // The portal's form has no such box: the stored choice stays.
+        assert!(parse(form(|_| {}), on));
+        let posted = EndpointFormValues::from_pairs(vec![
+            ("traceparent_shown".into(), "1".into()),
+            ("send_traceparent".into(), "1".into()),
+        ]);
+        assert!(posted.traceparent_shown && posted.send_traceparent);
     }
 
     #[test]

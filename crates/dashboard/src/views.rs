@@ -719,6 +719,11 @@ pub struct EndpointFormValues {
     pub retry_policy: String,
     /// Custom headers sent with every attempt, one `Name: value` per line.
     pub headers: String,
+    /// The "Send trace context" box is checked.
+    pub send_traceparent: bool,
+    /// The form had that box (the dashboard's, not the portal's): unchecked then means off,
+    /// and without it the stored choice stays.
+    pub traceparent_shown: bool,
 }
 
 impl EndpointFormValues {
@@ -730,6 +735,14 @@ impl EndpointFormValues {
             let slot = match k.as_str() {
                 "event_types" => {
                     f.event_types.push(v);
+                    continue;
+                }
+                "send_traceparent" => {
+                    f.send_traceparent = true;
+                    continue;
+                }
+                "traceparent_shown" => {
+                    f.traceparent_shown = true;
                     continue;
                 }
                 "csrf" => &mut f.csrf,

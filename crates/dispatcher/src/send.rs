@@ -21,6 +21,8 @@ use crate::DispatcherConfig;
 /// How much of a response body is kept with the attempt.
 pub const EXCERPT_BYTES: usize = domain::attempt::BODY_KEPT_BYTES;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+/// The W3C trace context header an endpoint may opt in to.
+const TRACEPARENT: &str = "traceparent";
 
 /// An endpoint as its attempts need it, worked out once per batch of claims rather than once
 /// per attempt: where to send (or why it cannot be sent to), the signing secrets, the custom
@@ -351,6 +353,17 @@ fn headers<'a>(
     if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
         out.push(("webhook-ordering-key", key.clone()));
         out.push(("webhook-sequence", seq.to_string()));
+    }
+    // An endpoint that opted in learns the attempt's span (it runs in it), unless it set a
+    // `traceparent` of its own. Outside the signature, as every header but the signed three.
+    if target.ep.endpoint.send_traceparent
+        && !target
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(TRACEPARENT))
+        && let Some(traceparent) = store::trace::current()
+    {
+        out.push((TRACEPARENT, traceparent));
     }
     for (k, v) in &target.headers {
         out.push((k.as_str(), v.clone()));

@@ -783,24 +783,14 @@ impl Slots {
                 self.held.drop_ids(&ids);
                 return;
             }
-            // At debug, the request runs in a span naming whose delivery it is; at the default
-            // level the span is disabled (one check, no formatting) and `log_attempt` below
-            // names the same ids.
-            let span = tracing::debug_span!(
-                "delivery",
-                tenant = %job.d.tenant_id,
-                app = %job.d.app_id,
-                endpoint = %job.d.endpoint_id,
-                msg = %job.d.msg_id,
-                delivery = %job.d.id,
-                attempt = job.d.attempt_count + 1,
-            );
+            let span = attempt_span(&job.d, &job.msg);
             let result = send::attempt(&self.http, &job.ep, &job.msg, &job.d)
-                .instrument(span)
+                .instrument(span.clone())
                 .await;
             let success = result.attempt.classification == "success";
             let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
             record_metrics(&self.metrics, &result, &job.msg, took);
+            record_outcome(span, &result);
             log_attempt(&result);
             let (change, then) =
                 self.flow
@@ -864,12 +854,53 @@ impl Slots {
     }
 }
 
+/// The span an attempt runs in, naming whose delivery it is: traced (OpenTelemetry, in the
+/// trace of the request that created the message) and, at debug, on every line the HTTP client
+/// logs. Otherwise it is disabled: one check, no formatting and no allocation, and
+/// `log_attempt` names the same ids.
+fn attempt_span(d: &delivery::Model, msg: &store::entities::message::Model) -> tracing::Span {
+    let span = tracing::debug_span!(
+        parent: None,
+        "delivery",
+        tenant = %d.tenant_id,
+        app = %d.app_id,
+        endpoint = %d.endpoint_id,
+        msg = %d.msg_id,
+        delivery = %d.id,
+        attempt = d.attempt_count + 1,
+        attempt_id = tracing::field::Empty,
+        status = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    store::trace::join(&span, msg.trace_parent.as_deref());
+    span
+}
+
+/// Ends the attempt's span with what the attempt came to.
+fn record_outcome(span: tracing::Span, r: &AttemptResult) {
+    if !span.is_disabled() {
+        span.record("attempt_id", tracing::field::display(&r.attempt.id));
+        span.record("status", r.attempt.status_code);
+        span.record("outcome", outcome(&r.next));
+    }
+}
+
+/// What became of a delivery after an attempt, in the log line and on the attempt's span.
+fn outcome(next: &Next) -> &'static str {
+    match next {
+        Next::Succeeded => "delivered",
+        Next::Retry { .. } => "will retry",
+        Next::Failed => "dead",
+    }
+}
+
 /// One line per attempt with every id a reader needs to find it (never the payload, headers or
-/// secrets): debug when delivered, info when it failed.
+/// secrets): debug when delivered, info when it failed, then with its cause as the attempt's
+/// page shows it.
 fn log_attempt(r: &AttemptResult) {
     let a = &r.attempt;
     macro_rules! line {
-        ($level:ident, $outcome:expr) => {
+        ($level:ident, $cause:expr) => {
             tracing::$level!(
                 tenant_id = %a.tenant_id,
                 app_id = %a.app_id,
@@ -879,16 +910,20 @@ fn log_attempt(r: &AttemptResult) {
                 attempt = a.attempt_number,
                 status = a.status_code,
                 error = a.error_kind.map(|k| k.as_str()),
+                cause = $cause,
                 duration_ms = a.duration_ms,
-                outcome = $outcome,
+                outcome = outcome(&r.next),
                 "delivery attempt"
             )
         };
     }
     match r.next {
-        Next::Succeeded => line!(debug, "delivered"),
-        Next::Retry { .. } => line!(info, "will retry"),
-        Next::Failed => line!(info, "dead"),
+        Next::Succeeded => line!(debug, None::<&str>),
+        Next::Retry { .. } | Next::Failed => {
+            let cause =
+                domain::attempt::failure_cause(&a.url, a.error_kind, a.error_detail.as_deref());
+            line!(info, cause.as_deref())
+        }
     }
 }
 
@@ -1246,5 +1281,95 @@ mod tests {
         assert!(!leased.holds(one));
         // One process (SQLite): every endpoint is its own.
         assert!(Leased::new(false, Duration::from_secs(30)).holds(two));
+    }
+}
+
+/// Without an OTLP collector, tracing costs an attempt no allocation (the hot path's rule).
+#[cfg(test)]
+mod untraced {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    thread_local! {
+        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// The system allocator, counting this thread's allocations. Test-only: the one way to
+    /// see an allocation is to be the allocator.
+    struct Counting;
+
+    #[allow(unsafe_code)]
+    // SAFETY: forwards every call unchanged to `System`, which upholds the contract.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
+            // SAFETY: the caller's layout, passed on as received.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from `System.alloc` with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    fn allocations() -> u64 {
+        ALLOCATIONS.with(Cell::get)
+    }
+
+    #[test]
+    fn an_attempts_span_allocates_nothing_while_traces_are_not_exported() {
+        // What `hookd serve` installs without `otlp_endpoint`: the log at info, nothing else.
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::sink)
+                .with_filter(tracing_subscriber::EnvFilter::new("info")),
+        );
+        let d = store::testing::delivery_model();
+        let msg = store::entities::message::Model {
+            trace_parent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+            ..store::testing::message_model()
+        };
+        let result = AttemptResult {
+            delivery: d.clone(),
+            attempt: store::attempt_row(
+                &d,
+                "http://127.0.0.1:9/h",
+                Timestamp::now(),
+                1,
+                Some(200),
+                None,
+                None,
+                None,
+                "success",
+                None,
+            ),
+            next: Next::Succeeded,
+            disable_endpoint: None,
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            // Inside a request's span (enabled: it is logged), as a handed-off attempt is.
+            let request = tracing::info_span!("request");
+            let _in = request.enter();
+            let once = || {
+                let span = attempt_span(&d, &msg);
+                let entered = span.clone();
+                let _a = entered.enter();
+                assert_eq!(store::trace::current(), None);
+                record_outcome(span, &result);
+            };
+            // The first run registers the callsites (once per process).
+            once();
+            let before = allocations();
+            once();
+            assert_eq!(allocations() - before, 0);
+        });
     }
 }

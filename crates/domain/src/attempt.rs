@@ -340,6 +340,23 @@ fn status_words(code: u16) -> String {
 
 /// The last cause of an error chain (`a: b: Connection refused (os error 111)` → `Connection
 /// refused`): the part a person can act on.
+/// A failed try's cause in one line: its kind, the innermost cause of its error and where it
+/// went (`connect: Connection refused (10.0.0.5:443)`). The attempt's page shows it and the
+/// dispatcher logs it; never the URL's path or query. None when nothing went wrong below HTTP
+/// (an answer's status code says the rest).
+pub fn failure_cause(url: &str, error: Option<ErrorKind>, detail: Option<&str>) -> Option<String> {
+    let detail = detail.filter(|d| !d.is_empty())?;
+    Some(match error {
+        Some(kind) => format!(
+            "{}: {} ({})",
+            kind.as_str(),
+            root_cause(detail),
+            host_port(url)
+        ),
+        None => detail.to_owned(),
+    })
+}
+
 fn root_cause(detail: &str) -> &str {
     let last = detail.rsplit(": ").next().unwrap_or(detail).trim();
     match last.find(" (os error") {
@@ -538,6 +555,28 @@ mod tests {
                 .next
                 .starts_with("401 ends retries for this endpoint")
         );
+    }
+
+    #[test]
+    fn a_failure_cause_is_one_line_without_the_path_or_query() {
+        let detail = "error sending request for url (https://10.0.0.5/hook?token=s3cret): client \
+                      error (Connect): tcp connect error: Connection refused (os error 111)";
+        assert_eq!(
+            failure_cause(
+                "https://10.0.0.5/hook?token=s3cret",
+                Some(ErrorKind::Connect),
+                Some(detail)
+            )
+            .as_deref(),
+            Some("connect: Connection refused (10.0.0.5:443)")
+        );
+        let asked = "the receiver asked to stop retrying this message";
+        assert_eq!(
+            failure_cause("https://a.example/h", None, Some(asked)).as_deref(),
+            Some(asked)
+        );
+        assert_eq!(failure_cause("https://a.example/h", None, None), None);
+        assert_eq!(failure_cause("https://a.example/h", None, Some("")), None);
     }
 
     #[test]

@@ -335,6 +335,7 @@ pub fn as_new(store: &Store, ep: &endpoint::Model) -> Result<NewEndpoint> {
         retry_policy: ep.retry_policy.clone(),
         status_overrides: ep.status_overrides.clone(),
         signature_headers: ep.signature_headers,
+        send_traceparent: ep.send_traceparent,
     })
 }
 

@@ -484,6 +484,7 @@ fn forwarded(
         ordering_key,
         to_endpoint: None,
         deliver_at: None,
+        trace_parent: None,
     }
 }
 

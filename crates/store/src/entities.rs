@@ -193,6 +193,8 @@ pub mod endpoint {
         pub breaker_until: Option<i64>,
         pub created_at: i64,
         pub updated_at: i64,
+        /// Its deliveries carry a W3C `traceparent` header naming their attempt's span (m0028).
+        pub send_traceparent: bool,
     }
     entity_boilerplate!();
 }
@@ -236,6 +238,9 @@ pub mod message {
         pub created_at: i64,
         /// Svix's `deliverAt` as asked (ms), for a scheduled message.
         pub deliver_at: Option<i64>,
+        /// The W3C `traceparent` of the request that created it, while tracing was on
+        /// (m0028; see `trace`); its deliveries' spans join that trace.
+        pub trace_parent: Option<String>,
     }
     entity_boilerplate!();
 }

@@ -230,11 +230,14 @@ impl Store {
         &self,
         tenant: TenantId,
         app: &application::Model,
-        new: NewMessage,
+        mut new: NewMessage,
         give_up_at: GiveUpAt,
     ) -> Result<CreatedMessage> {
         check_owner(tenant, &app.tenant_id, "application")?;
         self.health.take_messages()?;
+        if new.trace_parent.is_none() {
+            new.trace_parent = crate::trace::current();
+        }
         let (reply, answer) = oneshot::channel();
         let job = IngestJob {
             tenant,
@@ -375,14 +378,14 @@ fn create_messages_sql() -> String {
         .collect();
     format!(
         "WITH m AS (INSERT INTO messages (id, tenant_id, app_id, event_type, event_id, \
-           payload, channels, tags, ordering_key, created_at, deliver_at) \
+           payload, channels, tags, ordering_key, created_at, deliver_at, trace_parent) \
          SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
            COALESCE(convert_to(r.payload, 'UTF8'), decode(r.payload_b64, 'base64')), \
-           r.channels, r.tags, r.ordering_key, r.created_at, r.deliver_at \
+           r.channels, r.tags, r.ordering_key, r.created_at, r.deliver_at, r.trace_parent \
          FROM json_to_recordset(CAST($1 AS json)) AS r(id varchar, tenant_id varchar, \
            app_id varchar, event_type varchar, event_id varchar, payload text, \
            payload_b64 text, channels text, tags text, ordering_key varchar, created_at bigint, \
-           deliver_at bigint) \
+           deliver_at bigint, trace_parent varchar) \
          ON CONFLICT DO NOTHING RETURNING id), \
        r AS (SELECT * FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) \
          WHERE msg_id IN (SELECT id FROM m)), \
@@ -430,6 +433,7 @@ fn messages_json(rows: &[&message::Model]) -> String {
                 "ordering_key": m.ordering_key,
                 "created_at": m.created_at,
                 "deliver_at": m.deliver_at,
+                "trace_parent": m.trace_parent,
             })
         })
         .collect();
@@ -573,6 +577,7 @@ fn plan<'e>(
                     ordering_key: new.ordering_key.clone(),
                     created_at: id.created_at().as_millis(),
                     deliver_at: new.deliver_at.map(|at| at.as_millis()),
+                    trace_parent: new.trace_parent.clone(),
                 };
                 (m, t)
             })
@@ -815,7 +820,16 @@ impl Store {
         check_owner(tenant, &app.tenant_id, "application")?;
         self.health.take_messages()?;
         let mut out = Vec::with_capacity(news.len());
-        let mut news = news.into_iter().peekable();
+        let traced = crate::trace::current();
+        let mut news = news
+            .into_iter()
+            .map(|mut n| {
+                if n.trace_parent.is_none() {
+                    n.trace_parent.clone_from(&traced);
+                }
+                n
+            })
+            .peekable();
         while news.peek().is_some() {
             let inputs: Vec<_> = news
                 .by_ref()

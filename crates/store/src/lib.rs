@@ -32,6 +32,7 @@ mod sealed;
 mod stats;
 mod sweep;
 mod tenants;
+pub mod trace;
 mod traffic;
 mod warnings;
 

@@ -172,6 +172,7 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             breaker_until: r.get("breaker_until")?,
             created_at: r.get("created_at")?,
             updated_at: r.get("updated_at")?,
+            send_traceparent: r.get("send_traceparent")?,
         });
     }
     Ok(out)

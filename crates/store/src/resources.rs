@@ -74,6 +74,8 @@ pub struct NewEndpoint {
     pub status_overrides: Option<String>,
     /// None: the server's setting.
     pub signature_headers: Option<domain::signing::SignatureHeaders>,
+    /// Its deliveries carry a W3C `traceparent` header (while tracing is on).
+    pub send_traceparent: bool,
 }
 
 impl Default for NewEndpoint {
@@ -94,6 +96,7 @@ impl Default for NewEndpoint {
             retry_policy: None,
             status_overrides: None,
             signature_headers: None,
+            send_traceparent: false,
         }
     }
 }
@@ -466,6 +469,7 @@ impl Store {
             breaker_until: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
+            send_traceparent: Set(new.send_traceparent),
         };
         let txn = self.write_txn().await?;
         let created = model.insert(&*txn).await.map_err(conflict_as("uid"))?;
@@ -559,6 +563,7 @@ impl Store {
                 model.retry_policy = Set(new.retry_policy);
                 model.status_overrides = Set(new.status_overrides);
                 model.signature_headers = Set(new.signature_headers);
+                model.send_traceparent = Set(new.send_traceparent);
                 if drop_credentials {
                     model.auth = Set(None);
                     model.mtls = Set(None);

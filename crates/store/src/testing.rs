@@ -206,6 +206,7 @@ pub fn endpoint_model(id: &str, url: &str) -> crate::entities::endpoint::Model {
         breaker_until: None,
         created_at: 0,
         updated_at: 0,
+        send_traceparent: false,
     }
 }
 
@@ -224,6 +225,7 @@ pub fn message_model() -> crate::entities::message::Model {
         ordering_key: None,
         created_at: 0,
         deliver_at: None,
+        trace_parent: None,
     }
 }
 

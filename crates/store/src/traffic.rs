@@ -31,6 +31,9 @@ pub struct NewMessage {
     /// Scheduled delivery: the deliveries become due then (and their retry budget starts
     /// then). None, or a time already past: due now.
     pub deliver_at: Option<Timestamp>,
+    /// The W3C `traceparent` its deliveries' spans join. None: the store takes the current
+    /// span's, while tracing is on (see `trace`).
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Clone, Debug)]

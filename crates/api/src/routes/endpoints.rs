@@ -56,6 +56,7 @@ pub fn out(m: endpoint::Model) -> Result<EndpointOut, ApiError> {
         updated_at: time(m.updated_at),
         breaker_state: m.breaker_state.to_string(),
         signature_headers: m.signature_headers.map(|s| s.to_string()),
+        send_traceparent: m.send_traceparent,
     })
 }
 
@@ -72,6 +73,7 @@ fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
         permanent_on,
         status_preset,
         signature_headers,
+        send_traceparent,
     } = body.ext;
     Ok(eps::checked(NewEndpoint {
         url: body.url,
@@ -93,6 +95,7 @@ fn from_in(body: EndpointIn) -> Result<NewEndpoint, ApiError> {
             permanent_on.unwrap_or_default(),
         )?,
         signature_headers: rules::signature_headers(signature_headers.as_deref())?,
+        send_traceparent: send_traceparent.unwrap_or(false),
     })?)
 }
 
@@ -247,6 +250,7 @@ pub async fn patch(
                 .apply(cur.signature_headers.map(|s| s.to_string()))
                 .as_deref(),
         )?,
+        send_traceparent: p.send_traceparent.apply_required(cur.send_traceparent),
     })?;
     let ep = eps::update(&store, &cfg.service, t, actor, current, new).await?;
     Ok(HttpResponse::Ok().json(out(ep)?))

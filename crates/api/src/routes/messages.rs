@@ -179,6 +179,7 @@ async fn accept(
         ordering_key: body.ordering_key,
         to_endpoint: None,
         deliver_at,
+        trace_parent: None,
     };
     let created = service::messages::create(store, &cfg.service, t, &app, new).await?;
     service::trace::note(service::trace::Field::Msg, created.message.id);

@@ -218,7 +218,7 @@ settings! {
         "true to label /metrics' attempt and ingest series by tenant id (one series set per tenant seen since start; for deployments with few tenants)",
         parse_bool, show::plain;
     otlp_endpoint: Option<String> = "", Plain,
-        "an OpenTelemetry collector's OTLP/HTTP base URL, e.g. http://127.0.0.1:4318: log records passing log_level are also exported as OTLP JSON to ENDPOINT/v1/logs; empty exports nothing",
+        "an OpenTelemetry collector's OTLP/HTTP base URL, e.g. http://127.0.0.1:4318: log records passing log_level are also exported to ENDPOINT/v1/logs and traces of requests and delivery attempts to ENDPOINT/v1/traces (OTLP protobuf); empty exports nothing",
         otlp_endpoint, show::optional;
     password_hash_concurrency: usize = "2", Plain,
         "password checks (argon2, 19 MiB each) run at once in this process (1-64); beyond that and a short line, login and sign-up answer 429 with Retry-After",

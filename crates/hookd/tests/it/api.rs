@@ -698,6 +698,7 @@ async fn ten_thousand_messages_page_through_in_order() {
                         ordering_key: None,
                         created_at: domain::Timestamp::now().as_millis(),
                         deliver_at: None,
+                        trace_parent: None,
                     })
                 })
                 .collect();

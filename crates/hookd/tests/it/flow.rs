@@ -358,6 +358,7 @@ async fn backlog(app: &testkit::TestApp, app_id: &str, endpoint_id: &str, n: usi
                 ordering_key: None,
                 created_at: due_ms,
                 deliver_at: None,
+                trace_parent: None,
             }));
             dels.push(delivery::ActiveModel::from(delivery::Model {
                 id: domain::ids::DeliveryId::new(),

@@ -137,12 +137,12 @@ impl Server {
                 .expect("hookd serve did not report listening within 30 s");
             server.started_log.push(line.clone());
             if let Some(rest) = line.split("listening on http://").nth(1) {
-                // Text or JSON logs: the address ends at its port's last digit.
+                // Text or JSON logs (with fields after the message): the address is the run
+                // of host and port characters.
                 let addr = rest
-                    .split_whitespace()
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || ".:[]".contains(c)))
                     .next()
-                    .unwrap_or_default()
-                    .trim_end_matches(|c: char| !c.is_ascii_digit());
+                    .unwrap_or_default();
                 server.base = format!("http://{addr}");
                 return server;
             }

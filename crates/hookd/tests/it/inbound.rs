@@ -925,6 +925,7 @@ async fn inbound_stores_only_json_and_a_stored_payload_that_is_not_still_reads()
                     ordering_key: None,
                     to_endpoint: None,
                     deliver_at: None,
+                    trace_parent: None,
                 },
                 |_, now| now.plus(Duration::from_secs(3600)),
             )

@@ -22,4 +22,5 @@ mod scaleout;
 mod secrets;
 mod serve;
 mod storage;
+mod telemetry;
 mod warnings;

@@ -588,6 +588,7 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
                         ordering_key: None,
                         created_at: Timestamp::now().as_millis(),
                         deliver_at: None,
+                        trace_parent: None,
                     })
                 })
                 .collect();
