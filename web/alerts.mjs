@@ -10,8 +10,8 @@ import { createServer as createHttpServer } from 'node:http';
 import { createHmac } from 'node:crypto';
 import assert from 'node:assert/strict';
 import {
-  api, freePort, go, looks, launchBrowser, reloadUntil, runSuite, signUp, startServer, startSink,
-  step, waitFor, watchErrors,
+  api, createApp, freePort, go, launchBrowser, looks, reloadUntil, runSuite, signUp, startServer,
+  startSink, step, waitFor, watchErrors,
 } from './support.mjs';
 
 /** A receiver of operational webhooks: keeps each request's headers and body. */
@@ -53,9 +53,7 @@ async function main() {
 
   step('sign up and create an application');
   const key = await signUp(page);
-  await page.getByLabel("New application's name").fill('Storefront');
-  await go(page, page.getByRole('button', { name: 'Create application' }), 'Create application');
-  await page.getByText('Application created').waitFor();
+  await createApp(page, 'Storefront');
   assert.equal(await page.locator('#at-risk').count(), 0, 'no endpoint at risk yet');
 
   step('Settings: an operational webhook; a blank URL is refused under the field');

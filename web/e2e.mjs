@@ -24,7 +24,7 @@
 import { createServer as createHttpServer } from 'node:http';
 import assert from 'node:assert/strict';
 import {
-  assertAccessible, axeProblems, freePort, go, launchBrowser, mainShows, openMessage, reloadUntil,
+  assertAccessible, createApp, axeProblems, freePort, go, launchBrowser, mainShows, openMessage, reloadUntil,
   runSuite, shot, startServer, startSink, step, waitFor, watchErrors,
 } from './support.mjs';
 
@@ -63,9 +63,7 @@ async function main() {
 
   // --- Application and endpoint ------------------------------------------------------------
   step('create an application, an event type from the catalog, and an endpoint at the sink with the picker');
-  await page.getByLabel("New application's name").fill('Storefront');
-  await go(page, page.getByRole('button', { name: 'Create application' }), 'Create application');
-  await page.getByText('Application created').waitFor();
+  await createApp(page, 'Storefront');
   // Endpoints filter only on event types that exist: the catalog creates one.
   await go(page, page.getByRole('navigation').getByRole('link', { name: 'Event types' }), 'Event types');
   await go(page, page.getByRole('link', { name: 'New event type' }), 'New event type');

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  assertAccessible, freePort, go, looks, launchBrowser, runSuite, shot, signUp, start, step, waitUp,
+  assertAccessible, createApp, freePort, go, looks, launchBrowser, runSuite, shot, signUp, start, step, waitUp,
   watchErrors,
 } from './support.mjs';
 
@@ -40,9 +40,7 @@ async function main() {
 
   step('sign up and create an application');
   const key = await signUp(page);
-  await page.getByLabel("New application's name").fill('Storefront');
-  await go(page, page.getByRole('button', { name: 'Create application' }), 'Create application');
-  await page.getByText('Application created').waitFor();
+  await createApp(page, 'Storefront');
 
   step('Event types: an empty catalog, then a refused schema explains itself under its field');
   await go(page, page.getByRole('navigation').getByRole('link', { name: 'Event types' }), 'the Event types link');

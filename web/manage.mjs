@@ -7,7 +7,7 @@
 // dark; axe-core on every page it adds.
 import assert from 'node:assert/strict';
 import {
-  api, assertAccessible, go, looks, launchBrowser, mainShows, reloadUntil, runSuite, shot, signUp,
+  api, assertAccessible, createApp, go, looks, launchBrowser, mainShows, reloadUntil, runSuite, shot, signUp,
   startServer, startSink, step, waitFor, watchErrors,
 } from './support.mjs';
 
@@ -29,9 +29,7 @@ async function main() {
 
   step('sign up and create an application');
   const key = await signUp(page);
-  await page.getByLabel("New application's name").fill('Storefront');
-  await go(page, page.getByRole('button', { name: 'Create application' }), 'Create application');
-  await page.getByText('Application created').waitFor();
+  await createApp(page, 'Storefront');
 
   step("rename it on its page; a blank name is refused under the field");
   await go(page, page.getByRole('link', { name: 'Storefront', exact: true }), "the application's name");

@@ -183,6 +183,13 @@ export async function signUp(page, org = 'Acme Shop', email = 'ops@acme.example'
   return key;
 }
 
+/** Creates an application from the overview's form and waits for the overview to say so. */
+export async function createApp(page, name) {
+  await page.getByLabel("New application's name").fill(name);
+  await go(page, page.getByRole('button', { name: 'Create application' }), 'Create application');
+  await page.getByText('Application created').waitFor();
+}
+
 /** The API as the tenant's code calls it: `api(key, 'POST', '/app', body)` → { status, body }. */
 export async function api(base, key, method, path, body) {
   const r = await fetch(`${base}/api/v1${path}`, {
