@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use reqwest::Method;
 use serde_json::{Value, json};
 use testkit::TestApp;
@@ -94,19 +94,11 @@ async fn hook(st: web::Data<Arc<Mutex<State>>>, req: HttpRequest) -> HttpRespons
 async fn receiver() -> Receiver {
     let state = Arc::new(Mutex::new(State::default()));
     let data = web::Data::new(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
+    let (base, handle) = crate::helpers::loopback_server(move |cfg| {
+        cfg.app_data(data.clone())
             .route("/token", web::post().to(token))
-            .default_service(web::post().to(hook))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let base = format!("http://{}", server.addrs()[0]);
-    let server = server.run();
-    let handle = server.handle();
-    tokio::spawn(server);
+            .default_service(web::post().to(hook));
+    });
     Receiver {
         base,
         state,

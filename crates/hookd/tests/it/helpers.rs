@@ -211,3 +211,20 @@ pub fn run_script(program: &str, script: &str, input: &[u8], need: &str) -> Outp
     child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// An HTTP server of the test's own on a free loopback port (one worker), with the routes and
+/// data `configure` adds: its base URL and the handle that stops it.
+pub fn loopback_server(
+    configure: impl Fn(&mut actix_web::web::ServiceConfig) + Clone + Send + 'static,
+) -> (String, actix_web::dev::ServerHandle) {
+    let server =
+        actix_web::HttpServer::new(move || actix_web::App::new().configure(configure.clone()))
+            .workers(1)
+            .bind("127.0.0.1:0")
+            .unwrap();
+    let base = format!("http://{}", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (base, handle)
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
@@ -85,21 +85,13 @@ async fn hook(seen: web::Data<Shared>, req: HttpRequest) -> HttpResponse {
 async fn receiver() -> (String, Shared, actix_web::dev::ServerHandle) {
     let seen: Shared = Arc::default();
     let data = web::Data::new(seen.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
+    let (base, handle) = crate::helpers::loopback_server(move |cfg| {
+        cfg.app_data(data.clone())
             .app_data(web::PayloadConfig::new(16 << 20))
             .route("/v1/traces", web::post().to(traces))
             .route("/v1/logs", web::post().to(logs))
-            .default_service(web::post().to(hook))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let base = format!("http://{}", server.addrs()[0]);
-    let server = server.run();
-    let handle = server.handle();
-    tokio::spawn(server);
+            .default_service(web::post().to(hook));
+    });
     (base, seen, handle)
 }
 
