@@ -655,12 +655,13 @@ pub struct RecoverIn {
 #[serde(rename_all = "camelCase")]
 pub struct BackgroundTaskOut {
     pub id: String,
-    /// What the task did: `{"deliveries": n}` once finished, `{"error": "..."}` if it failed.
+    /// What the task did: `{"deliveries": n}` once a recover or replay finished, the figures of
+    /// a statistics task (`appStats`, `event_types`), `{"error": "..."}` if it failed.
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
     /// `running`, `finished`, `failed` or `canceled`.
     pub status: String,
-    /// `endpoint.recover` or `endpoint.replay`.
+    /// `endpoint.recover`, `endpoint.replay`, `application.stats` or `event-type.aggregate`.
     pub task: String,
     #[schema(format = DateTime)]
     pub updated_at: String,

@@ -222,7 +222,8 @@ pub async fn note_storage_faults(
 /// `web::Data<ApiConfig>`.
 pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
     use routes::{
-        applications as apps, attempts, endpoints as eps, event_types as ets, messages as msgs,
+        applications as apps, attempts, endpoints as eps, event_types as ets,
+        integrations as integ, messages as msgs,
     };
     let app_scope = web::scope("/app")
         .service(at!("", get => apps::list, post => apps::create))
@@ -251,6 +252,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
         .service(at!("/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip", post => attempts::skip))
         .service(at!("/{app_id}/attempt/endpoint/{endpoint_id}", get => attempts::list_by_endpoint))
         .service(at!("/{app_id}/attempt/msg/{msg_id}", get => attempts::list_by_msg))
+        .service(at!("/{app_id}/integration", get => integ::list, post => integ::create))
+        .service(at!("/{app_id}/integration/{integ_id}", get => integ::get, put => integ::update, delete => integ::delete))
+        .service(at!("/{app_id}/integration/{integ_id}/key", get => integ::get_key))
+        .service(at!("/{app_id}/integration/{integ_id}/key/rotate", post => integ::rotate_key))
         .default_service(web::to(error::no_route));
     let operational_scope = {
         use routes::operational as ops;
@@ -290,7 +295,12 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(
                 at!("/auth/app-portal-access/{app_id}", post => routes::auth::app_portal_access),
             )
+            .service(
+                at!("/auth/dashboard-access/{app_id}", post => routes::auth::dashboard_access),
+            )
             .service(at!("/auth/app/{app_id}/expire-all", post => routes::auth::expire_all))
+            .service(at!("/stats/usage/app", post => routes::statistics::app_usage))
+            .service(at!("/stats/usage/event-types", put => routes::statistics::event_types))
             .service(at!("/auth/logout", post => routes::auth::logout))
             .service(at!("/inbound/source", get => routes::inbound::list_sources, post => routes::inbound::create_source))
             .service(at!("/inbound/source/{source_id}", get => routes::inbound::get_source, delete => routes::inbound::delete_source))

@@ -120,6 +120,11 @@ impl Modify for CommonResponses {
         crate::routes::retention::get, crate::routes::retention::put,
         attempts::list_by_endpoint, attempts::list_by_msg, attempts::list_destinations, attempts::expunge_content, messages::expunge_content, attempts::get, attempts::resend, attempts::skip,
         crate::routes::auth::app_portal_access, crate::routes::auth::expire_all, crate::routes::auth::logout,
+        crate::routes::auth::dashboard_access,
+        crate::routes::integrations::list, crate::routes::integrations::create, crate::routes::integrations::get,
+        crate::routes::integrations::update, crate::routes::integrations::delete, crate::routes::integrations::get_key,
+        crate::routes::integrations::rotate_key,
+        crate::routes::statistics::app_usage, crate::routes::statistics::event_types,
         crate::routes::operational::list, crate::routes::operational::create, crate::routes::operational::get,
         crate::routes::operational::upsert, crate::routes::operational::delete, crate::routes::operational::get_secret,
         crate::routes::operational::rotate_secret, crate::routes::operational::get_headers, crate::routes::operational::set_headers,
@@ -136,6 +141,10 @@ impl Modify for CommonResponses {
         crate::routes::retention::RetentionIn, crate::routes::retention::RetentionOut,
         crate::routes::auth::AppPortalAccessIn, crate::routes::auth::AppPortalAccessOut, crate::routes::auth::ApplicationTokenExpireIn,
         crate::routes::operational::OperationalEndpointIn, crate::routes::operational::OperationalEndpointOut,
+        crate::routes::integrations::IntegrationIn, crate::routes::integrations::IntegrationOut,
+        crate::routes::integrations::IntegrationKeyOut,
+        crate::routes::statistics::AppUsageStatsIn, crate::routes::statistics::AppUsageStatsOut,
+        crate::routes::statistics::AggregateEventTypesOut,
     ))
 )]
 struct ApiDoc;

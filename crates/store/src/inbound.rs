@@ -62,7 +62,7 @@ fn stored_tolerance(settings: &SourceSettings) -> Option<i64> {
     settings.tolerance_secs.and_then(|t| i64::try_from(t).ok())
 }
 
-pub(crate) fn context(id: &SourceId) -> String {
+pub(crate) fn context(id: &dyn std::fmt::Display) -> String {
     format!("inbound_source/{id}")
 }
 

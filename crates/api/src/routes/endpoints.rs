@@ -18,7 +18,7 @@ use crate::dto::{
 };
 use crate::extract::{App, AppEndpoint, Caller, JsonBody, Tenant};
 use crate::routes::messages::raw_payload;
-use domain::jobs::{JobKind, JobState};
+use domain::jobs::{EndpointJob, JobKind, JobState};
 use service::{endpoints as eps, rules};
 
 use crate::{ApiConfig, ApiError};
@@ -491,22 +491,24 @@ pub async fn stats(
     }))
 }
 
-pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
-    let data = match (job.state, &job.error) {
-        (JobState::Failed, Some(e)) => serde_json::json!({ "error": e }),
+pub fn task_out(job: store::entities::job::Model) -> Result<BackgroundTaskOut, ApiError> {
+    let data = match (job.state, &job.error, job.result()?) {
+        (JobState::Failed, Some(e), _) => serde_json::json!({ "error": e }),
+        // A statistics task: the figures it computed.
+        (JobState::Finished, _, Some(figures)) => figures,
         // Canceled: what the batches before the cancel did.
-        (JobState::Finished | JobState::Canceled, _) => {
+        (JobState::Finished | JobState::Canceled, _, _) => {
             serde_json::json!({ "deliveries": job.progress })
         }
-        (JobState::Failed | JobState::Running, _) => serde_json::json!({}),
+        (JobState::Failed | JobState::Running, _, _) => serde_json::json!({}),
     };
-    BackgroundTaskOut {
+    Ok(BackgroundTaskOut {
         id: job.id.to_string(),
         status: job.state.to_string(),
         task: job.kind.to_string(),
         data,
         updated_at: time(job.updated_at),
-    }
+    })
 }
 
 async fn start_job(
@@ -514,7 +516,7 @@ async fn start_job(
     t: domain::ids::TenantId,
     ep: endpoint::Model,
     body: RecoverIn,
-    kind: JobKind,
+    kind: EndpointJob,
 ) -> Result<HttpResponse, ApiError> {
     let since = rules::timestamp("since", &body.since)?;
     let until = body
@@ -523,7 +525,7 @@ async fn start_job(
         .map(|u| rules::timestamp("until", u))
         .transpose()?;
     let job = eps::start_job(store, t, &ep, kind, since, until, None).await?;
-    Ok(HttpResponse::Accepted().json(task_out(job)))
+    Ok(HttpResponse::Accepted().json(task_out(job)?))
 }
 
 /// Sends again every failed message created since `since` (runs as a background job).
@@ -541,7 +543,7 @@ pub async fn recover(
     }: AppEndpoint,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, endpoint, body, JobKind::EndpointRecover).await
+    start_job(&store, t, endpoint, body, EndpointJob::Recover).await
 }
 
 /// Sends the messages since `since` that this endpoint never received (background job).
@@ -559,7 +561,7 @@ pub async fn replay_missing(
     }: AppEndpoint,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, endpoint, body, JobKind::EndpointReplay).await
+    start_job(&store, t, endpoint, body, EndpointJob::Replay).await
 }
 
 /// Svix's `EventExampleIn`.
@@ -721,7 +723,7 @@ pub async fn get_task(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let job = store.get_job(t, &path).await?;
-    Ok(HttpResponse::Ok().json(task_out(job)))
+    Ok(HttpResponse::Ok().json(task_out(job)?))
 }
 
 /// Svix's filters on the background-task list.
@@ -731,8 +733,8 @@ pub struct TaskFilter {
     /// `running`, `finished`, `failed` or `canceled`.
     #[param(inline, value_type = Option<String>, pattern = "^(running|finished|failed|canceled)$")]
     status: Option<String>,
-    /// `endpoint.recover` or `endpoint.replay`.
-    #[param(inline, value_type = Option<String>, pattern = "^(endpoint\\.recover|endpoint\\.replay)$")]
+    /// `endpoint.recover`, `endpoint.replay`, `application.stats` or `event-type.aggregate`.
+    #[param(inline, value_type = Option<String>, pattern = "^(endpoint\\.recover|endpoint\\.replay|application\\.stats|event-type\\.aggregate)$")]
     task: Option<String>,
 }
 
@@ -760,12 +762,13 @@ pub async fn list_tasks(
         Some(k) => Some(k.parse::<JobKind>().map_err(|_| {
             ApiError::validation(
                 ["query", "task"],
-                "task must be endpoint.recover or endpoint.replay",
+                "task must be endpoint.recover, endpoint.replay, application.stats or \
+                 event-type.aggregate",
             )
         })?),
     };
     let page = store.list_jobs(t, kind, status, &q.params()?).await?;
-    Ok(HttpResponse::Ok().json(ListResponse::from_page(page, task_out)))
+    Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, task_out)?))
 }
 
 /// An email hookd sent or will send to the tenant (hookd extension).
@@ -834,8 +837,8 @@ pub async fn replay_from_message(
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, app.id, &body.msg_id).await?;
     let since = domain::Timestamp::from_millis(msg.created_at);
-    let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None, None).await?;
-    Ok(HttpResponse::Accepted().json(task_out(job)))
+    let job = eps::start_job(&store, t, &ep, EndpointJob::Recover, since, None, None).await?;
+    Ok(HttpResponse::Accepted().json(task_out(job)?))
 }
 
 // --- authentication beyond the signature ----------------------------------------------------

@@ -4,6 +4,8 @@ pub mod auth;
 pub mod endpoints;
 pub mod event_types;
 pub mod inbound;
+pub mod integrations;
 pub mod messages;
 pub mod operational;
 pub mod retention;
+pub mod statistics;

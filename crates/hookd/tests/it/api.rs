@@ -953,7 +953,7 @@ async fn replay_from_a_message_rearms_it_and_every_later_failure_only() {
 }
 
 /// Polls a background task until it is no longer running; returns its final status.
-async fn wait_for_task(app: &TestApp, path: &str) -> String {
+pub(crate) async fn wait_for_task(app: &TestApp, path: &str) -> String {
     for _ in 0..100 {
         let status = app.get(path).await.body["status"]
             .as_str()
