@@ -29,7 +29,7 @@ mod m0022_message_deliver_at;
 mod m0023_operational_webhooks;
 mod m0025_failure_warnings;
 mod m0026_integrations;
-mod m0027_job_results;
+mod m0027_stats_and_ingest;
 
 pub struct Migrator;
 
@@ -60,7 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0023_operational_webhooks::Migration),
             Box::new(m0025_failure_warnings::Migration),
             Box::new(m0026_integrations::Migration),
-            Box::new(m0027_job_results::Migration),
+            Box::new(m0027_stats_and_ingest::Migration),
         ]
     }
 }

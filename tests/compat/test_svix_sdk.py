@@ -758,6 +758,24 @@ def test_statistics_are_background_tasks_with_svixs_data(svix, app, base_port, u
     assert types.task.value == "event-type.aggregate"
 
 
+def test_ingest_sources_and_their_endpoints(svix, base_port, uniq):
+    from svix.api import IngestEndpointIn, IngestSourceIn
+    from svix.models import SlackConfig
+
+    created = svix.ingest.source.create(IngestSourceIn(
+        name=f"Slack {uniq}", uid=f"slack-{uniq}", type="slack",
+        config=SlackConfig(secret="8f742231b10e8888abcd99yyyzzz85a5"),
+    ))
+    assert created.id.startswith("src_") and created.ingest_url.endswith(f"/in/{created.id}")
+    assert svix.ingest.source.get(f"slack-{uniq}").id == created.id
+    ep = svix.ingest.endpoint.create(created.id, IngestEndpointIn(url=f"http://127.0.0.1:{base_port}/in/{uniq}"))
+    assert [e.id for e in svix.ingest.endpoint.list(created.id).data] == [ep.id]
+    svix.ingest.source.delete(created.id)
+    with pytest.raises(HttpError) as e:
+        svix.ingest.source.get(created.id)
+    assert _status(e) == 404
+
+
 # --- parameters the Python SDK sends, each with its effect ----------------------------------
 
 

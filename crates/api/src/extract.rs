@@ -57,9 +57,16 @@ fn path_part<'r>(req: &'r HttpRequest, name: &str) -> Result<&'r str, ApiError> 
 
 async fn app_of(req: &HttpRequest) -> Result<App, ApiError> {
     let tenant = authenticate(req).await?;
-    let app = store_of(req)?
-        .get_application(tenant, path_part(req, "app_id")?)
-        .await?;
+    let store = store_of(req)?;
+    // An Ingest source's endpoints are its application's.
+    let app = match req.match_info().get("source_id") {
+        Some(source) => service::ingest::application_of(store, tenant, source).await?,
+        None => {
+            store
+                .get_application(tenant, path_part(req, "app_id")?)
+                .await?
+        }
+    };
     note(Field::App, app.id);
     Ok(App { tenant, app })
 }

@@ -309,7 +309,32 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(event_type_scope)
             .default_service(web::to(error::no_route)),
     );
+    configure_ingest(cfg, api);
     configure_inbound(cfg, api);
+}
+
+/// Svix's Ingest API on hookd's sources (`routes::ingest`): a source's endpoints are its
+/// application's, served by the endpoint handlers (`extract::App` reads `{source_id}`) under
+/// their own OpenAPI paths.
+fn configure_ingest(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
+    use routes::ingest;
+    cfg.service(
+        web::scope("/ingest/api/v1/source")
+            .app_data(web::PayloadConfig::new(api.max_body_bytes()))
+            .app_data(web::QueryConfig::default().error_handler(error::query_error))
+            .app_data(web::PathConfig::default().error_handler(error::path_error))
+            .wrap(middleware::from_fn(idempotency::middleware))
+            .wrap(middleware::from_fn(trim_trailing_slash))
+            .service(at!("", get => ingest::list, post => ingest::create))
+            .service(at!("/{source_id}", get => ingest::get, put => ingest::upsert, delete => ingest::delete))
+            .service(at!("/{source_id}/token/rotate", post => ingest::rotate_token))
+            .service(at!("/{source_id}/endpoint", get => ingest::list_endpoints, post => ingest::create_endpoint))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}", get => ingest::get_endpoint, put => ingest::upsert_endpoint, delete => ingest::delete_endpoint))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}/secret", get => ingest::get_endpoint_secret))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}/secret/rotate", post => ingest::rotate_endpoint_secret))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}/headers", get => ingest::get_endpoint_headers, put => ingest::set_endpoint_headers))
+            .default_service(web::to(error::no_route)),
+    );
 }
 
 /// Webhooks from outside, `POST /in/{source_id}`: the signature is their only credential (see

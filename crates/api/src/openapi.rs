@@ -125,6 +125,12 @@ impl Modify for CommonResponses {
         crate::routes::integrations::update, crate::routes::integrations::delete, crate::routes::integrations::get_key,
         crate::routes::integrations::rotate_key,
         crate::routes::statistics::app_usage, crate::routes::statistics::event_types,
+        crate::routes::ingest::list, crate::routes::ingest::create, crate::routes::ingest::get,
+        crate::routes::ingest::upsert, crate::routes::ingest::delete, crate::routes::ingest::rotate_token,
+        crate::routes::ingest::list_endpoints, crate::routes::ingest::create_endpoint, crate::routes::ingest::get_endpoint,
+        crate::routes::ingest::upsert_endpoint, crate::routes::ingest::delete_endpoint, crate::routes::ingest::get_endpoint_secret,
+        crate::routes::ingest::rotate_endpoint_secret, crate::routes::ingest::get_endpoint_headers,
+        crate::routes::ingest::set_endpoint_headers,
         crate::routes::operational::list, crate::routes::operational::create, crate::routes::operational::get,
         crate::routes::operational::upsert, crate::routes::operational::delete, crate::routes::operational::get_secret,
         crate::routes::operational::rotate_secret, crate::routes::operational::get_headers, crate::routes::operational::set_headers,
@@ -145,6 +151,7 @@ impl Modify for CommonResponses {
         crate::routes::integrations::IntegrationKeyOut,
         crate::routes::statistics::AppUsageStatsIn, crate::routes::statistics::AppUsageStatsOut,
         crate::routes::statistics::AggregateEventTypesOut,
+        crate::routes::ingest::IngestSourceIn, crate::routes::ingest::IngestSourceOut,
     ))
 )]
 struct ApiDoc;

@@ -542,6 +542,9 @@ pub mod inbound_source {
         pub declared: bool,
         /// Refused requests a flood left out of the Requests view (counted, not recorded).
         pub unrecorded: i64,
+        /// What Svix's Ingest API says of a source it created, as JSON (m0027); None for the
+        /// others, which that API does not show.
+        pub ingest: Option<String>,
     }
     entity_boilerplate!();
 }

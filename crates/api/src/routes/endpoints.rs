@@ -146,13 +146,12 @@ pub async fn get(AppEndpoint { endpoint: ep, .. }: AppEndpoint) -> Result<HttpRe
 pub async fn upsert(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     Caller(actor): Caller,
     path: web::Path<(String, String)>,
     JsonBody(body): JsonBody<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app_id, ep_id) = path.into_inner();
-    let app = store.get_application(t, &app_id).await?;
+    let (_, ep_id) = path.into_inner();
     let given_secret = body.secret.clone();
     let key_type = body.key_type.clone();
     let mut new = from_in(body)?;

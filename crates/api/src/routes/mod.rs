@@ -4,6 +4,7 @@ pub mod auth;
 pub mod endpoints;
 pub mod event_types;
 pub mod inbound;
+pub mod ingest;
 pub mod integrations;
 pub mod messages;
 pub mod operational;

@@ -14,6 +14,7 @@ mod flow;
 mod health;
 mod helpers;
 mod inbound;
+mod ingest;
 mod integrations;
 mod metrics;
 mod operational;
