@@ -546,19 +546,22 @@ pub struct EndpointHeadersPatchIn {
     pub delete_headers: Option<Vec<String>>,
 }
 
-/// Svix's OAuth configuration of an endpoint (client credentials only in hookd).
+/// Svix's OAuth configuration of an endpoint: client credentials or a refresh token.
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointOauthConfigIn {
-    /// `clientSecretBasic` or `clientSecretPost` (`clientSecretJwt` is not supported).
+    /// `clientSecretBasic`, `clientSecretPost` or `clientSecretJwt` (an HS256 JWT assertion
+    /// signed with the client secret, RFC 7523).
     pub auth_method: String,
     pub client_id: String,
     #[serde(default)]
     pub client_secret: Option<String>,
     #[serde(default)]
     pub extra_params: Option<BTreeMap<String, String>>,
-    /// `clientCredentials` (`refreshToken` is not supported).
+    /// `clientCredentials`, or `refreshToken` with `refreshToken` (kept sealed, replaced when
+    /// the token endpoint issues a new one).
     pub grant_type: String,
+    /// Not supported: answers 422.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub jwt_params: Option<serde_json::Value>,

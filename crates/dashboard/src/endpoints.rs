@@ -598,6 +598,7 @@ impl ActionForm {
                 },
                 scopes: self.scopes.split_whitespace().map(str::to_owned).collect(),
                 extra_params: Default::default(),
+                refresh_token: None,
             }),
             _ => {
                 return Err(PageError::bad_input(

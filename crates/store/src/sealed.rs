@@ -382,6 +382,38 @@ impl Resealed {
 }
 
 impl System<'_> {
+    /// The dispatcher, after a token endpoint answered a refresh-token grant with a new refresh
+    /// token: stores it in place of `used` (sealed), unless the endpoint's OAuth configuration
+    /// changed meanwhile (then the tenant's new one stands). Returns whether it was stored.
+    pub async fn replace_refresh_token(
+        &self,
+        endpoint: EndpointId,
+        used: &str,
+        new: &str,
+    ) -> Result<bool> {
+        let Some(ep) = endpoint::Entity::find_by_id(endpoint).one(&self.db).await? else {
+            return Ok(false);
+        };
+        let Some(EndpointAuth::OAuth(mut client)) = self.endpoint_auth(&ep)? else {
+            return Ok(false);
+        };
+        if client.refresh_token.as_deref() != Some(used) {
+            return Ok(false);
+        }
+        client.refresh_token = Some(new.to_owned());
+        let sealed = SealedJson::Auth.seal(&self.seal, &ep.id, &EndpointAuth::OAuth(client));
+        // Compare-and-set on what was read: a change made meanwhile is not overwritten.
+        let res = endpoint::Entity::update_many()
+            .col_expr(endpoint::Column::Auth, Expr::value(sealed))
+            .filter(endpoint::Column::Id.eq(endpoint))
+            .filter(endpoint::Column::Auth.eq(ep.auth.clone()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected == 1)
+    }
+}
+
+impl System<'_> {
     /// Seals plain values (and with [`Reseal::All`] re-seals older keys' values) under the
     /// current key, `batch` rows at a time in id order, each batch one short transaction, so it
     /// runs beside live traffic: a row changed meanwhile (a rotation, an edit) is left to the

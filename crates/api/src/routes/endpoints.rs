@@ -845,21 +845,32 @@ pub async fn replay_from_message(
 fn oauth_of(body: EndpointOauthConfigIn) -> Result<OAuthClient, ApiError> {
     let auth_method =
         OAuthMethod::parse(&body.auth_method).map_err(|e| ApiError::field("authMethod", e))?;
-    if body.grant_type != "clientCredentials" {
+    let refresh_token = match (body.grant_type.as_str(), body.refresh_token) {
+        ("clientCredentials", None) => None,
+        ("clientCredentials", Some(_)) => {
+            return Err(ApiError::field(
+                "refreshToken",
+                "a refresh token is used with grantType refreshToken",
+            ));
+        }
+        ("refreshToken", Some(t)) => Some(t),
+        ("refreshToken", None) => {
+            return Err(ApiError::field(
+                "refreshToken",
+                "grantType refreshToken needs the refreshToken",
+            ));
+        }
+        _ => {
+            return Err(ApiError::field(
+                "grantType",
+                "grantType must be clientCredentials or refreshToken",
+            ));
+        }
+    };
+    if body.jwt_params.is_some() {
         return Err(ApiError::field(
-            "grantType",
-            "only clientCredentials is supported by hookd",
-        ));
-    }
-    if body.jwt_params.is_some() || body.refresh_token.is_some() {
-        let field = if body.jwt_params.is_some() {
-            "jwtParams"
-        } else {
-            "refreshToken"
-        };
-        return Err(ApiError::field(
-            field,
-            "not supported by hookd (client credentials only)",
+            "jwtParams",
+            "not supported by hookd: its client assertion carries the RFC 7523 claims only",
         ));
     }
     Ok(OAuthClient {
@@ -869,6 +880,7 @@ fn oauth_of(body: EndpointOauthConfigIn) -> Result<OAuthClient, ApiError> {
         auth_method,
         scopes: body.scopes.unwrap_or_default(),
         extra_params: body.extra_params.unwrap_or_default(),
+        refresh_token,
     })
 }
 
@@ -903,10 +915,10 @@ pub async fn get_oauth(
 ) -> Result<HttpResponse, ApiError> {
     match store.endpoint_auth(&ep)? {
         Some(EndpointAuth::OAuth(c)) => Ok(HttpResponse::Ok().json(EndpointOauthConfigOut {
+            grant_type: c.grant_type().to_owned(),
             auth_method: c.auth_method.as_str().to_owned(),
             client_id: c.client_id,
             extra_params: c.extra_params,
-            grant_type: "clientCredentials".to_owned(),
             scopes: c.scopes,
             token_url: c.token_url,
         })),
