@@ -125,7 +125,9 @@ fn checked(fields: IngestFields) -> Result<(IngestInfo, SourceSettings)> {
         ordering: Ordering::default(),
         tolerance_secs: None,
     };
-    crate::inbound::check_source("uid", &settings).map_err(|e| match e {
+    // The hookd name is the uid, or `ingest-{app id}` made at create (valid by construction).
+    let hookd_name = fields.uid.as_deref().unwrap_or("ingest");
+    crate::inbound::check_source(hookd_name, &settings).map_err(|e| match e {
         ServiceError::Invalid(errs) => ServiceError::Invalid(
             errs.into_iter()
                 .map(|f| match f.field.as_str() {
