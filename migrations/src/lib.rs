@@ -28,6 +28,8 @@ mod m0021_inbound_refusals;
 mod m0022_message_deliver_at;
 mod m0023_operational_webhooks;
 mod m0025_failure_warnings;
+mod m0026_integrations;
+mod m0027_stats_and_ingest;
 mod m0028_trace_context;
 
 pub struct Migrator;
@@ -58,6 +60,8 @@ impl MigratorTrait for Migrator {
             Box::new(m0022_message_deliver_at::Migration),
             Box::new(m0023_operational_webhooks::Migration),
             Box::new(m0025_failure_warnings::Migration),
+            Box::new(m0026_integrations::Migration),
+            Box::new(m0027_stats_and_ingest::Migration),
             Box::new(m0028_trace_context::Migration),
         ]
     }

@@ -706,6 +706,76 @@ def test_app_portal_access_gives_a_token_for_that_application_only(svix, server,
     assert _status(e) == 401
 
 
+def test_integration_key_reaches_only_its_applications_messages(svix, server, app, uniq):
+    from svix.api import IntegrationIn, IntegrationUpdate
+
+    from conftest import make_client
+
+    base_url, _ = server
+    other = svix.application.create(ApplicationIn(name=f"integ-other-{uniq}"))
+    integ = svix.integration.create(app.id, IntegrationIn(name="Zapier", feature_flags=["beta"]))
+    assert integ.id.startswith("integ_") and integ.feature_flags == ["beta"]
+    assert [i.id for i in svix.integration.list(app.id).data] == [integ.id]
+    key = svix.integration.rotate_key(app.id, integ.id).key
+    scoped = make_client(base_url, key)
+    msg = scoped.message.create(app.id, MessageIn(event_type="py.integ", payload={}))
+    assert scoped.message.get(app.id, msg.id).id == msg.id
+    scoped.message_attempt.list_by_msg(app.id, msg.id)
+    for call in (lambda: scoped.message.list(other.id), lambda: scoped.endpoint.list(app.id),
+                 lambda: scoped.application.list()):
+        with pytest.raises(HttpError) as e:
+            call()
+        assert _status(e) == 403
+    renamed = svix.integration.update(app.id, integ.id, IntegrationUpdate(name="Make"))
+    assert renamed.name == "Make"
+    svix.integration.rotate_key(app.id, integ.id)
+    with pytest.raises(HttpError) as e:
+        scoped.message.list(app.id)
+    assert _status(e) == 401
+    svix.integration.delete(app.id, integ.id)
+    with pytest.raises(HttpError) as e:
+        svix.integration.get(app.id, integ.id)
+    assert _status(e) == 404
+
+
+def test_statistics_are_background_tasks_with_svixs_data(svix, app, base_port, uniq):
+    from svix.api import AppUsageStatsIn
+
+    _endpoint(svix, app, base_port, uniq)
+    svix.message.create(app.id, MessageIn(event_type="py.stats", payload={}))
+    started = svix.statistics.aggregate_app_stats(
+        AppUsageStatsIn(since=_now() - timedelta(minutes=1), until=_now() + timedelta(minutes=1),
+                        app_ids=[app.id, f"nope-{uniq}"])
+    )
+    assert started.unresolved_app_ids == [f"nope-{uniq}"]
+    deadline = time.monotonic() + 10
+    while (task := svix.background_task.get(started.id)).status.value == "running":
+        assert time.monotonic() < deadline, "the statistics task never finished"
+        time.sleep(0.05)
+    assert task.status.value == "finished" and task.task.value == "application.stats"
+    assert task.data["appStats"] == [{"appId": app.id, "appUid": app.uid, "messageDestinations": 1}]
+    types = svix.statistics.aggregate_event_types()
+    assert types.task.value == "event-type.aggregate"
+
+
+def test_ingest_sources_and_their_endpoints(svix, base_port, uniq):
+    from svix.api import IngestEndpointIn, IngestSourceIn
+    from svix.models import SlackConfig
+
+    created = svix.ingest.source.create(IngestSourceIn(
+        name=f"Slack {uniq}", uid=f"slack-{uniq}", type="slack",
+        config=SlackConfig(secret="8f742231b10e8888abcd99yyyzzz85a5"),
+    ))
+    assert created.id.startswith("src_") and created.ingest_url.endswith(f"/in/{created.id}")
+    assert svix.ingest.source.get(f"slack-{uniq}").id == created.id
+    ep = svix.ingest.endpoint.create(created.id, IngestEndpointIn(url=f"http://127.0.0.1:{base_port}/in/{uniq}"))
+    assert [e.id for e in svix.ingest.endpoint.list(created.id).data] == [ep.id]
+    svix.ingest.source.delete(created.id)
+    with pytest.raises(HttpError) as e:
+        svix.ingest.source.get(created.id)
+    assert _status(e) == 404
+
+
 # --- parameters the Python SDK sends, each with its effect ----------------------------------
 
 

@@ -554,19 +554,22 @@ pub struct EndpointHeadersPatchIn {
     pub delete_headers: Option<Vec<String>>,
 }
 
-/// Svix's OAuth configuration of an endpoint (client credentials only in hookd).
+/// Svix's OAuth configuration of an endpoint: client credentials or a refresh token.
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointOauthConfigIn {
-    /// `clientSecretBasic` or `clientSecretPost` (`clientSecretJwt` is not supported).
+    /// `clientSecretBasic`, `clientSecretPost` or `clientSecretJwt` (an HS256 JWT assertion
+    /// signed with the client secret, RFC 7523).
     pub auth_method: String,
     pub client_id: String,
     #[serde(default)]
     pub client_secret: Option<String>,
     #[serde(default)]
     pub extra_params: Option<BTreeMap<String, String>>,
-    /// `clientCredentials` (`refreshToken` is not supported).
+    /// `clientCredentials`, or `refreshToken` with `refreshToken` (kept sealed, replaced when
+    /// the token endpoint issues a new one).
     pub grant_type: String,
+    /// Not supported: answers 422.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub jwt_params: Option<serde_json::Value>,
@@ -663,12 +666,13 @@ pub struct RecoverIn {
 #[serde(rename_all = "camelCase")]
 pub struct BackgroundTaskOut {
     pub id: String,
-    /// What the task did: `{"deliveries": n}` once finished, `{"error": "..."}` if it failed.
+    /// What the task did: `{"deliveries": n}` once a recover or replay finished, the figures of
+    /// a statistics task (`appStats`, `event_types`), `{"error": "..."}` if it failed.
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
     /// `running`, `finished`, `failed` or `canceled`.
     pub status: String,
-    /// `endpoint.recover` or `endpoint.replay`.
+    /// `endpoint.recover`, `endpoint.replay`, `application.stats` or `event-type.aggregate`.
     pub task: String,
     #[schema(format = DateTime)]
     pub updated_at: String,

@@ -57,9 +57,16 @@ fn path_part<'r>(req: &'r HttpRequest, name: &str) -> Result<&'r str, ApiError> 
 
 async fn app_of(req: &HttpRequest) -> Result<App, ApiError> {
     let tenant = authenticate(req).await?;
-    let app = store_of(req)?
-        .get_application(tenant, path_part(req, "app_id")?)
-        .await?;
+    let store = store_of(req)?;
+    // An Ingest source's endpoints are its application's.
+    let app = match req.match_info().get("source_id") {
+        Some(source) => service::ingest::application_of(store, tenant, source).await?,
+        None => {
+            store
+                .get_application(tenant, path_part(req, "app_id")?)
+                .await?
+        }
+    };
     note(Field::App, app.id);
     Ok(App { tenant, app })
 }
@@ -104,7 +111,59 @@ pub(crate) async fn authenticate(req: &HttpRequest) -> Result<TenantId, ApiError
         portal_allows(req, &grant).await?;
         req.extensions_mut().insert(PortalChecked);
     }
+    let grant = req.extensions().get::<store::IntegrationGrant>().copied();
+    if let Some(grant) = grant.filter(|_| unchecked) {
+        integration_allows(req, &grant).await?;
+        req.extensions_mut().insert(PortalChecked);
+    }
     Ok(tenant)
+}
+
+/// Whether a token is scoped to one application (a portal token or an integration key), so
+/// its reach must be decided before anything else of the request is read.
+fn scoped(token: &str) -> bool {
+    token.starts_with(store::PORTAL_TOKEN_PREFIX)
+        || token.starts_with(store::INTEGRATION_KEY_PREFIX)
+}
+
+/// The one place an integration key's reach is decided: its application's messages (list,
+/// create, get) and attempts (list, get), and nothing else — not another application, not
+/// the application itself, its endpoints or integrations, not resending. Anything else answers
+/// 403 `forbidden`.
+async fn integration_allows(
+    req: &HttpRequest,
+    grant: &store::IntegrationGrant,
+) -> Result<(), ApiError> {
+    let pattern = req.match_pattern().unwrap_or_default();
+    let reads = matches!(
+        *req.method(),
+        actix_web::http::Method::GET | actix_web::http::Method::HEAD
+    );
+    let reachable = match pattern.strip_prefix("/api/v1/app/{app_id}") {
+        Some("/msg") => true,
+        Some(rest) => {
+            reads
+                && (rest.starts_with("/msg/") || rest.starts_with("/attempt/"))
+                && !rest.ends_with("/content")
+        }
+        None => false,
+    };
+    let own_app = reachable
+        && match req.match_info().get("app_id") {
+            Some(path) => matches!(
+                store_of(req)?.get_application(grant.tenant, path).await,
+                Ok(app) if app.id == grant.app
+            ),
+            None => false,
+        };
+    if !own_app {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "an integration key reaches only its application's messages and attempts",
+        ));
+    }
+    Ok(())
 }
 
 /// The token of `Authorization: Bearer <token>`.
@@ -123,7 +182,7 @@ pub(crate) fn bearer_token(req: &HttpRequest) -> Result<&str, ApiError> {
         .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <api key>"))
 }
 
-/// Marks a request whose portal token was checked against its route.
+/// Marks a request whose scoped token (portal or integration) was checked against its route.
 #[derive(Clone, Copy)]
 struct PortalChecked;
 
@@ -135,7 +194,15 @@ pub(crate) async fn identify(req: &HttpRequest) -> Result<TenantId, ApiError> {
         return Ok(*t);
     }
     let token = bearer_token(req)?;
-    let tenant = if token.starts_with(store::PORTAL_TOKEN_PREFIX) {
+    let tenant = if token.starts_with(store::INTEGRATION_KEY_PREFIX) {
+        let grant = store_of(req)?
+            .system()
+            .authenticate_integration_key(token)
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("invalid, rotated or deleted integration key"))?;
+        req.extensions_mut().insert(grant);
+        grant.tenant
+    } else if token.starts_with(store::PORTAL_TOKEN_PREFIX) {
         let grant = store_of(req)?
             .system()
             .authenticate_portal_token(token)
@@ -279,10 +346,11 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
         let req = req.clone();
         let bytes = web::Bytes::from_request(&req, payload);
         Box::pin(async move {
-            // A portal token's reach is decided before its body is read: a handler's
-            // extractors run side by side, and another application's route must answer 404
-            // whatever the body (see `portal_allows`). API keys are unaffected.
-            if bearer_token(&req).is_ok_and(|t| t.starts_with(store::PORTAL_TOKEN_PREFIX)) {
+            // A scoped token's reach is decided before its body is read: a handler's
+            // extractors run side by side, and a route out of its reach must answer 404 or
+            // 403 whatever the body (see `portal_allows`, `integration_allows`). API keys are
+            // unaffected.
+            if bearer_token(&req).is_ok_and(scoped) {
                 authenticate(&req).await?;
             }
             check_content_type(&req)?;

@@ -222,7 +222,8 @@ pub async fn note_storage_faults(
 /// `web::Data<ApiConfig>`.
 pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
     use routes::{
-        applications as apps, attempts, endpoints as eps, event_types as ets, messages as msgs,
+        applications as apps, attempts, endpoints as eps, event_types as ets,
+        integrations as integ, messages as msgs,
     };
     let app_scope = web::scope("/app")
         .service(at!("", get => apps::list, post => apps::create))
@@ -251,6 +252,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
         .service(at!("/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/skip", post => attempts::skip))
         .service(at!("/{app_id}/attempt/endpoint/{endpoint_id}", get => attempts::list_by_endpoint))
         .service(at!("/{app_id}/attempt/msg/{msg_id}", get => attempts::list_by_msg))
+        .service(at!("/{app_id}/integration", get => integ::list, post => integ::create))
+        .service(at!("/{app_id}/integration/{integ_id}", get => integ::get, put => integ::update, delete => integ::delete))
+        .service(at!("/{app_id}/integration/{integ_id}/key", get => integ::get_key))
+        .service(at!("/{app_id}/integration/{integ_id}/key/rotate", post => integ::rotate_key))
         .default_service(web::to(error::no_route));
     let operational_scope = {
         use routes::operational as ops;
@@ -290,7 +295,12 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(
                 at!("/auth/app-portal-access/{app_id}", post => routes::auth::app_portal_access),
             )
+            .service(
+                at!("/auth/dashboard-access/{app_id}", post => routes::auth::dashboard_access),
+            )
             .service(at!("/auth/app/{app_id}/expire-all", post => routes::auth::expire_all))
+            .service(at!("/stats/usage/app", post => routes::statistics::app_usage))
+            .service(at!("/stats/usage/event-types", put => routes::statistics::event_types))
             .service(at!("/auth/logout", post => routes::auth::logout))
             .service(at!("/inbound/source", get => routes::inbound::list_sources, post => routes::inbound::create_source))
             .service(at!("/inbound/source/{source_id}", get => routes::inbound::get_source, delete => routes::inbound::delete_source))
@@ -299,7 +309,32 @@ pub fn configure(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .service(event_type_scope)
             .default_service(web::to(error::no_route)),
     );
+    configure_ingest(cfg, api);
     configure_inbound(cfg, api);
+}
+
+/// Svix's Ingest API on hookd's sources (`routes::ingest`): a source's endpoints are its
+/// application's, served by the endpoint handlers (`extract::App` reads `{source_id}`) under
+/// their own OpenAPI paths.
+fn configure_ingest(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
+    use routes::ingest;
+    cfg.service(
+        web::scope("/ingest/api/v1/source")
+            .app_data(web::PayloadConfig::new(api.max_body_bytes()))
+            .app_data(web::QueryConfig::default().error_handler(error::query_error))
+            .app_data(web::PathConfig::default().error_handler(error::path_error))
+            .wrap(middleware::from_fn(idempotency::middleware))
+            .wrap(middleware::from_fn(trim_trailing_slash))
+            .service(at!("", get => ingest::list, post => ingest::create))
+            .service(at!("/{source_id}", get => ingest::get, put => ingest::upsert, delete => ingest::delete))
+            .service(at!("/{source_id}/token/rotate", post => ingest::rotate_token))
+            .service(at!("/{source_id}/endpoint", get => ingest::list_endpoints, post => ingest::create_endpoint))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}", get => ingest::get_endpoint, put => ingest::upsert_endpoint, delete => ingest::delete_endpoint))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}/secret", get => ingest::get_endpoint_secret))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}/secret/rotate", post => ingest::rotate_endpoint_secret))
+            .service(at!("/{source_id}/endpoint/{endpoint_id}/headers", get => ingest::get_endpoint_headers, put => ingest::set_endpoint_headers))
+            .default_service(web::to(error::no_route)),
+    );
 }
 
 /// Webhooks from outside, `POST /in/{source_id}`: the signature is their only credential (see

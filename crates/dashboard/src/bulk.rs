@@ -8,7 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use domain::Timestamp;
-use domain::jobs::{JobKind, JobState};
+use domain::jobs::{EndpointJob, JobKind, JobState};
 use domain::portal::Capability;
 use serde::Deserialize;
 use store::entities::{application, endpoint, job};
@@ -23,7 +23,7 @@ use crate::views::{self, show_time};
 
 /// What a bulk action is about to do, asked before it starts.
 pub struct Bulk {
-    pub kind: JobKind,
+    pub kind: EndpointJob,
     pub since: Timestamp,
     /// For a replay from a message: that message, named in the question.
     pub from_message: Option<String>,
@@ -77,14 +77,14 @@ pub async fn preview(
     );
     let plural = if count.n == 1 && !count.more { "" } else { "s" };
     let (title, question, nothing, explain, confirm) = match bulk.kind {
-        JobKind::EndpointRecover => (
+        EndpointJob::Recover => (
             "Recover failed messages",
             format!("Recover {n} failed message{plural} {when}?"),
             format!("No failed messages {when} to recover."),
             "Each is sent to this endpoint again with a fresh set of retries.",
             "Recover",
         ),
-        JobKind::EndpointReplay => (
+        EndpointJob::Replay => (
             "Replay missing messages",
             format!("Replay {n} missing message{plural} {when}?"),
             format!("No messages {when} that this endpoint missed."),
@@ -106,7 +106,7 @@ pub async fn preview(
         explain,
         capped: count.more,
         cap: group(store::PREVIEW_CAP as i64),
-        kind: bulk.kind.as_str(),
+        kind: bulk.kind.kind().as_str(),
         since: bulk.since.as_millis(),
         expected: count.n,
         confirm,
@@ -142,7 +142,9 @@ pub async fn start(
     let kind = form
         .kind
         .parse::<JobKind>()
-        .map_err(|_| PageError::bad_input("Choose recover or replay."))?;
+        .ok()
+        .and_then(JobKind::endpoint_job)
+        .ok_or_else(|| PageError::bad_input("Choose recover or replay."))?;
     let since = form
         .since
         .trim()
@@ -190,11 +192,18 @@ struct JobPage {
 
 #[derive(Deserialize)]
 struct JobParams {
+    /// From the job's kind, not its parameters.
+    #[serde(skip, default = "recover")]
+    kind: EndpointJob,
     #[serde(rename = "endpointId")]
     endpoint_id: String,
     since: i64,
     #[serde(default)]
     expected: Option<u64>,
+}
+
+fn recover() -> EndpointJob {
+    EndpointJob::Recover
 }
 
 /// The job `job_id` of `ep` (another endpoint's, application's or tenant's is not found).
@@ -209,7 +218,14 @@ async fn job_of(
         Err(store::StoreError::NotFound { .. }) => return Err(PageError::NotFound),
         Err(e) => return Err(e.into()),
     };
-    let params: JobParams = job.params()?;
+    // A statistics task is the tenant's, not an endpoint's.
+    let Some(kind) = job.kind.endpoint_job() else {
+        return Err(PageError::NotFound);
+    };
+    let params = JobParams {
+        kind,
+        ..job.params()?
+    };
     if params.endpoint_id != ep.id.to_string() {
         return Err(PageError::NotFound);
     }
@@ -225,11 +241,11 @@ fn progress_of(
     let done = job.progress;
     let total = params.expected.map(|e| (e as i64).max(done));
     // "1 failed message", "2 failed messages".
-    let what = |n: i64| match (job.kind, n == 1) {
-        (JobKind::EndpointRecover, true) => "failed message queued again",
-        (JobKind::EndpointRecover, false) => "failed messages queued again",
-        (JobKind::EndpointReplay, true) => "missing message queued",
-        (JobKind::EndpointReplay, false) => "missing messages queued",
+    let what = |n: i64| match (params.kind, n == 1) {
+        (EndpointJob::Recover, true) => "failed message queued again",
+        (EndpointJob::Recover, false) => "failed messages queued again",
+        (EndpointJob::Replay, true) => "missing message queued",
+        (EndpointJob::Replay, false) => "missing messages queued",
     };
     let of = match total {
         Some(t) => format!("{} of {} {}", group(done), group(t), what(t)),
@@ -282,12 +298,12 @@ pub async fn show(
     if headers.contains_key("HX-Request") && !headers.contains_key("HX-Boosted") {
         return Ok(views::render(StatusCode::OK, &progress)?);
     }
-    let title = match (job.kind, params.since) {
-        (JobKind::EndpointRecover, 0) => "Recovering every failed message".to_owned(),
-        (JobKind::EndpointRecover, ms) => {
+    let title = match (params.kind, params.since) {
+        (EndpointJob::Recover, 0) => "Recovering every failed message".to_owned(),
+        (EndpointJob::Recover, ms) => {
             format!("Recovering failed messages since {}", show_time(ms))
         }
-        (JobKind::EndpointReplay, ms) => {
+        (EndpointJob::Replay, ms) => {
             format!("Replaying missing messages since {}", show_time(ms))
         }
     };

@@ -10,7 +10,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
 use domain::endpoint_auth::EndpointAuth;
 use domain::ids::{ApplicationId, EndpointId};
-use domain::jobs::{JobKind, JobState};
+use domain::jobs::{EndpointJob, JobKind, JobState};
 use domain::portal::Capability;
 use serde::Deserialize;
 use store::entities::{application, endpoint};
@@ -598,6 +598,7 @@ impl ActionForm {
                 },
                 scopes: self.scopes.split_whitespace().map(str::to_owned).collect(),
                 extra_params: Default::default(),
+                refresh_token: None,
             }),
             _ => {
                 return Err(PageError::bad_input(
@@ -675,9 +676,9 @@ pub async fn act(
                 )));
             }
             let kind = if action == "recover" {
-                JobKind::EndpointRecover
+                EndpointJob::Recover
             } else {
-                JobKind::EndpointReplay
+                EndpointJob::Replay
             };
             let bulk = crate::bulk::Bulk {
                 kind,
@@ -725,7 +726,7 @@ pub async fn act(
         }
         "recover-all" => {
             let bulk = crate::bulk::Bulk {
-                kind: JobKind::EndpointRecover,
+                kind: EndpointJob::Recover,
                 since: Timestamp::from_millis(0),
                 from_message: None,
             };

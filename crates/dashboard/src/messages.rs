@@ -12,7 +12,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
 use domain::delivery::DeliveryState;
 use domain::ids::{DeliveryId, EndpointId};
-use domain::jobs::JobKind;
+use domain::jobs::EndpointJob;
 use serde::Deserialize;
 use store::entities::endpoint;
 use store::{AttemptFilter, ListParams, MessageFilter};
@@ -501,7 +501,7 @@ pub async fn act(
         return Ok(see_other(&format!("{page}?done=resent&ep={}", ep.id)));
     }
     let bulk = crate::bulk::Bulk {
-        kind: JobKind::EndpointRecover,
+        kind: EndpointJob::Recover,
         since: Timestamp::from_millis(msg.created_at),
         from_message: Some(msg.id.to_string()),
     };

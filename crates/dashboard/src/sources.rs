@@ -310,11 +310,15 @@ fn spec_of(f: &SourceForm, current: Option<&Scheme>) -> Result<SourceSpec, Field
         .collect();
     let one = |errors: &mut FieldErrors| -> String {
         match (lines.as_slice(), current) {
-            ([], Some(Scheme::Stripe { secret } | Scheme::Github { secret }))
-                if current.map(Scheme::name) == Some(f.scheme.as_str()) =>
-            {
-                secret.clone()
-            }
+            (
+                [],
+                Some(
+                    Scheme::Stripe { secret }
+                    | Scheme::Github { secret }
+                    | Scheme::Shopify { secret }
+                    | Scheme::Slack { secret },
+                ),
+            ) if current.map(Scheme::name) == Some(f.scheme.as_str()) => secret.clone(),
             ([], Some(Scheme::Hmac(h))) if f.scheme == "hmac" => h.secret.clone(),
             ([s], _) => s.clone(),
             ([], _) => {
@@ -344,7 +348,9 @@ fn spec_of(f: &SourceForm, current: Option<&Scheme>) -> Result<SourceSpec, Field
             };
             serde_json::json!({"scheme": "standard-webhooks", "secrets": secrets})
         }
-        "stripe" | "github" => serde_json::json!({"scheme": f.scheme, "secret": one(&mut errors)}),
+        "stripe" | "github" | "shopify" | "slack" => {
+            serde_json::json!({"scheme": f.scheme, "secret": one(&mut errors)})
+        }
         "hmac" => {
             if f.hmac_header.trim().is_empty() {
                 note(

@@ -1,7 +1,8 @@
 //! The `Authorization` an endpoint's attempts carry (`domain::endpoint_auth`): bearer and basic
-//! as configured; OAuth access tokens fetched with the client-credentials grant, cached per
-//! endpoint until shortly before they expire and shared by every sending task of the process
-//! (one fetch at a time per endpoint). A token endpoint that fails is an attempt error of its
+//! as configured; OAuth access tokens fetched with the client-credentials or refresh-token
+//! grant, cached per endpoint until shortly before they expire and shared by every sending task
+//! of the process (one fetch at a time per endpoint). A refresh token the token endpoint
+//! replaces is used from then on and stored (sealed) in place of the old one. A token endpoint that fails is an attempt error of its
 //! own kind (`auth`), retried like a network error; nothing is sent to the endpoint without
 //! its token.
 
@@ -23,10 +24,37 @@ const DEFAULT_LIFE: Duration = Duration::from_secs(60);
 const MAX_CACHED: usize = 10_000;
 
 struct Cached {
-    /// The configuration it was got with: another one fetches anew.
+    /// The configuration it was got with, without its refresh token: another one fetches anew.
     config: OAuthClient,
+    /// The refresh token the stored configuration had, and the newest the token endpoint gave
+    /// (the one to use, while the stored one is either).
+    refresh: Option<(String, String)>,
     authorization: String,
     good_until: Instant,
+}
+
+impl Cached {
+    /// The refresh token to use for `oauth`: the newest given, while `oauth` still names the
+    /// one this copy started from or the newest (a copy read before the rotation was stored);
+    /// else the tenant set another, which stands.
+    fn refresh_for(&self, oauth: &OAuthClient) -> Option<String> {
+        match (&self.refresh, &oauth.refresh_token) {
+            (Some((given, newest)), Some(stored))
+                if self.config == without_refresh(oauth)
+                    && (stored == given || stored == newest) =>
+            {
+                Some(newest.clone())
+            }
+            (_, stored) => stored.clone(),
+        }
+    }
+}
+
+fn without_refresh(c: &OAuthClient) -> OAuthClient {
+    OAuthClient {
+        refresh_token: None,
+        ..c.clone()
+    }
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Cached>>>;
@@ -35,15 +63,18 @@ type Slot = Arc<tokio::sync::Mutex<Option<Cached>>>;
 pub struct Tokens {
     slots: std::sync::Mutex<HashMap<EndpointId, Slot>>,
     https_only: bool,
+    /// Where a replaced refresh token is stored; `None` (unit tests): in this process only.
+    store: Option<store::Store>,
 }
 
 impl Tokens {
     /// Token URLs are held to the endpoints' rules: the SSRF guard (the tenant's egress) and
     /// `https_only`.
-    pub fn new(https_only: bool) -> Tokens {
+    pub fn new(https_only: bool, store: Option<store::Store>) -> Tokens {
         Tokens {
             slots: Default::default(),
             https_only,
+            store,
         }
     }
 
@@ -71,22 +102,60 @@ impl Tokens {
         };
         let slot = self.slot(endpoint);
         let mut cached = slot.lock().await;
+        let refresh = match cached.as_ref() {
+            Some(c) => c.refresh_for(oauth),
+            None => oauth.refresh_token.clone(),
+        };
         if let Some(c) = cached.as_ref()
-            && c.config == *oauth
+            && c.config == without_refresh(oauth)
+            && c.refresh.as_ref().map(|(_, newest)| newest) == refresh.as_ref()
             && c.good_until > Instant::now()
         {
             return Ok(c.authorization.clone());
         }
-        let (authorization, life) = self.fetch(client, egress, oauth, timeout).await?;
+        let using = OAuthClient {
+            refresh_token: refresh.clone(),
+            ..oauth.clone()
+        };
+        let (authorization, life, replaced) = self.fetch(client, egress, &using, timeout).await?;
+        let newest = match (refresh, replaced) {
+            (Some(used), Some(new)) if new != used => {
+                self.keep_refresh_token(endpoint, &used, &new).await;
+                Some(new)
+            }
+            (used, _) => used,
+        };
         // Renewed a little before it expires (a tenth of its life, at most 30 s), so a request
         // never leaves with a token about to lapse.
         let margin = (life / 10).min(Duration::from_secs(30));
         *cached = Some(Cached {
-            config: oauth.clone(),
+            config: without_refresh(oauth),
+            refresh: oauth.refresh_token.clone().zip(newest),
             authorization: authorization.clone(),
             good_until: Instant::now() + life - margin,
         });
         Ok(authorization)
+    }
+
+    /// Stores a refresh token the token endpoint issued in place of `used`. A failure is
+    /// logged: this process goes on with the new one, and the stored one may still work.
+    async fn keep_refresh_token(&self, endpoint: EndpointId, used: &str, new: &str) {
+        let Some(store) = &self.store else { return };
+        match store
+            .system()
+            .replace_refresh_token(endpoint, used, new)
+            .await
+        {
+            Ok(true) => tracing::info!(endpoint_id = %endpoint, "OAuth refresh token rotated"),
+            Ok(false) => tracing::info!(
+                endpoint_id = %endpoint,
+                "OAuth refresh token rotated, but the endpoint's configuration changed meanwhile"
+            ),
+            Err(e) => tracing::warn!(
+                endpoint_id = %endpoint, error = %e,
+                "could not store the endpoint's new OAuth refresh token"
+            ),
+        }
     }
 
     /// Drops `endpoint`'s token (its receiver refused it): the next attempt fetches a new one.
@@ -110,7 +179,7 @@ impl Tokens {
         egress: &Egress,
         c: &OAuthClient,
         timeout: Duration,
-    ) -> Result<(String, Duration), (ErrorKind, String)> {
+    ) -> Result<(String, Duration, Option<String>), (ErrorKind, String)> {
         let fail = |why: String| (ErrorKind::Auth, format!("OAuth token endpoint: {why}"));
         let url =
             EndpointUrl::parse(&c.token_url, self.https_only).map_err(|e| fail(e.to_string()))?;
@@ -119,7 +188,9 @@ impl Tokens {
                 .admit(url.host(), ip)
                 .map_err(|e| fail(e.to_string()))?;
         }
-        let (form, basic) = c.token_request();
+        // A fresh id for each client assertion (RFC 7523 §3: `jti` is never reused).
+        let jti = format!("{:032x}", rand::random::<u128>());
+        let (form, basic) = c.token_request(domain::Timestamp::now(), &jti);
         let mut req = client
             .post(url.as_str())
             .timeout(timeout)
@@ -157,6 +228,6 @@ impl Tokens {
             .map(Duration::from_secs)
             .unwrap_or(DEFAULT_LIFE)
             .min(Duration::from_secs(86_400));
-        Ok((format!("Bearer {}", token.token), life))
+        Ok((format!("Bearer {}", token.token), life, token.refresh_token))
     }
 }

@@ -598,7 +598,7 @@ mod tests {
         let d = store::testing::delivery_model();
         let http = Senders {
             clients: Arc::new(crate::http::Clients::new((*egress(&cfg)).clone(), None).unwrap()),
-            tokens: crate::auth::Tokens::new(false),
+            tokens: crate::auth::Tokens::new(false, None),
             mtls: crate::http::MtlsClients::new(None),
             brokers: crate::broker::Brokers::default(),
         };

@@ -268,7 +268,7 @@ impl Dispatcher {
             owner: self.cfg.node_id.clone(),
             http: send::Senders {
                 clients: self.clients.clone(),
-                tokens: crate::auth::Tokens::new(self.cfg.https_only),
+                tokens: crate::auth::Tokens::new(self.cfg.https_only, Some(self.store.clone())),
                 mtls: crate::http::MtlsClients::new(self.cfg.proxy.clone()),
                 brokers: crate::broker::Brokers::default(),
             },

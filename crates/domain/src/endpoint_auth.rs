@@ -1,6 +1,8 @@
 //! How an endpoint authenticates each request beyond its signature: a bearer token, HTTP basic
-//! credentials, or an OAuth 2.0 access token got with the client-credentials grant. Stored
-//! sealed (`seal`), checked here, sent by the dispatcher.
+//! credentials, or an OAuth 2.0 access token got with the client-credentials or the
+//! refresh-token grant, the client authenticating with its secret (basic or form) or a JWT
+//! assertion signed with it (RFC 7523). Stored sealed (`seal`), checked here, sent by the
+//! dispatcher.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +28,8 @@ pub enum EndpointAuth {
     OAuth(OAuthClient),
 }
 
-/// OAuth 2.0 client credentials (RFC 6749 §4.4).
+/// An OAuth 2.0 client: client credentials (RFC 6749 §4.4), or with `refresh_token` the
+/// refresh-token grant (§6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OAuthClient {
@@ -39,7 +42,15 @@ pub struct OAuthClient {
     pub scopes: Vec<String>,
     #[serde(default)]
     pub extra_params: BTreeMap<String, String>,
+    /// The refresh-token grant's token; replaced when the token endpoint issues a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
 }
+
+/// The `client_assertion_type` of a JWT client assertion (RFC 7523 §2.2).
+pub const JWT_BEARER_ASSERTION: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+/// How long a client assertion is valid: it is made for one token request.
+pub const ASSERTION_LIFE_SECS: i64 = 300;
 
 /// How the client authenticates to the token endpoint (Svix's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +61,9 @@ pub enum OAuthMethod {
     /// `client_id` and `client_secret` in the form body.
     #[serde(rename = "clientSecretPost")]
     Post,
+    /// A JWT signed (HS256) with the client secret, as `client_assertion` (RFC 7523 §2.2).
+    #[serde(rename = "clientSecretJwt")]
+    Jwt,
 }
 
 impl OAuthMethod {
@@ -58,6 +72,7 @@ impl OAuthMethod {
         match self {
             OAuthMethod::Basic => "clientSecretBasic",
             OAuthMethod::Post => "clientSecretPost",
+            OAuthMethod::Jwt => "clientSecretJwt",
         }
     }
 
@@ -66,12 +81,9 @@ impl OAuthMethod {
         match name {
             "clientSecretBasic" => Ok(OAuthMethod::Basic),
             "clientSecretPost" => Ok(OAuthMethod::Post),
-            "clientSecretJwt" => Err(
-                "clientSecretJwt is not supported by hookd; use clientSecretBasic or clientSecretPost"
-                    .to_owned(),
-            ),
+            "clientSecretJwt" => Ok(OAuthMethod::Jwt),
             other => Err(format!(
-                "{other:?} is not an auth method: clientSecretBasic or clientSecretPost"
+                "{other:?} is not an auth method: clientSecretBasic, clientSecretPost or clientSecretJwt"
             )),
         }
     }
@@ -136,6 +148,11 @@ impl EndpointAuth {
                         "clientId must not contain `:` with clientSecretBasic".to_owned(),
                     ));
                 }
+                if let Some(t) = &c.refresh_token
+                    && let Err(e) = header_safe("refreshToken", t)
+                {
+                    out.push(("refreshToken", e));
+                }
                 if c.scopes.len() > MAX_SCOPES {
                     out.push(("scopes", format!("at most {MAX_SCOPES} scopes")));
                 }
@@ -157,7 +174,15 @@ impl EndpointAuth {
                     ));
                 }
                 for (k, v) in &c.extra_params {
-                    let reserved = ["grant_type", "client_id", "client_secret", "scope"];
+                    let reserved = [
+                        "grant_type",
+                        "client_id",
+                        "client_secret",
+                        "scope",
+                        "refresh_token",
+                        "client_assertion",
+                        "client_assertion_type",
+                    ];
                     if reserved.contains(&k.as_str()) {
                         out.push(("extraParams", format!("{k:?} is set by hookd")));
                     }
@@ -203,7 +228,7 @@ impl EndpointAuth {
                 "tokenUrl": c.token_url,
                 "clientId": c.client_id,
                 "authMethod": c.auth_method,
-                "grantType": "clientCredentials",
+                "grantType": c.grant_type(),
                 "scopes": c.scopes,
                 "extraParams": c.extra_params.keys().collect::<Vec<_>>(),
             }),
@@ -212,10 +237,29 @@ impl EndpointAuth {
 }
 
 impl OAuthClient {
+    /// Svix's name of its grant: `clientCredentials` or `refreshToken`.
+    pub fn grant_type(&self) -> &'static str {
+        match self.refresh_token {
+            Some(_) => "refreshToken",
+            None => "clientCredentials",
+        }
+    }
+
     /// The token request: its form fields and, for [`OAuthMethod::Basic`], its
-    /// `Authorization` value.
-    pub fn token_request(&self) -> (Vec<(String, String)>, Option<String>) {
-        let mut form = vec![("grant_type".to_owned(), "client_credentials".to_owned())];
+    /// `Authorization` value. `now` and `jti` (unique per request) make a JWT assertion's
+    /// claims.
+    pub fn token_request(
+        &self,
+        now: crate::Timestamp,
+        jti: &str,
+    ) -> (Vec<(String, String)>, Option<String>) {
+        let mut form = match &self.refresh_token {
+            Some(t) => vec![
+                ("grant_type".to_owned(), "refresh_token".to_owned()),
+                ("refresh_token".to_owned(), t.clone()),
+            ],
+            None => vec![("grant_type".to_owned(), "client_credentials".to_owned())],
+        };
         if !self.scopes.is_empty() {
             form.push(("scope".to_owned(), self.scopes.join(" ")));
         }
@@ -235,7 +279,45 @@ impl OAuthClient {
                 let pair = format!("{}:{}", self.client_id, secret);
                 (form, Some(format!("Basic {}", STANDARD.encode(pair))))
             }
+            OAuthMethod::Jwt => {
+                let assertion = self.client_assertion(&secret, now, jti);
+                form.push(("client_id".to_owned(), self.client_id.clone()));
+                form.push((
+                    "client_assertion_type".to_owned(),
+                    JWT_BEARER_ASSERTION.to_owned(),
+                ));
+                form.push(("client_assertion".to_owned(), assertion));
+                (form, None)
+            }
         }
+    }
+
+    /// RFC 7523 §3: an HS256 JWT whose issuer and subject are the client id and whose
+    /// audience is the token URL, valid [`ASSERTION_LIFE_SECS`], signed with the client
+    /// secret.
+    fn client_assertion(&self, secret: &str, now: crate::Timestamp, jti: &str) -> String {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use hmac::{Hmac, Mac};
+        let header = serde_json::json!({"alg": "HS256", "typ": "JWT"});
+        let iat = now.as_secs();
+        let claims = serde_json::json!({
+            "iss": self.client_id,
+            "sub": self.client_id,
+            "aud": self.token_url,
+            "jti": jti,
+            "iat": iat,
+            "exp": iat + ASSERTION_LIFE_SECS,
+        });
+        let signing_input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes())
+            .expect("HMAC takes any key length");
+        mac.update(signing_input.as_bytes());
+        let signature = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+        format!("{signing_input}.{signature}")
     }
 }
 
@@ -309,6 +391,8 @@ pub struct AccessToken {
     pub token: String,
     /// Seconds from issue; `None` when the server did not say.
     pub expires_in: Option<u64>,
+    /// A new refresh token, which replaces the one used (RFC 6749 §6).
+    pub refresh_token: Option<String>,
 }
 
 /// Reads a token endpoint's JSON answer (RFC 6749 §5.1); the error says what is wrong,
@@ -319,6 +403,7 @@ pub fn parse_token_response(body: &[u8]) -> Result<AccessToken, String> {
         access_token: Option<String>,
         token_type: Option<String>,
         expires_in: Option<serde_json::Value>,
+        refresh_token: Option<String>,
     }
     let a: Answer = serde_json::from_slice(body)
         .map_err(|_| "the token endpoint's answer is not a JSON object".to_owned())?;
@@ -339,7 +424,15 @@ pub fn parse_token_response(body: &[u8]) -> Result<AccessToken, String> {
         Some(serde_json::Value::String(s)) => s.parse().ok(),
         _ => None,
     };
-    Ok(AccessToken { token, expires_in })
+    let refresh_token = a.refresh_token.filter(|t| !t.is_empty());
+    if let Some(t) = &refresh_token {
+        header_safe("refresh_token", t)?;
+    }
+    Ok(AccessToken {
+        token,
+        expires_in,
+        refresh_token,
+    })
 }
 
 #[cfg(test)]
@@ -354,7 +447,64 @@ mod tests {
             auth_method: method,
             scopes: vec!["webhooks:write".into(), "a".into()],
             extra_params: BTreeMap::from([("audience".into(), "https://api".into())]),
+            refresh_token: None,
         }
+    }
+
+    const NOW: i64 = 1_700_000_000;
+
+    fn request(c: &OAuthClient) -> (Vec<(String, String)>, Option<String>) {
+        c.token_request(crate::Timestamp::from_millis(NOW * 1000), "jti-1")
+    }
+
+    #[test]
+    fn a_jwt_assertion_is_hs256_over_rfc_7523_claims() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use hmac::{Hmac, Mac};
+        let (form, basic) = request(&oauth(OAuthMethod::Jwt));
+        assert!(basic.is_none());
+        let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(
+            get("client_assertion_type").as_deref(),
+            Some(JWT_BEARER_ASSERTION)
+        );
+        assert_eq!(get("client_id").as_deref(), Some("hookd"));
+        assert_eq!(get("client_secret"), None, "the secret never leaves");
+        let jwt = get("client_assertion").unwrap();
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let json = |p: &str| -> serde_json::Value {
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(p).unwrap()).unwrap()
+        };
+        assert_eq!(
+            json(parts[0]),
+            serde_json::json!({"alg": "HS256", "typ": "JWT"})
+        );
+        assert_eq!(
+            json(parts[1]),
+            serde_json::json!({"iss": "hookd", "sub": "hookd", "aud": "https://auth.example.com/token",
+                "jti": "jti-1", "iat": NOW, "exp": NOW + ASSERTION_LIFE_SECS})
+        );
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(b"s3cret").unwrap();
+        mac.update(format!("{}.{}", parts[0], parts[1]).as_bytes());
+        mac.verify_slice(&URL_SAFE_NO_PAD.decode(parts[2]).unwrap())
+            .expect("signed with the client secret");
+    }
+
+    #[test]
+    fn the_refresh_grant_sends_its_token_and_reads_a_new_one() {
+        let mut c = oauth(OAuthMethod::Post);
+        c.refresh_token = Some("rt-1".into());
+        let (form, _) = request(&c);
+        assert_eq!(form[0], ("grant_type".into(), "refresh_token".into()));
+        assert_eq!(form[1], ("refresh_token".into(), "rt-1".into()));
+        assert_eq!(
+            EndpointAuth::OAuth(c.clone()).shown()["grantType"],
+            "refreshToken"
+        );
+        assert!(!EndpointAuth::OAuth(c).shown().to_string().contains("rt-1"));
+        let a = parse_token_response(br#"{"access_token":"a","refresh_token":"rt-2"}"#).unwrap();
+        assert_eq!(a.refresh_token.as_deref(), Some("rt-2"));
     }
 
     #[test]
@@ -376,7 +526,7 @@ mod tests {
 
     #[test]
     fn the_token_request_follows_the_auth_method() {
-        let (form, auth) = oauth(OAuthMethod::Basic).token_request();
+        let (form, auth) = request(&oauth(OAuthMethod::Basic));
         assert_eq!(
             auth.unwrap(),
             format!("Basic {}", STANDARD.encode("hookd:s3cret"))
@@ -384,7 +534,7 @@ mod tests {
         assert!(form.contains(&("scope".into(), "webhooks:write a".into())));
         assert!(form.contains(&("audience".into(), "https://api".into())));
         assert!(!form.iter().any(|(k, _)| k == "client_secret"));
-        let (form, auth) = oauth(OAuthMethod::Post).token_request();
+        let (form, auth) = request(&oauth(OAuthMethod::Post));
         assert!(auth.is_none());
         assert!(form.contains(&("client_secret".into(), "s3cret".into())));
         assert_eq!(form[0], ("grant_type".into(), "client_credentials".into()));
@@ -433,7 +583,8 @@ mod tests {
             ok,
             AccessToken {
                 token: "abc".into(),
-                expires_in: Some(3600)
+                expires_in: Some(3600),
+                refresh_token: None,
             }
         );
         let s = parse_token_response(br#"{"access_token":"abc","expires_in":"60"}"#).unwrap();

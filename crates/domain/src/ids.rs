@@ -242,6 +242,7 @@ define_id!(/** A durable background job (bulk recover or replay). */ JobId, "job
 define_id!(/** An app portal token (its secret part is never stored). */ PortalTokenId, "ptk");
 define_id!(/** An inbound source: a URL that receives webhooks (`hookd receive`). */ SourceId, "src");
 define_id!(/** A request an inbound source refused, as its Requests view lists it. */ RefusalId, "rfs");
+define_id!(/** An integration: an API key limited to one application's messages. */ IntegrationId, "integ");
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,9 @@
 //! deduplicates on). Pure: headers, body and the clock are passed in.
 //!
 //! Schemes: Standard Webhooks (hookd, Svix: `webhook-*` or `svix-*` headers), Stripe
-//! (`Stripe-Signature: t=…,v1=…`), GitHub (`X-Hub-Signature-256: sha256=…`), a generic HMAC
-//! (header, algorithm, encoding, what is signed), and none (explicitly).
+//! (`Stripe-Signature: t=…,v1=…`), GitHub (`X-Hub-Signature-256: sha256=…`), Shopify
+//! (`X-Shopify-Hmac-Sha256`), Slack (`X-Slack-Signature: v0=…` over `v0:{ts}:{body}`), a
+//! generic HMAC (header, algorithm, encoding, what is signed), and none (explicitly).
 
 use std::time::Duration;
 
@@ -34,6 +35,11 @@ pub enum Scheme {
     Stripe { secret: String },
     /// GitHub: HMAC-SHA256 (hex) of the body, `sha256=` prefixed.
     Github { secret: String },
+    /// Shopify: HMAC-SHA256 (base64) of the body in `X-Shopify-Hmac-Sha256`.
+    Shopify { secret: String },
+    /// Slack: `v0=` + HMAC-SHA256 (hex) of `v0:{X-Slack-Request-Timestamp}:{body}` in
+    /// `X-Slack-Signature`, the timestamp checked against the tolerance.
+    Slack { secret: String },
     /// Any other HMAC.
     Hmac(GenericHmac),
     /// No verification: the operator chose it for this source.
@@ -47,6 +53,8 @@ impl Scheme {
             Scheme::StandardWebhooks { .. } => "standard-webhooks",
             Scheme::Stripe { .. } => "stripe",
             Scheme::Github { .. } => "github",
+            Scheme::Shopify { .. } => "shopify",
+            Scheme::Slack { .. } => "slack",
             Scheme::Hmac(_) => "hmac",
             Scheme::None => "none",
         }
@@ -56,9 +64,9 @@ impl Scheme {
     /// signature covers the body alone; a generic HMAC one when it names a timestamp header).
     pub fn signs_timestamp(&self) -> bool {
         match self {
-            Scheme::StandardWebhooks { .. } | Scheme::Stripe { .. } => true,
+            Scheme::StandardWebhooks { .. } | Scheme::Stripe { .. } | Scheme::Slack { .. } => true,
             Scheme::Hmac(h) => h.timestamp_header.is_some(),
-            Scheme::Github { .. } | Scheme::None => false,
+            Scheme::Github { .. } | Scheme::Shopify { .. } | Scheme::None => false,
         }
     }
 }
@@ -368,9 +376,65 @@ pub fn verify(
                 Err(Refused::NoMatch)
             }
         }
+        Scheme::Shopify { secret } => {
+            let given = header("x-shopify-hmac-sha256")
+                .ok_or(Refused::MissingHeader("X-Shopify-Hmac-Sha256"))?;
+            let mac = STANDARD.encode(hmac256(secret.as_bytes(), body));
+            if !equal(given.trim().as_bytes(), mac.as_bytes()) {
+                return Err(Refused::NoMatch);
+            }
+            Ok(Verified {
+                event_id: header("x-shopify-webhook-id"),
+                // `orders/create` reads `orders.create`: event type names take no `/`.
+                event_type: header("x-shopify-topic").map(|t| t.replace('/', ".")),
+                // Nothing signed makes a copy stale, and the id is a header anyone may change.
+                signed_digest: Some(digest_of(body)),
+            })
+        }
+        Scheme::Slack { secret } => slack(secret, header, body, now, tolerance),
         Scheme::Hmac(h) => generic(h, header, body, now, tolerance),
         Scheme::None => Ok(Verified::default()),
     }
+}
+
+/// Slack's request signing: the id and type are members of the signed body (Events API
+/// `event_id`, `event.type` or `type`).
+fn slack(
+    secret: &str,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    now: Timestamp,
+    tolerance: Duration,
+) -> Result<Verified, Refused> {
+    let ts = header("x-slack-request-timestamp")
+        .ok_or(Refused::MissingHeader("X-Slack-Request-Timestamp"))?;
+    let t: i64 = ts
+        .trim()
+        .parse()
+        .map_err(|_| Refused::Malformed("X-Slack-Request-Timestamp"))?;
+    let value = header("x-slack-signature").ok_or(Refused::MissingHeader("X-Slack-Signature"))?;
+    let given = value
+        .trim()
+        .strip_prefix("v0=")
+        .ok_or(Refused::Malformed("X-Slack-Signature"))?;
+    fresh(t, now, tolerance)?;
+    let mut signed = format!("v0:{t}:").into_bytes();
+    signed.extend_from_slice(body);
+    let mac = hex(&hmac256(secret.as_bytes(), &signed));
+    if !equal(given.as_bytes(), mac.as_bytes()) {
+        return Err(Refused::NoMatch);
+    }
+    let event: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let event_type = event.as_ref().and_then(|e| {
+        e.get("event")
+            .and_then(|inner| json_member(inner, "type"))
+            .or_else(|| json_member(e, "type"))
+    });
+    Ok(Verified {
+        event_id: event.as_ref().and_then(|e| json_member(e, "event_id")),
+        event_type,
+        signed_digest: None,
+    })
 }
 
 fn standard(
@@ -536,6 +600,88 @@ mod tests {
             Timestamp::from_millis(NOW * 1000),
             DEFAULT_TOLERANCE,
         )
+    }
+
+    #[test]
+    fn shopify_verifies_the_base64_hmac_of_the_body() {
+        // Computed apart from hookd (Python's hmac module).
+        let scheme = Scheme::Shopify {
+            secret: "shpss_0123456789abcdef0123".into(),
+        };
+        let body = br#"{"id":820982911946154508,"email":"jon@doe.ca"}"#;
+        let good = "c+ldqv9qlBgUg16yiYWi7/I6GHAKFIBC+Sdad6klZo0=".to_owned();
+        let pairs = [
+            ("X-Shopify-Hmac-Sha256", good.clone()),
+            ("X-Shopify-Topic", "orders/create".to_owned()),
+            ("X-Shopify-Webhook-Id", "b54557e4".to_owned()),
+        ];
+        let v = check(&scheme, &pairs, body).unwrap();
+        assert_eq!(v.event_type.as_deref(), Some("orders.create"));
+        assert_eq!(v.event_id.as_deref(), Some("b54557e4"));
+        assert!(v.signed_digest.is_some(), "a copy is known by its bytes");
+        let tampered = br#"{"id":820982911946154509,"email":"jon@doe.ca"}"#;
+        assert_eq!(check(&scheme, &pairs, tampered), Err(Refused::NoMatch));
+        assert_eq!(
+            check(&scheme, &[], body),
+            Err(Refused::MissingHeader("X-Shopify-Hmac-Sha256"))
+        );
+        assert!(!scheme.signs_timestamp());
+    }
+
+    #[test]
+    fn slack_verifies_slacks_published_example_and_refuses_a_stale_one() {
+        // Slack's documentation example ("Verifying requests from Slack").
+        let scheme = Scheme::Slack {
+            secret: "8f742231b10e8888abcd99yyyzzz85a5".into(),
+        };
+        let body = b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        let pairs = [
+            ("X-Slack-Request-Timestamp", "1531420618".to_owned()),
+            (
+                "X-Slack-Signature",
+                "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503".to_owned(),
+            ),
+        ];
+        let at = |secs: i64| {
+            verify(
+                &scheme,
+                &headers(&pairs),
+                body,
+                Timestamp::from_millis(secs * 1000),
+                DEFAULT_TOLERANCE,
+            )
+        };
+        assert!(at(1_531_420_618 + 60).is_ok());
+        assert_eq!(at(1_531_420_618 + 301), Err(Refused::Stale));
+        assert_eq!(at(1_531_420_618 - 301), Err(Refused::Stale));
+        let mut forged = pairs.clone();
+        forged[1].1 = format!("v0={}", "0".repeat(64));
+        let v = verify(
+            &scheme,
+            &headers(&forged),
+            body,
+            Timestamp::from_millis(1_531_420_618_000),
+            DEFAULT_TOLERANCE,
+        );
+        assert_eq!(v, Err(Refused::NoMatch));
+        // An Events API body names its id and type.
+        let body =
+            br#"{"type":"event_callback","event_id":"Ev123","event":{"type":"app_mention"}}"#;
+        let mut signed = format!("v0:{NOW}:").into_bytes();
+        signed.extend_from_slice(body);
+        let sig = format!(
+            "v0={}",
+            hex(&hmac256(b"8f742231b10e8888abcd99yyyzzz85a5", &signed))
+        );
+        let pairs = [
+            ("X-Slack-Request-Timestamp", NOW.to_string()),
+            ("X-Slack-Signature", sig),
+        ];
+        let v = check(&scheme, &pairs, body).unwrap();
+        assert_eq!(
+            (v.event_id.as_deref(), v.event_type.as_deref()),
+            (Some("Ev123"), Some("app_mention"))
+        );
     }
 
     fn stripe_header(secret: &str, t: i64, body: &[u8]) -> String {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, EndpointId, TenantId};
-use domain::jobs::JobKind;
+use domain::jobs::{AppStatsParams, JobKind};
 use domain::operational::OperationalEvent;
 use domain::time::rfc3339;
 use serde::Deserialize;
@@ -62,16 +62,23 @@ async fn run_claimed(
             }
         }
     };
-    let outcome = tokio::select! {
+    let done = tokio::select! {
         outcome = execute(store, job) => outcome,
         never = renew => never,
+    };
+    let (outcome, result) = match done {
+        Ok((n, result)) => (Ok(n), result),
+        Err(e) => (Err(e), None),
     };
     match &outcome {
         Ok(n) => tracing::info!(job_id = %job.id, kind = %job.kind, touched = n, "job finished"),
         Err(e) => tracing::warn!(job_id = %job.id, kind = %job.kind, error = %e, "job failed"),
     }
     let event = finished_event(job, &outcome);
-    store.system().finish_job(job.id, outcome).await?;
+    store
+        .system()
+        .finish_job(job.id, outcome, result.as_ref())
+        .await?;
     store.emit(job.tenant_id, event).await;
     Ok(())
 }
@@ -107,7 +114,18 @@ fn finished_event(job: &job::Model, outcome: &Result<u64, String>) -> Operationa
     }
 }
 
-async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
+/// What a finished job did: deliveries touched, and for a statistics task its `data`.
+type Done = (u64, Option<serde_json::Value>);
+
+async fn execute(store: &Store, job: &job::Model) -> Result<Done, String> {
+    let recover = match job.kind {
+        JobKind::EndpointRecover => true,
+        JobKind::EndpointReplay => false,
+        JobKind::ApplicationStats => return app_stats(store, job).await.map(|d| (0, Some(d))),
+        JobKind::EventTypeAggregate => {
+            return event_type_stats(store, job).await.map(|d| (0, Some(d)));
+        }
+    };
     let tenant = job.tenant_id;
     let params: EndpointJobParams = job.params().map_err(|e| e.to_string())?;
     let ep = store
@@ -118,19 +136,64 @@ async fn execute(store: &Store, job: &job::Model) -> Result<u64, String> {
     let since = Timestamp::from_millis(params.since);
     let until = params.until.map(Timestamp::from_millis);
     let run = store::Batches::of_job(job.id);
-    let result = match job.kind {
-        JobKind::EndpointRecover => {
-            store
-                .recover_failed(tenant, ep.id, since, until, ttl, run)
-                .await
-        }
-        JobKind::EndpointReplay => {
-            store
-                .replay_missing(tenant, &ep, since, until, ttl, run)
-                .await
-        }
+    let result = if recover {
+        store
+            .recover_failed(tenant, ep.id, since, until, ttl, run)
+            .await
+    } else {
+        store
+            .replay_missing(tenant, &ep, since, until, ttl, run)
+            .await
     };
-    result.map_err(|e| e.to_string())
+    result.map(|n| (n, None)).map_err(|e| e.to_string())
+}
+
+fn fail(e: store::StoreError) -> String {
+    e.to_string()
+}
+
+/// Svix's `data` of a finished `application.stats` task.
+async fn app_stats(store: &Store, job: &job::Model) -> Result<serde_json::Value, String> {
+    let tenant = job.tenant_id;
+    let p: AppStatsParams = job.params().map_err(fail)?;
+    let (apps, _) = store
+        .resolve_applications(tenant, p.app_ids.as_deref())
+        .await
+        .map_err(fail)?;
+    let since = Timestamp::from_millis(p.since);
+    let until = Timestamp::from_millis(p.until);
+    let usage = store
+        .app_usage(tenant, &apps, since, until)
+        .await
+        .map_err(fail)?;
+    let stats: Vec<_> = usage
+        .into_iter()
+        .map(|u| {
+            serde_json::json!({
+                "appId": u.app_id.to_string(),
+                "appUid": u.app_uid,
+                "messageDestinations": u.message_destinations,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({ "appStats": stats }))
+}
+
+/// Svix's `data` of a finished `event-type.aggregate` task.
+async fn event_type_stats(store: &Store, job: &job::Model) -> Result<serde_json::Value, String> {
+    let apps = store.app_event_types(job.tenant_id).await.map_err(fail)?;
+    let types: Vec<_> = apps
+        .into_iter()
+        .map(|a| {
+            serde_json::json!({
+                "appId": a.app_id.to_string(),
+                "explicitlySubscribedEventTypes": a.explicitly_subscribed,
+                "hasCatchAllEndpoint": a.has_catch_all,
+            })
+        })
+        .collect();
+    // Svix's documented key (snake case, unlike the rest of the shape).
+    Ok(serde_json::json!({ "event_types": types }))
 }
 
 /// Jobs one runner runs at once.

@@ -7,7 +7,7 @@ use domain::egress::Egress;
 use domain::endpoint_auth::{EndpointAuth, Mtls};
 use domain::endpoint_url::EndpointUrl;
 use domain::ids::{EndpointId, TenantId};
-use domain::jobs::JobKind;
+use domain::jobs::EndpointJob;
 use domain::signing::{EndpointKey, KeyType};
 use serde_json::json;
 use store::entities::{application, endpoint, job, message};
@@ -450,19 +450,19 @@ pub async fn preview_job(
     store: &Store,
     tenant: TenantId,
     ep: &endpoint::Model,
-    kind: JobKind,
+    kind: EndpointJob,
     since: Timestamp,
     until: Option<Timestamp>,
 ) -> Result<store::Capped> {
     job_window(store, tenant, ep, since, until).await?;
     let cap = store::PREVIEW_CAP;
     Ok(match kind {
-        JobKind::EndpointRecover => {
+        EndpointJob::Recover => {
             store
                 .count_recoverable(tenant, ep.id, since, until, cap)
                 .await?
         }
-        JobKind::EndpointReplay => store.count_missing(tenant, ep, since, until, cap).await?,
+        EndpointJob::Replay => store.count_missing(tenant, ep, since, until, cap).await?,
     })
 }
 
@@ -473,7 +473,7 @@ pub async fn start_job(
     store: &Store,
     tenant: TenantId,
     ep: &endpoint::Model,
-    kind: JobKind,
+    kind: EndpointJob,
     since: Timestamp,
     until: Option<Timestamp>,
     expected: Option<u64>,
@@ -486,5 +486,5 @@ pub async fn start_job(
         "until": until.map(|u| u.as_millis()),
         "expected": expected,
     });
-    Ok(store.create_job(tenant, kind, &params).await?)
+    Ok(store.create_job(tenant, kind.kind(), &params).await?)
 }

@@ -783,7 +783,10 @@ pub fn check_source(name: &str, settings: &SourceSettings) -> Result<()> {
                     .iter()
                     .any(|s| domain::signing::SigningSecret::parse(s).is_err())
         }
-        Scheme::Stripe { secret } | Scheme::Github { secret } => secret.is_empty(),
+        Scheme::Stripe { secret }
+        | Scheme::Github { secret }
+        | Scheme::Shopify { secret }
+        | Scheme::Slack { secret } => secret.is_empty(),
         Scheme::Hmac(h) => h.secret.is_empty() || h.header.is_empty(),
         Scheme::None => false,
     };
@@ -795,6 +798,8 @@ pub fn check_source(name: &str, settings: &SourceSettings) -> Result<()> {
     }
     if let Scheme::Stripe { secret }
     | Scheme::Github { secret }
+    | Scheme::Shopify { secret }
+    | Scheme::Slack { secret }
     | Scheme::Hmac(GenericHmac { secret, .. }) = scheme
         && secret.len() < MIN_SECRET_BYTES
     {

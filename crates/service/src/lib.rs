@@ -9,6 +9,7 @@ pub mod endpoints;
 mod error;
 pub mod event_types;
 pub mod inbound;
+pub mod ingest;
 pub mod limits;
 pub mod messages;
 pub mod operational;

@@ -169,6 +169,11 @@ impl job::Model {
     pub fn params<T: DeserializeOwned>(&self) -> Result<T> {
         decode("job", &self.id, "params", &self.params)
     }
+
+    /// What a finished statistics task computed (Svix's `data`); None for the other kinds.
+    pub fn result(&self) -> Result<Option<serde_json::Value>> {
+        decode_opt("job", &self.id, "result", &self.result)
+    }
 }
 
 #[cfg(test)]

@@ -366,6 +366,8 @@ pub mod job {
         pub lease_expires_at: Option<i64>,
         pub created_at: i64,
         pub updated_at: i64,
+        /// JSON: what a statistics task computed, Svix's `data` (m0027); None for the others.
+        pub result: Option<String>,
     }
     entity_boilerplate!();
 }
@@ -545,6 +547,9 @@ pub mod inbound_source {
         pub declared: bool,
         /// Refused requests a flood left out of the Requests view (counted, not recorded).
         pub unrecorded: i64,
+        /// What Svix's Ingest API says of a source it created, as JSON (m0027); None for the
+        /// others, which that API does not show.
+        pub ingest: Option<String>,
     }
     entity_boilerplate!();
 }
@@ -641,6 +646,29 @@ pub mod inbound_signed {
     entity_boilerplate!();
 }
 
+pub mod integration {
+    use domain::ids::{ApplicationId, IntegrationId, TenantId};
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "integrations")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: IntegrationId,
+        pub tenant_id: TenantId,
+        pub app_id: ApplicationId,
+        pub name: String,
+        /// JSON array of feature flag names.
+        pub feature_flags: String,
+        /// SHA-256 of the key, for authentication.
+        pub key_hash: String,
+        /// The key sealed under the operator key, for `GET …/key`.
+        pub key_sealed: String,
+        pub created_at: i64,
+        pub updated_at: i64,
+    }
+    entity_boilerplate!();
+}
+
 macro_rules! owned {
     ($($table:ident),* $(,)?) => {$(
         impl Owned for $table::Entity {
@@ -674,4 +702,5 @@ owned!(
     egress_grant,
     inbound_signed,
     inbound_refusal,
+    integration,
 );

@@ -62,7 +62,7 @@ fn stored_tolerance(settings: &SourceSettings) -> Option<i64> {
     settings.tolerance_secs.and_then(|t| i64::try_from(t).ok())
 }
 
-pub(crate) fn context(id: &SourceId) -> String {
+pub(crate) fn context(id: &dyn std::fmt::Display) -> String {
     format!("inbound_source/{id}")
 }
 
@@ -93,6 +93,19 @@ impl Store {
         name: &str,
         settings: &SourceSettings,
     ) -> Result<Source> {
+        self.create_source_with(tenant, app, name, settings, None)
+            .await
+    }
+
+    /// [`Store::create_source`] with what Svix's Ingest API says of it (JSON).
+    pub async fn create_source_with(
+        &self,
+        tenant: TenantId,
+        app: &application::Model,
+        name: &str,
+        settings: &SourceSettings,
+        ingest: Option<String>,
+    ) -> Result<Source> {
         check_owner(tenant, &app.tenant_id, "application")?;
         let id = SourceId::new();
         let row = inbound_source::ActiveModel {
@@ -110,6 +123,7 @@ impl Store {
             last_refused_at: Set(None),
             declared: Set(false),
             unrecorded: Set(0),
+            ingest: Set(ingest),
         };
         let txn = self.write_txn().await?;
         let row = row.insert(&*txn).await.map_err(conflict_as("name"))?;
@@ -135,9 +149,22 @@ impl Store {
         app: &application::Model,
         settings: &SourceSettings,
     ) -> Result<Source> {
+        let ingest = source.row.ingest.clone();
+        self.update_source_with(source, app, settings, ingest).await
+    }
+
+    /// [`Store::update_source`], with what Svix's Ingest API says of it now.
+    pub async fn update_source_with(
+        &self,
+        source: &Source,
+        app: &application::Model,
+        settings: &SourceSettings,
+        ingest: Option<String>,
+    ) -> Result<Source> {
         let row = &source.row;
         check_owner(row.tenant_id, &app.tenant_id, "application")?;
         let mut changed: inbound_source::ActiveModel = row.clone().into();
+        changed.ingest = Set(ingest);
         changed.app_id = Set(app.id);
         changed.event_type = Set(settings.event_type.clone());
         changed.verification = Set(seal_json(&self.seal, &context(&row.id), &settings.scheme));

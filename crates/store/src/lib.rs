@@ -16,6 +16,7 @@ mod gate;
 mod health;
 mod inbound;
 mod ingest;
+mod integrations;
 mod lite;
 mod operational;
 mod ops;
@@ -34,6 +35,7 @@ mod sweep;
 mod tenants;
 pub mod trace;
 mod traffic;
+mod usage;
 mod warnings;
 
 #[cfg(any(test, feature = "testing"))]
@@ -52,6 +54,10 @@ pub use health::{
 };
 pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};
+pub use integrations::{
+    INTEGRATION_KEY_PREFIX, IntegrationChanges, IntegrationGrant,
+    feature_flags as integration_feature_flags,
+};
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};
 pub use page::{ListParams, MAX_LIMIT, Page};
 pub use portal::{
@@ -70,6 +76,7 @@ pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};
 pub use sweep::{Horizons, Swept};
 pub use tenants::{NewTenant, hash_token};
 pub use traffic::{CreatedMessage, MessageFilter, NewAttempt, NewMessage};
+pub use usage::{AppEventTypes, AppUsage};
 pub use warnings::{WARNING_ERRORS, health_of};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -95,6 +102,8 @@ pub struct Store {
     keys: std::sync::Arc<cache::ReadCache<String, domain::ids::TenantId>>,
     /// The same for portal tokens (see `portal`).
     portal: std::sync::Arc<cache::ReadCache<String, portal::PortalGrant>>,
+    /// The same for integration keys (see `integrations`).
+    integrations: std::sync::Arc<cache::ReadCache<String, integrations::IntegrationGrant>>,
     apps: std::sync::Arc<
         cache::ReadCache<(domain::ids::TenantId, String), entities::application::Model>,
     >,
@@ -194,6 +203,7 @@ impl Store {
             lite: None,
             keys: Default::default(),
             portal: Default::default(),
+            integrations: Default::default(),
             apps: Default::default(),
             ops_apps: Default::default(),
             operational: Default::default(),

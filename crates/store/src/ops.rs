@@ -229,6 +229,7 @@ impl Store {
             lease_expires_at: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
+            result: Set(None),
         }
         .insert(&self.db)
         .await?)
@@ -455,12 +456,14 @@ impl crate::System<'_> {
         Ok(res.rows_affected == 1)
     }
 
-    /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries. A job
-    /// canceled meanwhile stays canceled, with the progress its last batch recorded.
+    /// Scheduler: records a job's end. `Ok(n)` = finished having touched n deliveries (and
+    /// computed `result`, for a statistics task). A job canceled meanwhile stays canceled, with
+    /// the progress its last batch recorded.
     pub async fn finish_job(
         &self,
         id: JobId,
         outcome: std::result::Result<u64, String>,
+        result: Option<&serde_json::Value>,
     ) -> Result<()> {
         let now = Timestamp::now().as_millis();
         let mut update = job::Entity::update_many()
@@ -471,7 +474,11 @@ impl crate::System<'_> {
         update = match outcome {
             Ok(n) => update
                 .col_expr(job::Column::State, Expr::value(JobState::Finished.as_str()))
-                .col_expr(job::Column::Progress, Expr::value(n as i64)),
+                .col_expr(job::Column::Progress, Expr::value(n as i64))
+                .col_expr(
+                    job::Column::Result,
+                    Expr::value(result.map(|r| r.to_string())),
+                ),
             Err(e) => update
                 .col_expr(job::Column::State, Expr::value(JobState::Failed.as_str()))
                 .col_expr(job::Column::Error, Expr::value(e)),

@@ -3,8 +3,8 @@
 //! an older key sealed (`hookd rekey`, and every start for values stored before sealing).
 //!
 //! Sealed columns: `endpoint_secrets.secret`, each value of `endpoints.headers` (the names
-//! stay readable, so the dashboard can list them without opening anything), and
-//! `endpoints.auth` whole.
+//! stay readable, so the dashboard can list them without opening anything),
+//! `endpoints.auth` whole, `inbound_sources.verification` and `integrations.key_sealed`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -382,6 +382,38 @@ impl Resealed {
 }
 
 impl System<'_> {
+    /// The dispatcher, after a token endpoint answered a refresh-token grant with a new refresh
+    /// token: stores it in place of `used` (sealed), unless the endpoint's OAuth configuration
+    /// changed meanwhile (then the tenant's new one stands). Returns whether it was stored.
+    pub async fn replace_refresh_token(
+        &self,
+        endpoint: EndpointId,
+        used: &str,
+        new: &str,
+    ) -> Result<bool> {
+        let Some(ep) = endpoint::Entity::find_by_id(endpoint).one(&self.db).await? else {
+            return Ok(false);
+        };
+        let Some(EndpointAuth::OAuth(mut client)) = self.endpoint_auth(&ep)? else {
+            return Ok(false);
+        };
+        if client.refresh_token.as_deref() != Some(used) {
+            return Ok(false);
+        }
+        client.refresh_token = Some(new.to_owned());
+        let sealed = SealedJson::Auth.seal(&self.seal, &ep.id, &EndpointAuth::OAuth(client));
+        // Compare-and-set on what was read: a change made meanwhile is not overwritten.
+        let res = endpoint::Entity::update_many()
+            .col_expr(endpoint::Column::Auth, Expr::value(sealed))
+            .filter(endpoint::Column::Id.eq(endpoint))
+            .filter(endpoint::Column::Auth.eq(ep.auth.clone()))
+            .exec(&self.db)
+            .await?;
+        Ok(res.rows_affected == 1)
+    }
+}
+
+impl System<'_> {
     /// Seals plain values (and with [`Reseal::All`] re-seals older keys' values) under the
     /// current key, `batch` rows at a time in id order, each batch one short transaction, so it
     /// runs beside live traffic: a row changed meanwhile (a rotation, an edit) is left to the
@@ -498,46 +530,74 @@ impl System<'_> {
                 txn.commit().await?;
             }
         }
-        self.reseal_sources(&keys, mode, batch, &mut report).await?;
+        self.reseal_one_per_row(&keys, mode, batch, &mut report)
+            .await?;
         Ok(report)
     }
 
-    /// [`System::reseal`] for the inbound sources' verification secrets.
-    async fn reseal_sources(
+    /// [`System::reseal`] for the columns that hold one sealed value per row, bound to the
+    /// row's id: the inbound sources' verification secrets and the integrations' keys.
+    async fn reseal_one_per_row(
         &self,
         keys: &Keyring,
         mode: Reseal,
         batch: u64,
         report: &mut Resealed,
     ) -> Result<()> {
-        use crate::entities::inbound_source;
-        let mut after: Option<domain::ids::SourceId> = None;
+        use crate::entities::{inbound_source as src, integration as integ};
+        self.reseal_column::<src::Entity>(
+            (src::Column::Id, src::Column::Verification),
+            |id| crate::inbound::context(&id),
+            (keys, mode, batch, report),
+        )
+        .await?;
+        self.reseal_column::<integ::Entity>(
+            (integ::Column::Id, integ::Column::KeySealed),
+            |id| crate::integrations::context(&id),
+            (keys, mode, batch, report),
+        )
+        .await
+    }
+
+    /// Re-seals one sealed text column of `E`, `batch` rows at a time in id order; `context`
+    /// is where a row's value is bound, from its id.
+    async fn reseal_column<E: sea_orm::EntityTrait>(
+        &self,
+        (id_col, sealed_col): (E::Column, E::Column),
+        context: impl Fn(&str) -> String,
+        (keys, mode, batch, report): (&Keyring, Reseal, u64, &mut Resealed),
+    ) -> Result<()> {
+        let mut after: Option<String> = None;
         loop {
-            let mut q = inbound_source::Entity::find()
-                .order_by_asc(inbound_source::Column::Id)
+            let mut q = E::find()
+                .select_only()
+                .column(id_col)
+                .column(sealed_col)
+                .order_by_asc(id_col)
                 .limit(batch);
-            if let Some(a) = after {
-                q = q.filter(inbound_source::Column::Id.gt(a));
+            if let Some(a) = &after {
+                q = q.filter(id_col.gt(a.as_str()));
             }
-            let rows = q.all(&self.db).await?;
+            let rows: Vec<(String, String)> = q.into_tuple().all(&self.db).await?;
             let Some(last) = rows.last() else { break };
-            after = Some(last.id);
+            after = Some(last.0.clone());
             let mut changes = Vec::new();
-            for row in rows {
-                let context = crate::inbound::context(&row.id);
-                report.probe(keys, &row.verification, &context);
-                if report.count(keys, &row.verification, mode) {
-                    let plain = keys.open(&row.verification, &context)?;
-                    changes.push((row.id, row.verification, keys.seal(&plain, &context)));
+            for (id, stored) in rows {
+                let context = context(&id);
+                report.probe(keys, &stored, &context);
+                if report.count(keys, &stored, mode) {
+                    let plain = keys.open(&stored, &context)?;
+                    let new = keys.seal(&plain, &context);
+                    changes.push((id, stored, new));
                 }
             }
             if !changes.is_empty() {
                 let txn = self.write_txn().await?;
                 for (id, old, new) in changes {
-                    inbound_source::Entity::update_many()
-                        .col_expr(inbound_source::Column::Verification, Expr::value(new))
-                        .filter(inbound_source::Column::Id.eq(id))
-                        .filter(inbound_source::Column::Verification.eq(old))
+                    E::update_many()
+                        .col_expr(sealed_col, Expr::value(new))
+                        .filter(id_col.eq(id))
+                        .filter(sealed_col.eq(old))
                         .exec(&*txn)
                         .await?;
                 }

@@ -325,6 +325,74 @@ check("a receiver answering webhook-delivery: disable disables its endpoint", as
   assert.equal(got.disabled, true, "the endpoint is disabled");
 });
 
+check("integration: create, key for its application's messages only, rotate, update, delete", async () => {
+  const app = await svix.application.create({ name: `integ-${uniq}` });
+  const other = await svix.application.create({ name: `integ-other-${uniq}` });
+  const integ = await svix.integration.create(app.id, { name: "Zapier" });
+  assert.ok(integ.id.startsWith("integ_") && integ.createdAt instanceof Date, JSON.stringify(integ));
+  assert.deepEqual((await svix.integration.list(app.id)).data.map((i) => i.id), [integ.id]);
+  // 2.x has no getKey: its key comes from rotateKey, as Svix documents.
+  const key = v2 ? (await svix.integration.rotateKey(app.id, integ.id)).key : (await svix.integration.getKey(app.id, integ.id)).key;
+  assert.ok(key.startsWith("integsk_"), key);
+  const scoped = client(key);
+  const msg = await scoped.message.create(app.id, { eventType: "js.integ", payload: {} });
+  assert.equal((await scoped.message.get(app.id, msg.id)).id, msg.id);
+  await scoped.messageAttempt.listByMsg(app.id, msg.id);
+  await refused(403, () => scoped.message.list(other.id));
+  await refused(403, () => scoped.endpoint.list(app.id));
+  await refused(403, () => scoped.application.list());
+  const rotated = (await svix.integration.rotateKey(app.id, integ.id)).key;
+  await refused(401, () => scoped.message.list(app.id));
+  await client(rotated).message.list(app.id);
+  assert.equal((await svix.integration.update(app.id, integ.id, { name: "Make" })).name, "Make");
+  await svix.integration.delete(app.id, integ.id);
+  await refused(404, () => svix.integration.get(app.id, integ.id));
+});
+
+check("statistics: app usage and event types as background tasks", async () => {
+  const app = await svix.application.create({ name: `stats-${uniq}`, uid: `stats-${uniq}` });
+  await svix.endpoint.create(app.id, { url: `${receiverUrl}/stats/${uniq}` });
+  await svix.message.create(app.id, { eventType: "js.stats", payload: {} });
+  const since = new Date(Date.now() - 60000);
+  const until = new Date(Date.now() + 60000);
+  const started = await svix.statistics.aggregateAppStats({ since, until, appIds: [`stats-${uniq}`, `nope-${uniq}`] });
+  assert.equal(started.task, "application.stats");
+  assert.deepEqual(started.unresolvedAppIds, [`nope-${uniq}`]);
+  let task;
+  for (let i = 0; i < 100; i++) {
+    task = await svix.backgroundTask.get(started.id);
+    if (task.status !== "running") break;
+    await sleep(50);
+  }
+  assert.equal(task.status, "finished");
+  assert.deepEqual(task.data.appStats, [{ appId: app.id, appUid: `stats-${uniq}`, messageDestinations: 1 }]);
+  const types = await svix.statistics.aggregateEventTypes();
+  assert.equal(types.task, "event-type.aggregate");
+});
+
+check("ingest: a Shopify source, its endpoint, refused types", async () => {
+  const source = await svix.ingest.source.create({ name: `Shop ${uniq}`, uid: `shop-${uniq}`, type: "shopify", config: { secret: `shpss_${uniq}_0123456789` } });
+  assert.ok(source.id.startsWith("src_") && source.ingestUrl.endsWith(`/in/${source.id}`), JSON.stringify(source));
+  assert.equal((await svix.ingest.source.get(`shop-${uniq}`)).id, source.id);
+  assert.ok((await svix.ingest.source.list({ limit: 250 })).data.some((s) => s.id === source.id));
+  const ep = await svix.ingest.endpoint.create(source.id, { url: `${receiverUrl}/ingest/${uniq}` });
+  assert.deepEqual((await svix.ingest.endpoint.list(source.id)).data.map((e) => e.id), [ep.id]);
+  assert.ok((await svix.ingest.endpoint.getSecret(source.id, ep.id)).key.startsWith("whsec_"));
+  const body = await refused(422, () => svix.ingest.source.create({ name: `Docs ${uniq}`, type: "docusign", config: { secret: "x" } }));
+  assert.ok(JSON.stringify(body).includes("docusign"), JSON.stringify(body));
+  await svix.ingest.source.delete(source.id);
+  await refused(404, () => svix.ingest.source.get(source.id));
+});
+
+if (!v2) {
+  check("authentication.dashboardAccess (1.x) answers a portal URL and token", async () => {
+    const app = await svix.application.create({ name: `dash-${uniq}` });
+    const out = await svix.authentication.dashboardAccess(app.id);
+    assert.ok(out.url.endsWith(out.token) && out.token.startsWith("hkp_"), JSON.stringify(out));
+    await client(out.token).endpoint.list(app.id);
+  });
+}
+
 // --- run them all ----------------------------------------------------------------------------
 let failed = 0;
 for (const [name, fn] of checks) {

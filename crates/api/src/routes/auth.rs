@@ -21,7 +21,7 @@ const MAX_LABEL: usize = 256;
 /// Longest delay `expire-all` accepts before the tokens expire.
 const MAX_EXPIRE_DELAY: Duration = Duration::from_secs(7 * 86_400);
 
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct AppPortalAccessIn {
     /// Creates the application (uid: the one in the path) when it does not exist yet.
@@ -104,6 +104,35 @@ pub async fn app_portal_access(
     path: web::Path<String>,
     JsonBody(body): JsonBody<AppPortalAccessIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let out = portal_access(&store, &cfg, t, &path, body).await?;
+    Ok(HttpResponse::Ok().json(out))
+}
+
+/// Svix's older name for app-portal-access (SDK 1.x `authentication.dashboardAccess`): a
+/// portal token with every default, for an application that exists.
+#[utoipa::path(post, path = "/api/v1/auth/dashboard-access/{app_id}", tag = "Authentication",
+    params(("app_id" = String, Path, description = "id or uid")),
+    responses((status = 200, body = AppPortalAccessOut), (status = 404, body = crate::error::HttpErrorOut)),
+    security(("bearer" = [])))]
+pub async fn dashboard_access(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let out = portal_access(&store, &cfg, t, &path, AppPortalAccessIn::default()).await?;
+    Ok(HttpResponse::Ok().json(out))
+}
+
+/// Issues a portal token for the application `app` names: the one rule behind both
+/// operations.
+async fn portal_access(
+    store: &Store,
+    cfg: &ApiConfig,
+    t: domain::ids::TenantId,
+    app: &str,
+    body: AppPortalAccessIn,
+) -> Result<AppPortalAccessOut, ApiError> {
     let expiry = match body.expiry {
         Some(s) => seconds("expiry", s, PORTAL_MIN_EXPIRY, PORTAL_MAX_EXPIRY)?,
         None => PORTAL_MAX_EXPIRY,
@@ -127,8 +156,8 @@ pub async fn app_portal_access(
         .map(Capabilities::parse)
         .transpose()
         .map_err(|e| ApiError::field("capabilities", e))?;
-    let app = crate::routes::messages::find_or_create_app(&store, &cfg, t, &path, body.application)
-        .await?;
+    let app =
+        crate::routes::messages::find_or_create_app(store, cfg, t, app, body.application).await?;
     let (token, _) = store
         .create_portal_token(
             t,
@@ -143,7 +172,7 @@ pub async fn app_portal_access(
         )
         .await?;
     let url = portal_url(&cfg.public_url, &token);
-    Ok(HttpResponse::Ok().json(AppPortalAccessOut { url, token }))
+    Ok(AppPortalAccessOut { url, token })
 }
 
 #[utoipa::path(post, path = "/api/v1/auth/app/{app_id}/expire-all", tag = "Authentication",

@@ -18,7 +18,7 @@ use crate::dto::{
 };
 use crate::extract::{App, AppEndpoint, Caller, JsonBody, Tenant};
 use crate::routes::messages::raw_payload;
-use domain::jobs::{JobKind, JobState};
+use domain::jobs::{EndpointJob, JobKind, JobState};
 use service::{endpoints as eps, rules};
 
 use crate::{ApiConfig, ApiError};
@@ -149,13 +149,12 @@ pub async fn get(AppEndpoint { endpoint: ep, .. }: AppEndpoint) -> Result<HttpRe
 pub async fn upsert(
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
-    Tenant(t): Tenant,
+    App { tenant: t, app }: App,
     Caller(actor): Caller,
     path: web::Path<(String, String)>,
     JsonBody(body): JsonBody<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app_id, ep_id) = path.into_inner();
-    let app = store.get_application(t, &app_id).await?;
+    let (_, ep_id) = path.into_inner();
     let given_secret = body.secret.clone();
     let key_type = body.key_type.clone();
     let mut new = from_in(body)?;
@@ -495,22 +494,24 @@ pub async fn stats(
     }))
 }
 
-pub fn task_out(job: store::entities::job::Model) -> BackgroundTaskOut {
-    let data = match (job.state, &job.error) {
-        (JobState::Failed, Some(e)) => serde_json::json!({ "error": e }),
+pub fn task_out(job: store::entities::job::Model) -> Result<BackgroundTaskOut, ApiError> {
+    let data = match (job.state, &job.error, job.result()?) {
+        (JobState::Failed, Some(e), _) => serde_json::json!({ "error": e }),
+        // A statistics task: the figures it computed.
+        (JobState::Finished, _, Some(figures)) => figures,
         // Canceled: what the batches before the cancel did.
-        (JobState::Finished | JobState::Canceled, _) => {
+        (JobState::Finished | JobState::Canceled, _, _) => {
             serde_json::json!({ "deliveries": job.progress })
         }
-        (JobState::Failed | JobState::Running, _) => serde_json::json!({}),
+        (JobState::Failed | JobState::Running, _, _) => serde_json::json!({}),
     };
-    BackgroundTaskOut {
+    Ok(BackgroundTaskOut {
         id: job.id.to_string(),
         status: job.state.to_string(),
         task: job.kind.to_string(),
         data,
         updated_at: time(job.updated_at),
-    }
+    })
 }
 
 async fn start_job(
@@ -518,7 +519,7 @@ async fn start_job(
     t: domain::ids::TenantId,
     ep: endpoint::Model,
     body: RecoverIn,
-    kind: JobKind,
+    kind: EndpointJob,
 ) -> Result<HttpResponse, ApiError> {
     let since = rules::timestamp("since", &body.since)?;
     let until = body
@@ -527,7 +528,7 @@ async fn start_job(
         .map(|u| rules::timestamp("until", u))
         .transpose()?;
     let job = eps::start_job(store, t, &ep, kind, since, until, None).await?;
-    Ok(HttpResponse::Accepted().json(task_out(job)))
+    Ok(HttpResponse::Accepted().json(task_out(job)?))
 }
 
 /// Sends again every failed message created since `since` (runs as a background job).
@@ -545,7 +546,7 @@ pub async fn recover(
     }: AppEndpoint,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, endpoint, body, JobKind::EndpointRecover).await
+    start_job(&store, t, endpoint, body, EndpointJob::Recover).await
 }
 
 /// Sends the messages since `since` that this endpoint never received (background job).
@@ -563,7 +564,7 @@ pub async fn replay_missing(
     }: AppEndpoint,
     JsonBody(body): JsonBody<RecoverIn>,
 ) -> Result<HttpResponse, ApiError> {
-    start_job(&store, t, endpoint, body, JobKind::EndpointReplay).await
+    start_job(&store, t, endpoint, body, EndpointJob::Replay).await
 }
 
 /// Svix's `EventExampleIn`.
@@ -725,7 +726,7 @@ pub async fn get_task(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let job = store.get_job(t, &path).await?;
-    Ok(HttpResponse::Ok().json(task_out(job)))
+    Ok(HttpResponse::Ok().json(task_out(job)?))
 }
 
 /// Svix's filters on the background-task list.
@@ -735,8 +736,8 @@ pub struct TaskFilter {
     /// `running`, `finished`, `failed` or `canceled`.
     #[param(inline, value_type = Option<String>, pattern = "^(running|finished|failed|canceled)$")]
     status: Option<String>,
-    /// `endpoint.recover` or `endpoint.replay`.
-    #[param(inline, value_type = Option<String>, pattern = "^(endpoint\\.recover|endpoint\\.replay)$")]
+    /// `endpoint.recover`, `endpoint.replay`, `application.stats` or `event-type.aggregate`.
+    #[param(inline, value_type = Option<String>, pattern = "^(endpoint\\.recover|endpoint\\.replay|application\\.stats|event-type\\.aggregate)$")]
     task: Option<String>,
 }
 
@@ -764,12 +765,13 @@ pub async fn list_tasks(
         Some(k) => Some(k.parse::<JobKind>().map_err(|_| {
             ApiError::validation(
                 ["query", "task"],
-                "task must be endpoint.recover or endpoint.replay",
+                "task must be endpoint.recover, endpoint.replay, application.stats or \
+                 event-type.aggregate",
             )
         })?),
     };
     let page = store.list_jobs(t, kind, status, &q.params()?).await?;
-    Ok(HttpResponse::Ok().json(ListResponse::from_page(page, task_out)))
+    Ok(HttpResponse::Ok().json(ListResponse::try_from_page(page, task_out)?))
 }
 
 /// An email hookd sent or will send to the tenant (hookd extension).
@@ -838,8 +840,8 @@ pub async fn replay_from_message(
 ) -> Result<HttpResponse, ApiError> {
     let msg = store.get_message(t, app.id, &body.msg_id).await?;
     let since = domain::Timestamp::from_millis(msg.created_at);
-    let job = eps::start_job(&store, t, &ep, JobKind::EndpointRecover, since, None, None).await?;
-    Ok(HttpResponse::Accepted().json(task_out(job)))
+    let job = eps::start_job(&store, t, &ep, EndpointJob::Recover, since, None, None).await?;
+    Ok(HttpResponse::Accepted().json(task_out(job)?))
 }
 
 // --- authentication beyond the signature ----------------------------------------------------
@@ -847,21 +849,32 @@ pub async fn replay_from_message(
 fn oauth_of(body: EndpointOauthConfigIn) -> Result<OAuthClient, ApiError> {
     let auth_method =
         OAuthMethod::parse(&body.auth_method).map_err(|e| ApiError::field("authMethod", e))?;
-    if body.grant_type != "clientCredentials" {
+    let refresh_token = match (body.grant_type.as_str(), body.refresh_token) {
+        ("clientCredentials", None) => None,
+        ("clientCredentials", Some(_)) => {
+            return Err(ApiError::field(
+                "refreshToken",
+                "a refresh token is used with grantType refreshToken",
+            ));
+        }
+        ("refreshToken", Some(t)) => Some(t),
+        ("refreshToken", None) => {
+            return Err(ApiError::field(
+                "refreshToken",
+                "grantType refreshToken needs the refreshToken",
+            ));
+        }
+        _ => {
+            return Err(ApiError::field(
+                "grantType",
+                "grantType must be clientCredentials or refreshToken",
+            ));
+        }
+    };
+    if body.jwt_params.is_some() {
         return Err(ApiError::field(
-            "grantType",
-            "only clientCredentials is supported by hookd",
-        ));
-    }
-    if body.jwt_params.is_some() || body.refresh_token.is_some() {
-        let field = if body.jwt_params.is_some() {
-            "jwtParams"
-        } else {
-            "refreshToken"
-        };
-        return Err(ApiError::field(
-            field,
-            "not supported by hookd (client credentials only)",
+            "jwtParams",
+            "not supported by hookd: its client assertion carries the RFC 7523 claims only",
         ));
     }
     Ok(OAuthClient {
@@ -871,6 +884,7 @@ fn oauth_of(body: EndpointOauthConfigIn) -> Result<OAuthClient, ApiError> {
         auth_method,
         scopes: body.scopes.unwrap_or_default(),
         extra_params: body.extra_params.unwrap_or_default(),
+        refresh_token,
     })
 }
 
@@ -905,10 +919,10 @@ pub async fn get_oauth(
 ) -> Result<HttpResponse, ApiError> {
     match store.endpoint_auth(&ep)? {
         Some(EndpointAuth::OAuth(c)) => Ok(HttpResponse::Ok().json(EndpointOauthConfigOut {
+            grant_type: c.grant_type().to_owned(),
             auth_method: c.auth_method.as_str().to_owned(),
             client_id: c.client_id,
             extra_params: c.extra_params,
-            grant_type: "clientCredentials".to_owned(),
             scopes: c.scopes,
             token_url: c.token_url,
         })),

@@ -288,8 +288,24 @@ async fn misconfigured_authentication_is_refused_or_fails_clearly() {
                 "tokenUrl must be an http",
             ),
             (
-                oauth(&format!("{}/token", r.base), "clientSecretJwt"),
+                oauth(&format!("{}/token", r.base), "clientSecretKey"),
                 "authMethod",
+            ),
+            (
+                {
+                    let mut o = oauth(&format!("{}/token", r.base), "clientSecretJwt");
+                    o["jwtParams"] = json!({"kid": "k1"});
+                    o
+                },
+                "jwtParams",
+            ),
+            (
+                {
+                    let mut o = oauth(&format!("{}/token", r.base), "clientSecretPost");
+                    o["grantType"] = json!("refreshToken");
+                    o
+                },
+                "refreshToken",
             ),
         ] {
             let got = app
@@ -746,5 +762,243 @@ async fn mutual_tls_delivers_with_the_client_certificate_and_fails_clearly_witho
             r.refused.load(std::sync::atomic::Ordering::SeqCst) >= 2,
             "the receiver refused the stranger and the anonymous client"
         );
+    }
+}
+
+// --- clientSecretJwt and the refresh-token grant, against a token server that checks them ---
+
+const JWT_SECRET: &str = "jwt-client-s3cret-0123456789";
+
+#[derive(Default)]
+struct Issuer {
+    base: String,
+    /// Assertions whose signature and claims verified, by `jti` (each used once).
+    jtis: std::collections::HashSet<String>,
+    /// Requests refused, with why.
+    refused: Vec<String>,
+    /// The refresh token it takes now; each use replaces it.
+    refresh: String,
+    issued: u32,
+    hooks: u32,
+}
+
+/// Checks an RFC 7523 client assertion: HS256 with [`JWT_SECRET`], `iss` = `sub` = the client
+/// id, `aud` = this token URL, `exp` in the future and at most 10 minutes ahead, `jti` unused.
+fn verify_assertion(st: &Issuer, jwt: &str) -> Result<String, String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use hmac::{Hmac, Mac};
+    let parts: Vec<&str> = jwt.split('.').collect();
+    let [h, c, sig] = parts[..] else {
+        return Err("not a JWT".into());
+    };
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(JWT_SECRET.as_bytes()).unwrap();
+    mac.update(format!("{h}.{c}").as_bytes());
+    let sig = URL_SAFE_NO_PAD.decode(sig).map_err(|e| e.to_string())?;
+    mac.verify_slice(&sig)
+        .map_err(|_| "bad signature".to_owned())?;
+    let decode =
+        |p: &str| -> Value { serde_json::from_slice(&URL_SAFE_NO_PAD.decode(p).unwrap()).unwrap() };
+    if decode(h)["alg"] != "HS256" {
+        return Err("alg".into());
+    }
+    let claims = decode(c);
+    let now = domain::Timestamp::now().as_secs();
+    let exp = claims["exp"].as_i64().unwrap_or(0);
+    let jti = claims["jti"].as_str().unwrap_or_default().to_owned();
+    if claims["iss"] != "hookd-jwt" || claims["sub"] != "hookd-jwt" {
+        return Err(format!("iss/sub: {claims}"));
+    }
+    if claims["aud"] != format!("{}/token", st.base).as_str() {
+        return Err(format!("aud: {claims}"));
+    }
+    if exp <= now || exp > now + 600 {
+        return Err(format!("exp: {claims}"));
+    }
+    if jti.is_empty() || st.jtis.contains(&jti) {
+        return Err(format!("jti reused: {claims}"));
+    }
+    Ok(jti)
+}
+
+async fn issue(
+    st: web::Data<Arc<Mutex<Issuer>>>,
+    form: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    let mut st = st.lock().unwrap();
+    let field = |k: &str| form.iter().find(|(f, _)| f == k).map(|(_, v)| v.clone());
+    let outcome = match field("grant_type").as_deref() {
+        Some("client_credentials") => {
+            if field("client_assertion_type").as_deref()
+                != Some(domain::endpoint_auth::JWT_BEARER_ASSERTION)
+            {
+                Err("no client assertion".to_owned())
+            } else {
+                verify_assertion(&st, &field("client_assertion").unwrap_or_default()).map(|jti| {
+                    st.jtis.insert(jti);
+                    None
+                })
+            }
+        }
+        Some("refresh_token") => {
+            if field("client_secret").as_deref() != Some("client-s3cret") {
+                Err("client".to_owned())
+            } else if field("refresh_token") != Some(st.refresh.clone()) {
+                Err(format!(
+                    "refresh token {:?} is not {:?}",
+                    field("refresh_token"),
+                    st.refresh
+                ))
+            } else {
+                let next = format!("rt-{}", st.issued + 2);
+                st.refresh = next.clone();
+                Ok(Some(next))
+            }
+        }
+        other => Err(format!("grant {other:?}")),
+    };
+    match outcome {
+        Ok(refresh) => {
+            st.issued += 1;
+            let mut answer = json!({"access_token": format!("tok-{}", st.issued), "token_type": "Bearer", "expires_in": 1});
+            if let Some(r) = refresh {
+                answer["refresh_token"] = json!(r);
+            }
+            HttpResponse::Ok().json(answer)
+        }
+        Err(why) => {
+            st.refused.push(why);
+            HttpResponse::BadRequest().json(json!({"error": "invalid_grant"}))
+        }
+    }
+}
+
+async fn issuer_hook(st: web::Data<Arc<Mutex<Issuer>>>, req: HttpRequest) -> HttpResponse {
+    let mut st = st.lock().unwrap();
+    let want = format!("Bearer tok-{}", st.issued);
+    let auth = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    if auth != Some(want.as_str()) {
+        return HttpResponse::Unauthorized().finish();
+    }
+    st.hooks += 1;
+    HttpResponse::Ok().finish()
+}
+
+async fn issuer() -> (Arc<Mutex<Issuer>>, actix_web::dev::ServerHandle) {
+    let state = Arc::new(Mutex::new(Issuer {
+        refresh: "rt-1".into(),
+        ..Issuer::default()
+    }));
+    let data = web::Data::new(state.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .route("/token", web::post().to(issue))
+            .default_service(web::post().to(issuer_hook))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    state.lock().unwrap().base = format!("http://{}", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (state, handle)
+}
+
+#[tokio::test]
+async fn a_jwt_assertion_and_a_rotating_refresh_token_get_tokens_the_receiver_takes() {
+    for app in apps().await {
+        let (st, server) = issuer().await;
+        let base = st.lock().unwrap().base.clone();
+        let a = app
+            .ok(Method::POST, "/app", Some(json!({"name": "jwt"})), 201)
+            .await;
+        let a = a["id"].as_str().unwrap().to_owned();
+        let jwt = endpoint(&app, &a, format!("{base}/jwt")).await;
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{jwt}/oauth"),
+            Some(json!({
+                "authMethod": "clientSecretJwt", "grantType": "clientCredentials",
+                "clientId": "hookd-jwt", "clientSecret": JWT_SECRET, "tokenUrl": format!("{base}/token"),
+            })),
+            204,
+        )
+        .await;
+        send(&app, &a, json!({"n": 1})).await;
+        eventually(
+            Duration::from_secs(15),
+            "a delivery with a JWT-got token",
+            || async { st.lock().unwrap().hooks >= 1 },
+        )
+        .await;
+        {
+            let s = st.lock().unwrap();
+            assert!(s.refused.is_empty(), "{:?}", s.refused);
+            assert_eq!(s.jtis.len(), 1);
+        }
+        app.ok(
+            Method::DELETE,
+            &format!("/app/{a}/endpoint/{jwt}"),
+            None,
+            204,
+        )
+        .await;
+
+        // The refresh-token grant: each token lives a second, each use replaces the refresh
+        // token, and the replaced one is what hookd uses and keeps.
+        let refreshing = endpoint(&app, &a, format!("{base}/refresh")).await;
+        let path = format!("/app/{a}/endpoint/{refreshing}/oauth");
+        app.ok(
+            Method::PUT,
+            &path,
+            Some(json!({
+                "authMethod": "clientSecretPost", "grantType": "refreshToken", "refreshToken": "rt-1",
+                "clientId": "hookd", "clientSecret": "client-s3cret", "tokenUrl": format!("{base}/token"),
+            })),
+            204,
+        )
+        .await;
+        let shown = app.ok(Method::GET, &path, None, 200).await;
+        assert_eq!(shown["grantType"], "refreshToken");
+        assert!(!shown.to_string().contains("rt-1"), "{shown}");
+        for n in 0..3 {
+            let before = st.lock().unwrap().hooks;
+            send(&app, &a, json!({"n": n})).await;
+            eventually(
+                Duration::from_secs(15),
+                "a delivery with a refreshed token",
+                || async { st.lock().unwrap().hooks > before },
+            )
+            .await;
+            // Past the token's life: the next one needs the refresh token again.
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+        let (refused, current) = {
+            let s = st.lock().unwrap();
+            (s.refused.clone(), s.refresh.clone())
+        };
+        assert!(refused.is_empty(), "{refused:?}");
+        assert_ne!(current, "rt-1");
+        let ep = app
+            .store
+            .get_endpoint(app.tenant, a.parse().unwrap(), &refreshing)
+            .await
+            .unwrap();
+        match app.store.endpoint_auth(&ep).unwrap() {
+            Some(domain::endpoint_auth::EndpointAuth::OAuth(c)) => {
+                assert_eq!(
+                    c.refresh_token.as_deref(),
+                    Some(current.as_str()),
+                    "the newest is stored"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        server.stop(true).await;
     }
 }

@@ -14,6 +14,8 @@ mod flow;
 mod health;
 mod helpers;
 mod inbound;
+mod ingest;
+mod integrations;
 mod metrics;
 mod operational;
 mod portal;

@@ -401,6 +401,17 @@ async fn rekey_moves_every_value_to_the_new_key_while_deliveries_go_on() {
             .await;
         assert_eq!(status, 201, "{body}");
     }
+    // And an integration's key.
+    let (status, integ) = api
+        .call(
+            Method::POST,
+            &format!("/app/{a}/integration"),
+            Some(json!({"name": "i"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{integ}");
+    let integ_path = format!("/app/{a}/integration/{}/key", integ["id"].as_str().unwrap());
+    let (_, integ_key) = api.call(Method::GET, &integ_path, None).await;
     drop(server);
     let db = dir.path().join("data/hookd.db");
     let url = format!("sqlite://{}", db.display());
@@ -448,7 +459,7 @@ async fn rekey_moves_every_value_to_the_new_key_while_deliveries_go_on() {
     .await
     .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("60 re-sealed"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("61 re-sealed"), "{}", stdout(&out));
     let ids = sender.await.unwrap();
     eventually(
         Duration::from_secs(20),
@@ -488,6 +499,8 @@ async fn rekey_moves_every_value_to_the_new_key_while_deliveries_go_on() {
             .await;
         assert_eq!(h["headers"]["Authorization"], TOKEN);
     }
+    let (status, got) = api.call(Method::GET, &integ_path, None).await;
+    assert_eq!((status, &got), (200, &integ_key));
     s.stop().await;
 }
 

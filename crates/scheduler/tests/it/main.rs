@@ -494,7 +494,11 @@ async fn a_canceled_job_stops_before_its_next_batch_and_stays_canceled() {
             .count() as u64;
         assert_eq!(pending, done);
         // A runner finishing afterwards does not undo the cancel, and nobody runs it again.
-        store.system().finish_job(job.id, Ok(N)).await.unwrap();
+        store
+            .system()
+            .finish_job(job.id, Ok(N), None)
+            .await
+            .unwrap();
         let job = store.get_job(t, &id).await.unwrap();
         assert_eq!(
             (job.state.as_str(), job.progress as u64),

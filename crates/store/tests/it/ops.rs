@@ -231,7 +231,11 @@ async fn events_done_emails_and_finished_jobs_go_past_their_horizons_the_rest_st
             .create_job(t, domain::jobs::JobKind::EndpointRecover, &params)
             .await
             .unwrap();
-        store.system().finish_job(finished.id, Ok(3)).await.unwrap();
+        store
+            .system()
+            .finish_job(finished.id, Ok(3), None)
+            .await
+            .unwrap();
 
         // Horizons before they were made: nothing goes.
         let before = Timestamp::from_millis(now.as_millis() - 60_000);
