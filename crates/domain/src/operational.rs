@@ -20,6 +20,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "message.attempt.exhausted",
     "message.attempt.recovered",
     "background_task.finished",
+    "ingest.endpoint.disabled",
     "ingest.message.attempt.failing",
     "ingest.message.attempt.exhausted",
     "ingest.message.attempt.recovered",
@@ -36,6 +37,9 @@ pub struct EndpointRef {
     pub app_uid: Option<String>,
     pub endpoint_id: EndpointId,
     pub endpoint_uid: Option<String>,
+    /// The Svix Ingest source whose endpoint it is (its application is the source's own): a
+    /// disable is then Svix's `ingest.endpoint.disabled`, naming the source.
+    pub source_id: Option<SourceId>,
 }
 
 /// Why an endpoint was disabled: by someone (API, dashboard) or by hookd (failing too long, a
@@ -117,12 +121,16 @@ fn opt_time(t: Option<Timestamp>) -> Value {
 
 impl EndpointRef {
     fn data(&self) -> Value {
-        json!({
+        let mut d = json!({
             "appId": self.app_id.to_string(),
             "appUid": self.app_uid,
             "endpointId": self.endpoint_id.to_string(),
             "endpointUid": self.endpoint_uid,
-        })
+        });
+        if let Some(source) = self.source_id {
+            d["sourceId"] = json!(source.to_string());
+        }
+        d
     }
 }
 
@@ -133,7 +141,10 @@ impl OperationalEvent {
             OperationalEvent::EndpointUpdated(_) => "endpoint.updated",
             OperationalEvent::EndpointDeleted(_) => "endpoint.deleted",
             OperationalEvent::EndpointEnabled(_) => "endpoint.enabled",
-            OperationalEvent::EndpointDisabled { .. } => "endpoint.disabled",
+            OperationalEvent::EndpointDisabled { endpoint, .. } => match endpoint.source_id {
+                Some(_) => "ingest.endpoint.disabled",
+                None => "endpoint.disabled",
+            },
             OperationalEvent::EndpointFailing { .. } => "endpoint.failing",
             OperationalEvent::Attempt(kind, a) => match (kind, a.source_id.is_some()) {
                 (AttemptKind::Failing, false) => "message.attempt.failing",
@@ -372,6 +383,7 @@ mod tests {
                 app_uid: Some("acme".into()),
                 endpoint_id: "ep_01JD0000000000000000000000".parse().unwrap(),
                 endpoint_uid: None,
+                source_id: None,
             },
             fail_since: Some(Timestamp::from_millis(0)),
             trigger: Trigger::Automatic,

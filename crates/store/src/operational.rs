@@ -148,18 +148,30 @@ impl Store {
         app_id: ApplicationId,
         build: impl FnOnce(Option<String>) -> OperationalEvent,
     ) {
-        self.emit_for_message(tenant, app_id, None, |uid, _| build(uid))
+        self.emit_with_source(tenant, app_id, SourceOf::None, |uid, _| build(uid))
             .await
     }
 
     /// As [`Store::emit_for_app`], for a message that came through the source named
-    /// `source_name`: `build` also gets that source's id (none if it was deleted since). The
-    /// source is read only when the event is to be sent.
+    /// `source_name`: `build` also gets that source's id (none if it was deleted since).
     pub async fn emit_for_message(
         &self,
         tenant: TenantId,
         app_id: ApplicationId,
         source_name: Option<&str>,
+        build: impl FnOnce(Option<String>, Option<SourceId>) -> OperationalEvent,
+    ) {
+        let source = source_name.map_or(SourceOf::None, SourceOf::Named);
+        self.emit_with_source(tenant, app_id, source, build).await
+    }
+
+    /// Sends the event `build` makes from the application's uid and the source `source`
+    /// names; the source is read only when the event is to be sent.
+    async fn emit_with_source(
+        &self,
+        tenant: TenantId,
+        app_id: ApplicationId,
+        source: SourceOf<'_>,
         build: impl FnOnce(Option<String>, Option<SourceId>) -> OperationalEvent,
     ) {
         let found = async {
@@ -179,12 +191,21 @@ impl Store {
                 .filter(application::Column::Id.eq(app_id))
                 .one(&self.db)
                 .await?;
-            let source = match source_name {
-                Some(name) => {
+            let which = match source {
+                SourceOf::None => None,
+                SourceOf::Named(name) => Some(inbound_source::Column::Name.eq(name)),
+                SourceOf::Owner => Some(
+                    inbound_source::Column::AppId
+                        .eq(app_id)
+                        .and(inbound_source::Column::Ingest.is_not_null()),
+                ),
+            };
+            let source = match which {
+                Some(filter) => {
                     inbound_source::Entity::find_in(tenant)
                         .select_only()
                         .column(inbound_source::Column::Id)
-                        .filter(inbound_source::Column::Name.eq(name))
+                        .filter(filter)
                         .into_tuple::<SourceId>()
                         .one(&self.db)
                         .await?
@@ -208,14 +229,20 @@ impl Store {
         ep: &endpoint::Model,
         build: impl FnOnce(EndpointRef) -> OperationalEvent,
     ) {
-        self.emit_for_app(ep.tenant_id, ep.app_id, |app_uid| {
-            build(EndpointRef {
-                app_id: ep.app_id,
-                app_uid,
-                endpoint_id: ep.id,
-                endpoint_uid: ep.uid.clone(),
-            })
-        })
+        self.emit_with_source(
+            ep.tenant_id,
+            ep.app_id,
+            SourceOf::Owner,
+            |app_uid, source_id| {
+                build(EndpointRef {
+                    app_id: ep.app_id,
+                    app_uid,
+                    endpoint_id: ep.id,
+                    endpoint_uid: ep.uid.clone(),
+                    source_id,
+                })
+            },
+        )
         .await
     }
 
@@ -269,4 +296,14 @@ impl Store {
             self.operational.dropped.load(Ordering::Relaxed),
         )
     }
+}
+
+/// Which source an event names, if any.
+enum SourceOf<'a> {
+    None,
+    /// The source a message came through, by its name (its tag `source-{name}`).
+    Named(&'a str),
+    /// The Svix Ingest source that owns the event's application (its endpoints are the
+    /// source's).
+    Owner,
 }

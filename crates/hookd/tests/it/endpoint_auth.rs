@@ -893,19 +893,12 @@ async fn issuer() -> (Arc<Mutex<Issuer>>, actix_web::dev::ServerHandle) {
         ..Issuer::default()
     }));
     let data = web::Data::new(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
+    let (base, handle) = crate::helpers::loopback_server(move |cfg| {
+        cfg.app_data(data.clone())
             .route("/token", web::post().to(issue))
-            .default_service(web::post().to(issuer_hook))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    state.lock().unwrap().base = format!("http://{}", server.addrs()[0]);
-    let server = server.run();
-    let handle = server.handle();
-    tokio::spawn(server);
+            .default_service(web::post().to(issuer_hook));
+    });
+    state.lock().unwrap().base = base;
     (state, handle)
 }
 

@@ -452,3 +452,76 @@ async fn a_message_from_a_source_makes_ingest_events_naming_the_source() {
         assert!(api[0]["data"].get("sourceId").is_none());
     }
 }
+
+#[tokio::test]
+async fn disabling_an_ingest_sources_endpoint_is_svixs_ingest_endpoint_disabled() {
+    for app in apps().await {
+        let ops = sink(Behaviour::default());
+        operational_endpoint(
+            &app,
+            &ops.url("/ops"),
+            json!({"filterTypes": ["endpoint.disabled", "ingest.endpoint.disabled"]}),
+        )
+        .await;
+        let ingest = |method: Method, path: &str, body: Value| {
+            let req = app
+                .client
+                .request(method, format!("{}/ingest/api/v1{path}", app.base))
+                .bearer_auth(&app.key)
+                .json(&body);
+            async move {
+                let resp = req.send().await.unwrap();
+                let status = resp.status().as_u16();
+                (status, resp.json::<Value>().await.unwrap_or_default())
+            }
+        };
+        let (status, src) = ingest(
+            Method::POST,
+            "/source",
+            json!({"name": "Orders in", "uid": "orders-in", "type": "generic-webhook"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{src}");
+        let receiver = sink(Behaviour::default());
+        let (status, ep) = ingest(
+            Method::POST,
+            "/source/orders-in/endpoint",
+            json!({"url": receiver.url("/in"), "secret": SECRET}),
+        )
+        .await;
+        assert_eq!(status, 201, "{ep}");
+        let ep_id = ep["id"].as_str().unwrap();
+        let (status, off) = ingest(
+            Method::PUT,
+            &format!("/source/orders-in/endpoint/{ep_id}"),
+            json!({"url": receiver.url("/in"), "disabled": true}),
+        )
+        .await;
+        assert_eq!(status, 200, "{off}");
+        wait_for(&ops, "/ops", "ingest.endpoint.disabled", 1).await;
+
+        // An application's own endpoint stays `endpoint.disabled`.
+        let (a, e) = endpoint_at(&app, &receiver, json!({})).await;
+        app.ok(
+            Method::PUT,
+            &format!("/app/{a}/endpoint/{e}"),
+            Some(json!({"url": receiver.url("/app"), "disabled": true})),
+            200,
+        )
+        .await;
+        wait_for(&ops, "/ops", "endpoint.disabled", 1).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let got = events(&ops, "/ops");
+        let ingest_off = of_type(&got, "ingest.endpoint.disabled");
+        assert_eq!(ingest_off.len(), 1, "{got:?}");
+        let d = &ingest_off[0]["data"];
+        assert_eq!(d["sourceId"], src["id"], "{d}");
+        assert_eq!(d["endpointId"], ep_id);
+        assert_eq!(d["trigger"], "manual");
+        let app_off = of_type(&got, "endpoint.disabled");
+        assert_eq!(app_off.len(), 1, "{got:?}");
+        assert_eq!(app_off[0]["data"]["endpointId"], e.as_str());
+        assert!(app_off[0]["data"].get("sourceId").is_none());
+    }
+}
