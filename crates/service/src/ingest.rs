@@ -113,7 +113,7 @@ fn checked(fields: IngestFields) -> Result<(IngestInfo, SourceSettings)> {
         return Err(FieldError::new("name", "name must be 2 to 256 characters").into());
     }
     if let Some(uid) = &fields.uid {
-        rules::uid("uid", uid, SourceId::PREFIX)?;
+        rules::source_uid("uid", uid, SourceId::PREFIX)?;
     }
     let metadata = fields.metadata.unwrap_or_default();
     rules::metadata(&metadata)?;

@@ -62,6 +62,18 @@ pub fn uid(field: &str, value: &str, id_prefix: &str) -> Result<(), FieldError> 
     Ok(())
 }
 
+/// A Svix Ingest source's uid (Svix: at most 60 letters, digits, '-' or '_', not `src_…`).
+pub fn source_uid(field: &str, value: &str, id_prefix: &str) -> Result<(), FieldError> {
+    uid(field, value, id_prefix)?;
+    if value.len() > 60 || value.contains('.') {
+        return Err(FieldError::new(
+            field,
+            format!("{field} must be 1 to 60 letters, digits, '-' or '_'"),
+        ));
+    }
+    Ok(())
+}
+
 pub fn name(field: &str, value: &str) -> Result<String, FieldError> {
     let v = value.trim();
     if v.is_empty() || v.chars().count() > 256 || v.chars().any(char::is_control) {
@@ -91,7 +103,11 @@ pub fn labels(field: &str, values: &[String], max: usize) -> Result<(), FieldErr
             format!("at most {max} {field} allowed"),
         ));
     }
-    for v in values {
+    for (i, v) in values.iter().enumerate() {
+        // Svix's lists of labels are sets (`uniqueItems`): a repeat is refused, not kept twice.
+        if values[..i].contains(v) {
+            return Err(FieldError::new(field, format!("“{v}” is listed twice")));
+        }
         let ok = !v.is_empty() && v.len() <= 128 && v.chars().all(|c| is_token_char(c) || c == ':');
         if !ok {
             return Err(FieldError::new(
@@ -337,4 +353,25 @@ pub fn status_overrides(
         return Ok(None);
     }
     Ok(serde_json::to_string(&overrides).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_listed_twice_is_refused_by_name() {
+        let twice = vec!["beta".to_owned(), "beta".to_owned()];
+        let e = labels("featureFlags", &twice, 10).unwrap_err();
+        assert!(e.msg.contains("“beta” is listed twice"), "{}", e.msg);
+        assert!(labels("featureFlags", &["beta".to_owned(), "gamma".to_owned()], 10).is_ok());
+    }
+
+    #[test]
+    fn an_ingest_uid_is_at_most_60_characters_without_dots() {
+        assert!(source_uid("uid", &"0".repeat(60), "src_").is_ok());
+        assert!(source_uid("uid", &"0".repeat(61), "src_").is_err());
+        assert!(source_uid("uid", "orders.in", "src_").is_err());
+        assert!(source_uid("uid", "src_x", "src_").is_err());
+    }
 }
