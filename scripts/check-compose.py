@@ -10,10 +10,12 @@ import yaml
 root = Path(__file__).resolve().parent.parent
 compose_path = Path(sys.argv[1] if len(sys.argv) > 1 else root / "docker-compose.yml")
 doc = yaml.safe_load(compose_path.read_text())
-config_rs = (root / "crates/hookd/src/config.rs").read_text()
-settings = {"HOOKD_" + n.upper() for n in re.findall(r'name: "(\w+)"', config_rs)}
-if not settings:
-    sys.exit("found no settings in crates/hookd/src/config.rs")
+# The settings are declared once, in the `settings! { name: Type = "default", … }` list.
+declared = root / "crates/hookd/src/config/mod.rs"
+block = declared.read_text().split("\nsettings! {", 1)[-1].split("\n}\n", 1)[0]
+settings = {"HOOKD_" + n.upper() for n in re.findall(r'^    (\w+): [^=]+= "', block, re.M)}
+if len(settings) < 10:
+    sys.exit(f"found {len(settings)} settings in {declared}'s settings! list")
 
 errors = []
 services = doc.get("services") or {}
