@@ -143,6 +143,7 @@ impl OtlpGuard {
             .build()?;
         let logs = SdkLoggerProvider::builder()
             .with_resource(resource())
+            .with_log_processor(EventTime)
             .with_log_processor(
                 BatchLogProcessor::builder(logs)
                     .with_batch_config(
@@ -250,5 +251,31 @@ mod tests {
             Kind::SPAN
         )));
         assert!(!is_traced_span(&meta("servicex", Level::INFO, Kind::SPAN)));
+    }
+}
+
+/// Gives each log record its event time: the bridge sets only the time it was observed, and
+/// backends that sort or show by event time would put hookd's lines at 1970. Runs before the
+/// batch processor, which exports what it is handed.
+#[derive(Debug)]
+struct EventTime;
+
+impl opentelemetry_sdk::logs::LogProcessor for EventTime {
+    fn emit(
+        &self,
+        record: &mut opentelemetry_sdk::logs::SdkLogRecord,
+        _: &opentelemetry::InstrumentationScope,
+    ) {
+        use opentelemetry::logs::LogRecord as _;
+        if record.timestamp().is_none() {
+            let at = record
+                .observed_timestamp()
+                .unwrap_or_else(std::time::SystemTime::now);
+            record.set_timestamp(at);
+        }
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
     }
 }
