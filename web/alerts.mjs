@@ -3,9 +3,10 @@
 // the field), its signing secret read off the page → a new endpoint makes hookd send a signed
 // `endpoint.created` that verifies with that secret → the endpoint fails: the overview's
 // "Endpoints at risk" card lists it with the time left (and the charts count none of the
-// operational webhook's deliveries), and its link leads to the endpoint's page → Settings: who gets early-warning emails (another address; a blank one is refused
-// under the field) → the operational webhook removed. Every page it adds in both themes at
-// 1440 and 375 px with axe-core (`looks`).
+// operational webhook's deliveries), and its link leads to the endpoint's page → Settings: who
+// gets early-warning emails (another address; a blank one is refused under the field) → the operational webhook removed → an endpoint nobody listens at: its
+// failed attempt's page, reached from the endpoint's list, gives the cause. Every page it adds
+// in both themes at 1440 and 375 px with axe-core (`looks`).
 import { createServer as createHttpServer } from 'node:http';
 import { createHmac } from 'node:crypto';
 import assert from 'node:assert/strict';
@@ -136,6 +137,22 @@ async function main() {
   await new Promise((ok) => setTimeout(ok, 1500));
   assert.equal(receiver.got.length, before, 'a removed operational webhook gets nothing');
   receiver.close();
+
+  step("an endpoint nobody listens at: its attempt's page says why, as the log does");
+  const closed = `http://127.0.0.1:${await freePort()}/gone`;
+  await go(page, page.getByRole('link', { name: 'Overview' }).first(), 'Overview');
+  await go(page, page.getByRole('link', { name: 'Add an endpoint' }), 'Add an endpoint');
+  await page.getByLabel('URL').fill(closed);
+  await page.locator('textarea[name=retry_policy]').fill('{"delays": ["200ms"], "maxAttempts": 1}');
+  await go(page, page.getByRole('button', { name: 'Create endpoint' }), 'Create endpoint');
+  await page.getByText('Endpoint created').waitFor();
+  const gone = await api(base, key, 'POST', `/app/${appId}/msg`, { eventType: 'order.paid', payload: { n: 2 } });
+  assert.equal(gone.status, 202, gone.text);
+  const attemptLink = page.locator('td[data-label=Time] a').first();
+  await reloadUntil(page, 'the failed attempt listed', async () => (await attemptLink.count()) > 0);
+  await go(page, attemptLink, "the failed attempt's time");
+  await page.getByText(/^Cause: connect: .*Connection refused \(127\.0\.0\.1:\d+\)$/).waitFor();
+  await looks(page, 'attempt-cause');
 
   // 4xx answers of the refused forms are expected; nothing else may fail.
   const unexpected = errors.filter((e) => !/^4\d\d /.test(e) && !e.includes('status of 4'));
