@@ -14,6 +14,22 @@ use testkit::TestApp;
 use crate::delivery::{endpoint_at, eventually, sink};
 use crate::metrics::scrape;
 
+/// Every role on `db`, polling every 50 ms, with one endpoint at a receiver: the app, the
+/// receiver and the path its messages are posted to.
+async fn serving(db: TestDb) -> (TestApp, bench::sink::Sink, String) {
+    let app = TestApp::start(
+        db,
+        &[
+            ("HOOKD_ROLES", "all"),
+            ("HOOKD_DELIVERY_POLL_INTERVAL", "50ms"),
+        ],
+    )
+    .await;
+    let receiver = sink(Behaviour::default());
+    let (a, _) = endpoint_at(&app, &receiver, json!({})).await;
+    (app, receiver, format!("/app/{a}/msg"))
+}
+
 /// PostgreSQL set read-only for new sessions, with no session terminated: once a session of
 /// the new kind refuses a write, every message POST answers 503 `storage_read_only` (the old
 /// writable sessions are not reused), health says `read_only`, readiness fails; once the
@@ -28,17 +44,7 @@ async fn a_read_only_postgres_is_refused_with_503_and_recovered_from_without_ter
     };
     let db = TestDb::postgres(&admin_url).await;
     let name = db.url.rsplit('/').next().unwrap().to_owned();
-    let app = TestApp::start(
-        db,
-        &[
-            ("HOOKD_ROLES", "all"),
-            ("HOOKD_DELIVERY_POLL_INTERVAL", "50ms"),
-        ],
-    )
-    .await;
-    let receiver = sink(Behaviour::default());
-    let (a, _) = endpoint_at(&app, &receiver, json!({})).await;
-    let msg_path = format!("/app/{a}/msg");
+    let (app, receiver, msg_path) = serving(db).await;
     let mut accepted: HashSet<String> = HashSet::new();
     let mut refused = 0usize;
     let post_msg = |n: usize| {
@@ -884,17 +890,7 @@ async fn a_stopped_postgres_is_refused_with_503_and_recovered_from_when_it_start
         return;
     };
     let db = TestDb::postgres(&pg.url()).await;
-    let app = TestApp::start(
-        db,
-        &[
-            ("HOOKD_ROLES", "all"),
-            ("HOOKD_DELIVERY_POLL_INTERVAL", "50ms"),
-        ],
-    )
-    .await;
-    let receiver = sink(Behaviour::default());
-    let (a, _) = endpoint_at(&app, &receiver, json!({})).await;
-    let msg_path = format!("/app/{a}/msg");
+    let (app, receiver, msg_path) = serving(db).await;
     let post = |n: usize| {
         app.call(
             Method::POST,
