@@ -69,9 +69,9 @@ def app(svix, uniq):
 
 class Receiver:
     """A receiver on loopback: records every POST and answers 200, or what `answer(request)`
-    returns for it (the request dict as recorded; called under the lock)."""
+    returns for it (the request dict as recorded; called under the lock), with `reply`."""
 
-    def __init__(self, answer=None) -> None:
+    def __init__(self, answer=None, reply: bytes = b"{}") -> None:
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.url = ""
@@ -90,9 +90,9 @@ class Receiver:
                     status = answer(request) if answer else 200
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
-                self.send_header("content-length", "2")
+                self.send_header("content-length", str(len(reply)))
                 self.end_headers()
-                self.wfile.write(b"{}")
+                self.wfile.write(reply)
 
             def log_message(self, *args):
                 pass

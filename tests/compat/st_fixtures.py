@@ -10,6 +10,7 @@ the DELETE operations may remove. Plain HTTP here, not the SDK: this is setup, n
 
 from __future__ import annotations
 
+import secrets
 import sys
 
 import httpx
@@ -23,12 +24,14 @@ def main(base_url: str, api_key: str) -> int:
     )
 
     def post(path: str, body: dict) -> dict:
-        r = c.post(path, json=body)
+        # Paths of Svix's Ingest API start at the root, the rest under /api/v1.
+        r = c.post(f"{base_url}{path}" if path.startswith("/ingest/") else path, json=body)
         if r.status_code not in (200, 201, 202):
             raise SystemExit(f"st_fixtures: POST {path} -> {r.status_code} {r.text}")
         return r.json()
 
     port = base_url.rsplit(":", 1)[1]
+    run = secrets.token_hex(3)
     out: dict[str, str] = {}
     for suffix, label in (("", "keep"), ("_DEL", "delete")):
         app = post("/app", {"name": f"schemathesis {label}"})
@@ -36,7 +39,8 @@ def main(base_url: str, api_key: str) -> int:
                   {"url": f"http://127.0.0.1:{port}/st/{label}", "description": label})
         msg = post(f"/app/{app['id']}/msg",
                    {"eventType": "st.fixture", "eventId": f"st-{label}", "payload": {"k": label}})
-        et = post("/event-type", {"name": f"st.{label}", "description": label})
+        # A name of its own each run: scripts/compat makes fixtures once per pass.
+        et = post("/event-type", {"name": f"st.{label}.{run}", "description": label})
         out[f"HOOKD_ST_APP{suffix}"] = app["id"]
         out[f"HOOKD_ST_EP{suffix}"] = ep["id"]
         out[f"HOOKD_ST_MSG{suffix}"] = msg["id"]
@@ -44,6 +48,17 @@ def main(base_url: str, api_key: str) -> int:
         ops = post("/operational-webhook/endpoint",
                    {"url": f"http://127.0.0.1:{port}/st/ops-{label}", "description": label})
         out[f"HOOKD_ST_OPS_EP{suffix}"] = ops["id"]
+        integ = post(f"/app/{app['id']}/integration", {"name": label})
+        out[f"HOOKD_ST_INTEG{suffix}"] = integ["id"]
+        task = post(f"/app/{app['id']}/endpoint/{ep['id']}/recover",
+                    {"since": "2026-01-01T00:00:00Z"})
+        out[f"HOOKD_ST_TASK{suffix}"] = task["id"]
+        src = post("/ingest/api/v1/source",
+                   {"name": f"schemathesis {label}", "type": "generic-webhook"})
+        out[f"HOOKD_ST_SRC{suffix}"] = src["id"]
+        src_ep = post(f"/ingest/api/v1/source/{src['id']}/endpoint",
+                      {"url": f"http://127.0.0.1:{port}/st/src-{label}", "description": label})
+        out[f"HOOKD_ST_SRC_EP{suffix}"] = src_ep["id"]
     for k, v in out.items():
         print(f"{k}={v}")
     return 0

@@ -125,11 +125,13 @@ pub async fn list_by_endpoint(
         return Ok(HttpResponse::Ok().json(ListResponse::from_page(page, |a| out(a, with_content))));
     }
     let ids: Vec<_> = page.data.iter().map(|a| a.msg_id).collect();
-    let mut messages = store.messages_by_id(t, &ids).await?;
+    let messages = store.messages_by_id(t, &ids).await?;
     Ok(
         HttpResponse::Ok().json(ListResponse::try_from_page(page, |a| {
+            // Several attempts may share a message: each gets its own copy.
             let msg = messages
-                .remove(&a.msg_id)
+                .get(&a.msg_id)
+                .cloned()
                 .map(|m| crate::routes::messages::out(m, false))
                 .transpose()?;
             Ok(MessageAttemptOut {

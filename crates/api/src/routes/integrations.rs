@@ -25,6 +25,8 @@ pub struct IntegrationIn {
 pub struct IntegrationOut {
     pub id: String,
     pub name: String,
+    /// Left out when empty: Svix's schema says at least one when present.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub feature_flags: Vec<String>,
     #[schema(format = DateTime)]
     pub created_at: String,
