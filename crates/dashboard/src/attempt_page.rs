@@ -163,7 +163,7 @@ pub async fn show(
         )),
         endpoint_id: endpoint.as_ref().map(|e| e.id.to_string()),
         outcome: views::AttemptRow::of(&a).outcome,
-        ok: a.classification == "success",
+        ok: domain::classify::Classification::is_success(&a.classification),
         happened: explained.happened,
         next: explained.next,
         url: a.url.clone(),

@@ -996,7 +996,7 @@ impl AttemptRow {
                 (None, Some(kind)) => kind.to_string(),
                 (None, None) => "—".to_owned(),
             },
-            ok: a.classification == "success",
+            ok: domain::classify::Classification::is_success(&a.classification),
             classification: a.classification.replace('_', " "),
             duration_ms: a.duration_ms,
             detail: a

@@ -787,7 +787,8 @@ impl Slots {
             let result = send::attempt(&self.http, &job.ep, &job.msg, &job.d)
                 .instrument(span.clone())
                 .await;
-            let success = result.attempt.classification == "success";
+            let success =
+                domain::classify::Classification::is_success(&result.attempt.classification);
             let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
             record_metrics(&self.metrics, &result, &job.msg, took);
             record_outcome(span, &result);

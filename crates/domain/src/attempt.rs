@@ -188,7 +188,7 @@ fn happened(a: &AttemptFacts<'_>) -> String {
             )
         }
         (Some(code), _) => format!("The endpoint answered {} after {took}.", status_words(code)),
-        (None, None) if a.classification == "success" => {
+        (None, None) if Classification::is_success(a.classification) => {
             format!("Delivered: the broker confirmed the message in {took}.")
         }
         (None, Some(ErrorKind::Timeout)) => {
@@ -233,9 +233,10 @@ fn next(
     now: Timestamp,
 ) -> String {
     if !d.latest {
-        return match a.classification {
-            "success" => String::new(),
-            _ => "Another attempt followed this one.".to_owned(),
+        return if Classification::is_success(a.classification) {
+            String::new()
+        } else {
+            "Another attempt followed this one.".to_owned()
         };
     }
     match d.state {

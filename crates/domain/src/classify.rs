@@ -170,6 +170,12 @@ impl Classification {
             Classification::Permanent { .. } => "permanent",
         }
     }
+
+    /// Whether a stored classification (`attempts.classification`) is a success: the one
+    /// comparison every reader of that column makes.
+    pub fn is_success(stored: &str) -> bool {
+        stored == Classification::Success.as_str()
+    }
 }
 
 fn is_success(code: u16) -> bool {

@@ -8,13 +8,17 @@ use crate::Timestamp;
 use crate::ids::{ApplicationId, AttemptId, EndpointId, JobId, MessageId, SourceId};
 use crate::time::rfc3339;
 
+/// An endpoint was disabled: the operational event's type, and the kind of the audit record the
+/// disable writes.
+pub const ENDPOINT_DISABLED: &str = "endpoint.disabled";
+
 /// Every operational event type, as an operational endpoint's `eventTypes` may name them.
 pub const EVENT_TYPES: &[&str] = &[
     "endpoint.created",
     "endpoint.updated",
     "endpoint.deleted",
     "endpoint.enabled",
-    "endpoint.disabled",
+    ENDPOINT_DISABLED,
     "endpoint.failing",
     "message.attempt.failing",
     "message.attempt.exhausted",
@@ -143,7 +147,7 @@ impl OperationalEvent {
             OperationalEvent::EndpointEnabled(_) => "endpoint.enabled",
             OperationalEvent::EndpointDisabled { endpoint, .. } => match endpoint.source_id {
                 Some(_) => "ingest.endpoint.disabled",
-                None => "endpoint.disabled",
+                None => ENDPOINT_DISABLED,
             },
             OperationalEvent::EndpointFailing { .. } => "endpoint.failing",
             OperationalEvent::Attempt(kind, a) => match (kind, a.source_id.is_some()) {

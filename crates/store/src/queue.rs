@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use domain::Timestamp;
+use domain::classify::Classification;
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::{AttemptId, DeliveryId, EndpointId, MessageId, OperationalEventId};
 use sea_orm::sea_query::{Expr, SimpleExpr, Value};
@@ -446,7 +447,7 @@ fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec
         let d = &r.delivery;
         let entry = health.entry(d.endpoint_id).or_default();
         let at = r.attempt.started_at;
-        if r.attempt.classification == "success" {
+        if Classification::is_success(&r.attempt.classification) {
             entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
         } else {
             entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
@@ -577,7 +578,7 @@ async fn disable_and_notify(
     operational_event::Entity::insert(operational_event::ActiveModel {
         id: Set(OperationalEventId::new()),
         tenant_id: Set(ep.tenant_id),
-        kind: Set("endpoint.disabled".to_owned()),
+        kind: Set(domain::operational::ENDPOINT_DISABLED.to_owned()),
         app_id: Set(Some(ep.app_id)),
         endpoint_id: Set(Some(ep.id)),
         detail: Set(serde_json::json!({ "reason": reason, "url": ep.url }).to_string()),

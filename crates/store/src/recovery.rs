@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use domain::Timestamp;
+use domain::classify::Classification;
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::{EndpointId, JobId, MessageId, TenantId};
 use domain::jobs::JobState;
@@ -54,8 +55,12 @@ impl AttemptFilter {
         use attempt::Column as C;
         select = select.filter(self.messages.on_rows(tenant, C::MsgId));
         match self.success {
-            Some(true) => select = select.filter(C::Classification.eq("success")),
-            Some(false) => select = select.filter(C::Classification.ne("success")),
+            Some(true) => {
+                select = select.filter(C::Classification.eq(Classification::Success.as_str()))
+            }
+            Some(false) => {
+                select = select.filter(C::Classification.ne(Classification::Success.as_str()))
+            }
             None => {}
         }
         match self.status_code_class {

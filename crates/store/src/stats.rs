@@ -288,16 +288,25 @@ impl Store {
 /// Cross-tenant work (claims, sweeps, authentication): reached only through
 /// The one statement behind [`crate::System::queue_gauges`].
 pub(crate) fn gauges_sql(now_ms: i64) -> String {
+    use domain::delivery::DeliveryState;
+    use domain::email::EmailState;
+    let (pending, sending, failed) = (
+        DeliveryState::Pending.as_str(),
+        DeliveryState::Sending.as_str(),
+        DeliveryState::Failed.as_str(),
+    );
+    let outbox_pending = EmailState::Pending.as_str();
+    let open = domain::breaker::BreakerPhase::Open.as_str();
     format!(
         "SELECT \
-               (SELECT COUNT(*) FROM deliveries WHERE state = 'pending') AS pending, \
-               (SELECT COUNT(*) FROM deliveries WHERE state = 'sending') AS sending, \
-               (SELECT COUNT(*) FROM deliveries WHERE state = 'failed') AS dead, \
+               (SELECT COUNT(*) FROM deliveries WHERE state = '{pending}') AS pending, \
+               (SELECT COUNT(*) FROM deliveries WHERE state = '{sending}') AS sending, \
+               (SELECT COUNT(*) FROM deliveries WHERE state = '{failed}') AS dead, \
                (SELECT MIN(next_attempt_at) FROM deliveries \
-                  WHERE state = 'pending' AND next_attempt_at <= {now_ms}) AS oldest_due, \
-               (SELECT COUNT(*) FROM endpoints WHERE breaker_state = 'open') AS open_breakers, \
+                  WHERE state = '{pending}' AND next_attempt_at <= {now_ms}) AS oldest_due, \
+               (SELECT COUNT(*) FROM endpoints WHERE breaker_state = '{open}') AS open_breakers, \
                (SELECT COUNT(*) FROM endpoints WHERE disabled) AS disabled, \
-               (SELECT COUNT(*) FROM email_outbox WHERE state = 'pending') AS outbox, \
+               (SELECT COUNT(*) FROM email_outbox WHERE state = '{outbox_pending}') AS outbox, \
                (SELECT COUNT(*) FROM inbound_held) AS held, \
                (SELECT MIN(held_at) FROM inbound_held) AS oldest_held"
     )

@@ -13,7 +13,7 @@ use crate::ApiError;
 
 /// How an attempt is shown: `with_content` false leaves out the response body (Svix: `{}`).
 fn out(a: attempt::Model, with_content: bool) -> MessageAttemptOut {
-    let success = a.classification == "success";
+    let success = domain::classify::Classification::is_success(&a.classification);
     MessageAttemptOut {
         id: a.id.to_string(),
         msg_id: a.msg_id.to_string(),
