@@ -22,10 +22,12 @@ pub struct SourceIn {
     /// The event type of what arrives, unless the scheme names one (Stripe's `type`, GitHub's
     /// `X-GitHub-Event`).
     pub event_type: String,
-    /// How requests are verified (`stripe`, `github`, `shopify`, `slack` and `hmac` secrets: at
-    /// least 16 bytes): `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
+    /// How requests are verified (every secret but Standard Webhooks': at least 16 bytes):
+    /// `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
     /// `{"scheme": "stripe", "secret": "whsec_…"}`, `{"scheme": "github", "secret": "…"}`,
-    /// `{"scheme": "shopify", "secret": "…"}`, `{"scheme": "slack", "secret": "…"}`,
+    /// `{"scheme": "shopify", "secret": "…"}`, `{"scheme": "slack", "secret": "…"}`, the same
+    /// for `zoom`, `tailscale`, `segment`, `docusign`, `airwallex` and `twilio` (its auth
+    /// token), `{"scheme": "meta", "secret": "…", "verify_token": "…"}`,
     /// `{"scheme": "hmac", "secret", "header", "algorithm", "encoding", "prefix",
     /// "timestamp_header", "id_header"}` or `{"scheme": "none"}`.
     #[schema(value_type = Object)]
