@@ -64,6 +64,10 @@ pub enum Scheme {
     /// and, for a form body, each parameter's name and value sorted by name; a JSON body is
     /// covered by the URL's `bodySHA256` (hex SHA-256 of the body).
     Twilio { secret: String },
+    /// HubSpot (signature v3): `X-HubSpot-Signature-v3`, base64 HMAC-SHA256 of `POST`, the
+    /// full URL the sender posted to, the body and `X-HubSpot-Request-Timestamp`
+    /// (milliseconds), concatenated; its list of events is kept as `{"events": […]}`.
+    Hubspot { secret: String },
     /// Any other HMAC.
     Hmac(GenericHmac),
     /// No verification: the operator chose it for this source.
@@ -86,6 +90,7 @@ impl Scheme {
             Scheme::Docusign { .. } => "docusign",
             Scheme::Airwallex { .. } => "airwallex",
             Scheme::Twilio { .. } => "twilio",
+            Scheme::Hubspot { .. } => "hubspot",
             Scheme::Hmac(_) => "hmac",
             Scheme::None => "none",
         }
@@ -100,7 +105,8 @@ impl Scheme {
             | Scheme::Slack { .. }
             | Scheme::Zoom { .. }
             | Scheme::Tailscale { .. }
-            | Scheme::Airwallex { .. } => true,
+            | Scheme::Airwallex { .. }
+            | Scheme::Hubspot { .. } => true,
             Scheme::Hmac(h) => h.timestamp_header.is_some(),
             Scheme::Github { .. }
             | Scheme::Shopify { .. }
@@ -126,6 +132,7 @@ impl Scheme {
         "docusign",
         "airwallex",
         "twilio",
+        "hubspot",
     ];
 
     /// The one secret of a vendor's scheme (not Standard Webhooks' list, nor a generic HMAC's).
@@ -141,7 +148,8 @@ impl Scheme {
             | Scheme::Segment { secret }
             | Scheme::Docusign { secret }
             | Scheme::Airwallex { secret }
-            | Scheme::Twilio { secret } => Some(secret),
+            | Scheme::Twilio { secret }
+            | Scheme::Hubspot { secret } => Some(secret),
             Scheme::StandardWebhooks { .. } | Scheme::Hmac(_) | Scheme::None => None,
         }
     }
@@ -156,7 +164,7 @@ impl Scheme {
     /// Whether it signs the URL the sender posted to, which must then be the one hookd shows
     /// (its public URL: see the README on proxies).
     pub fn signs_url(&self) -> bool {
-        matches!(self, Scheme::Twilio { .. })
+        matches!(self, Scheme::Twilio { .. } | Scheme::Hubspot { .. })
     }
 }
 
@@ -588,6 +596,14 @@ pub fn verify(
             })
         }
         Scheme::Twilio { secret } => twilio(secret, url, header, body),
+        Scheme::Hubspot { secret } => {
+            hubspot(secret, url, header, body, now, tolerance)?;
+            // A list of events: a copy within the tolerance is known by its bytes.
+            Ok(Verified {
+                signed_digest: Some(digest_of(body)),
+                ..Verified::default()
+            })
+        }
         Scheme::Hmac(h) => generic(h, header, body, now, tolerance),
         Scheme::None => Ok(Verified::default()),
     }
@@ -820,16 +836,48 @@ fn twilio(
 }
 
 /// The body a verified request is kept as, where the scheme's sender does not send a JSON
-/// object: Tailscale posts a list of events, kept as `{"events": […]}` (hookd's messages are
-/// objects). None: the body as it came.
+/// object: Tailscale and HubSpot post a list of events, kept as `{"events": […]}` (hookd's
+/// messages are objects). None: the body as it came.
 pub fn as_object(scheme: &Scheme, body: &[u8]) -> Option<Vec<u8>> {
-    if !matches!(scheme, Scheme::Tailscale { .. }) || body.first() != Some(&b'[') {
+    let lists = matches!(scheme, Scheme::Tailscale { .. } | Scheme::Hubspot { .. });
+    if !lists || body.first() != Some(&b'[') {
         return None;
     }
     let mut out = b"{\"events\":".to_vec();
     out.extend_from_slice(body);
     out.push(b'}');
     Some(out)
+}
+
+/// HubSpot's signature v3: the method (a source takes `POST`), the URL, the body and the
+/// timestamp (milliseconds), concatenated with no separator.
+fn hubspot(
+    secret: &str,
+    url: Option<&str>,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    now: Timestamp,
+    tolerance: Duration,
+) -> Result<(), Refused> {
+    let given =
+        header("x-hubspot-signature-v3").ok_or(Refused::MissingHeader("X-HubSpot-Signature-v3"))?;
+    let ts = header("x-hubspot-request-timestamp")
+        .ok_or(Refused::MissingHeader("X-HubSpot-Request-Timestamp"))?;
+    let ts = ts.trim();
+    let millis: i64 = ts
+        .parse()
+        .map_err(|_| Refused::Malformed("X-HubSpot-Request-Timestamp"))?;
+    fresh(millis.div_euclid(1000), now, tolerance)?;
+    let url = url.ok_or(Refused::NoMatch)?;
+    let mut signed = format!("POST{url}").into_bytes();
+    signed.extend_from_slice(body);
+    signed.extend_from_slice(ts.as_bytes());
+    let expected = STANDARD.encode(hmac256(secret.as_bytes(), &signed));
+    if equal(given.trim().as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(Refused::NoMatch)
+    }
 }
 
 /// What a source answers a vendor's handshake with, instead of taking the request as an event:
@@ -1620,6 +1668,45 @@ mod tests {
         assert_eq!(
             at(Some(&json_url), br#"{"EventType":"other"}"#, &pairs),
             Err(Refused::NoMatch)
+        );
+    }
+
+    #[test]
+    fn hubspot_v3_signs_method_url_body_and_time_and_refuses_a_stale_one() {
+        // Computed apart from hookd (Python's hmac module).
+        let scheme = Scheme::Hubspot {
+            secret: "hubspot-client-secret-0123".into(),
+        };
+        let url = "https://hookd.example/in/src_1/tok";
+        let body = br#"[{"eventId":1,"subscriptionType":"contact.creation"}]"#;
+        let ts = format!("{NOW}000");
+        let pairs = [
+            ("X-HubSpot-Request-Timestamp", ts.clone()),
+            (
+                "X-HubSpot-Signature-v3",
+                "38vA2JtPk2q3e4h8LCh3w14KEEHjqeuaYGNc4Uc+g6g=".to_owned(),
+            ),
+        ];
+        let at = |url: &str, body: &[u8], secs: i64| {
+            verify(
+                &scheme,
+                Some(url),
+                &headers(&pairs),
+                body,
+                Timestamp::from_millis(secs * 1000),
+                DEFAULT_TOLERANCE,
+            )
+        };
+        assert!(at(url, body, NOW).is_ok());
+        assert_eq!(
+            at("https://other.example/in/src_1/tok", body, NOW),
+            Err(Refused::NoMatch)
+        );
+        assert_eq!(at(url, b"[]", NOW), Err(Refused::NoMatch));
+        assert_eq!(at(url, body, NOW + 301), Err(Refused::Stale));
+        assert_eq!(
+            as_object(&scheme, body).as_deref(),
+            Some(&br#"{"events":[{"eventId":1,"subscriptionType":"contact.creation"}]}"#[..])
         );
     }
 

@@ -26,8 +26,8 @@ pub struct SourceIn {
     /// `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
     /// `{"scheme": "stripe", "secret": "whsec_…"}`, `{"scheme": "github", "secret": "…"}`,
     /// `{"scheme": "shopify", "secret": "…"}`, `{"scheme": "slack", "secret": "…"}`, the same
-    /// for `zoom`, `tailscale`, `segment`, `docusign`, `airwallex` and `twilio` (its auth
-    /// token), `{"scheme": "meta", "secret": "…", "verify_token": "…"}`,
+    /// for `zoom`, `tailscale`, `segment`, `docusign`, `airwallex`, `hubspot` and `twilio`
+    /// (its auth token), `{"scheme": "meta", "secret": "…", "verify_token": "…"}`,
     /// `{"scheme": "hmac", "secret", "header", "algorithm", "encoding", "prefix",
     /// "timestamp_header", "id_header"}` or `{"scheme": "none"}`.
     #[schema(value_type = Object)]

@@ -23,7 +23,7 @@ pub struct IngestSourceIn {
     pub uid: Option<String>,
     pub metadata: Option<BTreeMap<String, String>>,
     /// Svix's source type: `generic-webhook` (no verification), `stripe`, `github`, `shopify`,
-    /// `slack`, `meta`, `zoom`, `tailscale`, `segment`, `docusign`, `airwallex`, hookd's
+    /// `slack`, `meta`, `zoom`, `tailscale`, `segment`, `docusign`, `airwallex`, `hubspot`, hookd's
     /// `twilio`, or `svix` and the types that sign as Svix does (`clerk`, `resend`, …); any
     /// other answers 422 naming it.
     #[serde(rename = "type")]

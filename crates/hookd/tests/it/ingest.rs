@@ -176,13 +176,10 @@ async fn an_ingest_source_forwards_to_its_own_endpoints_and_keeps_to_its_tenant(
             &key,
             Method::POST,
             "/source",
-            Some(json!({"name": "hs", "type": "hubspot", "config": {}})),
+            Some(json!({"name": "vf", "type": "veriff", "config": {"secret": SLACK_SECRET}})),
         )
         .await;
-        assert!(
-            status == 422 && err.to_string().contains("hubspot"),
-            "{err}"
-        );
+        assert!(status == 422 && err.to_string().contains("veriff"), "{err}");
 
         // Another tenant sees none of it.
         let (_, intruder) = new_tenant(&t.store, "intruder").await;
@@ -658,6 +655,52 @@ async fn twilio_sources_verify_the_signed_url_and_forward_the_form_as_json() {
                 .0,
             401,
             "a body that is not the one whose SHA-256 was signed"
+        );
+    }
+}
+
+/// HubSpot's signature v3 covers the method, the URL it was given (the source's `ingestUrl`),
+/// the body and the time; its list of events reaches the endpoints as `{"events": […]}`.
+#[tokio::test]
+async fn hubspot_sources_verify_method_url_body_and_time() {
+    for t in apps().await {
+        let src = make_source(&t, "hubspot", json!({"secret": VENDOR_SECRET})).await;
+        let shown = src["ingestUrl"].as_str().unwrap().to_owned();
+        let url = in_url(&t, &src);
+        let body = r#"[{"eventId":7,"subscriptionType":"contact.creation","objectId":123}]"#;
+        let sign = |signed_url: &str, secs: i64| {
+            let ts = format!("{secs}000");
+            let sig = b64(&hmac256(
+                VENDOR_SECRET,
+                format!("POST{signed_url}{body}{ts}").as_bytes(),
+            ));
+            vec![
+                ("X-HubSpot-Request-Timestamp", ts),
+                ("X-HubSpot-Signature-v3", sig),
+            ]
+        };
+        let now = domain::Timestamp::now().as_secs();
+        let (status, got) = post_in(&t, &url, &sign(&shown, now), body).await;
+        assert_eq!(status, 200, "{got} on {}", t.backend);
+        for (why, headers) in [
+            ("another URL", sign(&url, now)),
+            ("stale", sign(&shown, now - 3600)),
+            ("unsigned", vec![]),
+        ] {
+            let (status, err) = post_in(&t, &url, &headers, body).await;
+            assert_eq!(
+                (status, &err["code"]),
+                (401, &json!("invalid_signature")),
+                "{why}: {err}"
+            );
+        }
+        let got = taken(&t, &src).await;
+        assert_eq!(
+            got,
+            vec![(
+                "hubspot".to_owned(),
+                json!({"events": [{"eventId": 7, "subscriptionType": "contact.creation", "objectId": 123}]})
+            )]
         );
     }
 }
