@@ -39,7 +39,8 @@ pub enum InboundResult {
     Stored,
     /// Verified and stored ahead of a gap in its key's sequence: forwarded when it fills.
     Held,
-    /// Verified, but its event id was seen before: acknowledged, nothing done.
+    /// Verified, but its event id was seen before (or a vendor's handshake, answered):
+    /// acknowledged, nothing stored.
     Duplicate,
     /// The signature did not verify (401): nothing stored.
     Refused,

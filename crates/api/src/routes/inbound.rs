@@ -213,6 +213,7 @@ pub async fn receive(
     cfg.inbound_counts.record(match &answer {
         Ok(Received::Stored(_)) => crate::InboundResult::Stored,
         Ok(Received::Held) => crate::InboundResult::Held,
+        // A handshake, like a duplicate, verified and stored nothing.
         Ok(Received::Duplicate | Received::Challenge(_)) => crate::InboundResult::Duplicate,
         Err(Refusal::Unverified(_)) => crate::InboundResult::Refused,
         Err(Refusal::NotFound) => crate::InboundResult::UnknownSource,
