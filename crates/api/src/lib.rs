@@ -347,7 +347,7 @@ fn configure_inbound(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .service(at!("/{source_id}", post => routes::inbound::receive, get => routes::inbound::handshake))
             // An Ingest source's URL carries a token (decision 92).
-            .service(at!("/{source_id}/{token}", post => routes::inbound::receive, get => routes::inbound::handshake)),
+            .service(at!("/{source_id}/{token}", post => routes::inbound::receive_at_token, get => routes::inbound::handshake_at_token)),
     );
 }
 

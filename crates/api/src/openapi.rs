@@ -115,6 +115,8 @@ impl Modify for CommonResponses {
         crate::routes::inbound::get_source, crate::routes::inbound::delete_source,
         crate::routes::inbound::receive,
         crate::routes::inbound::handshake,
+        crate::routes::inbound::receive_at_token,
+        crate::routes::inbound::handshake_at_token,
         endpoints::stats, endpoints::recover,
         endpoints::replay_missing, endpoints::send_example, endpoints::list_messages, endpoints::get_task, endpoints::list_tasks, endpoints::list_emails, endpoints::replay_from_message,
         messages::create, messages::list, messages::get,

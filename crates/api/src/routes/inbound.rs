@@ -252,6 +252,35 @@ pub async fn receive(
     }
 }
 
+/// [`receive`] at an Ingest source's URL, which carries its token (decision 92).
+#[utoipa::path(post, path = "/in/{source_id}/{token}", tag = "Inbound",
+    params(("source_id" = String, Path), ("token" = String, Path, description = "the source's URL token (`ingestUrl`)")),
+    request_body(content = Object, description = "the sender's webhook, verified on its raw bytes"),
+    responses((status = 200, description = "stored (`id`), a duplicate (`duplicate: true`) or a handshake's answer"),
+        (status = 400, body = crate::error::HttpErrorOut), (status = 401, body = crate::error::HttpErrorOut),
+        (status = 404, body = crate::error::HttpErrorOut, description = "no such source, or not its token"),
+        (status = 413, body = crate::error::HttpErrorOut)))]
+pub async fn receive_at_token(
+    req: HttpRequest,
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    receive(req, store, cfg, body).await
+}
+
+/// [`handshake`] at an Ingest source's URL, which carries its token.
+#[utoipa::path(get, path = "/in/{source_id}/{token}", tag = "Inbound",
+    params(("source_id" = String, Path), ("token" = String, Path)),
+    responses((status = 200, description = "the `hub.challenge` echoed"),
+        (status = 403, body = crate::error::HttpErrorOut), (status = 404, body = crate::error::HttpErrorOut)))]
+pub async fn handshake_at_token(
+    req: HttpRequest,
+    store: web::Data<Store>,
+) -> Result<HttpResponse, ApiError> {
+    handshake(req, store).await
+}
+
 /// The source id and URL token a request to `/in/{source_id}[/{token}]` names.
 fn source_in(req: &HttpRequest) -> (&str, Option<&str>) {
     let info = req.match_info();
