@@ -648,7 +648,7 @@ fn body_mac(
     header: &dyn Fn(&str) -> Option<String>,
     body: &[u8],
 ) -> Result<(), Refused> {
-    let value = header(name).ok_or(Refused::MissingHeader(name))?;
+    let value = lookup(header, name)?;
     let given = value
         .trim()
         .strip_prefix(prefix)
@@ -686,6 +686,12 @@ fn docusign(
     })
 }
 
+/// Header `name` (as the vendor spells it, which the refusal quotes), looked up in lower case:
+/// what every `header` function answers to (HTTP header names are case-insensitive).
+fn lookup(header: &dyn Fn(&str) -> Option<String>, name: &'static str) -> Result<String, Refused> {
+    header(&name.to_ascii_lowercase()).ok_or(Refused::MissingHeader(name))
+}
+
 /// The shape Stripe and Tailscale share: `{name}: t={unix seconds},v1={hex HMAC-SHA256 of
 /// "{t}.{body}"}` (several `v1` while the sender rotates).
 fn stripe_like(
@@ -696,7 +702,7 @@ fn stripe_like(
     now: Timestamp,
     tolerance: Duration,
 ) -> Result<(), Refused> {
-    let value = header(name).ok_or(Refused::MissingHeader(name))?;
+    let value = lookup(header, name)?;
     let mut t = None;
     let mut sigs = Vec::new();
     for part in value.split(',') {
@@ -745,12 +751,12 @@ fn slack_like(
     now: Timestamp,
     tolerance: Duration,
 ) -> Result<(), Refused> {
-    let ts = header(names.timestamp).ok_or(Refused::MissingHeader(names.timestamp))?;
+    let ts = lookup(header, names.timestamp)?;
     let t: i64 = ts
         .trim()
         .parse()
         .map_err(|_| Refused::Malformed(names.timestamp))?;
-    let value = header(names.signature).ok_or(Refused::MissingHeader(names.signature))?;
+    let value = lookup(header, names.signature)?;
     let given = value
         .trim()
         .strip_prefix("v0=")
