@@ -31,6 +31,7 @@ mod m0025_failure_warnings;
 mod m0026_integrations;
 mod m0027_stats_and_ingest;
 mod m0028_trace_context;
+mod m0029_ingest_url_token;
 
 pub struct Migrator;
 
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0026_integrations::Migration),
             Box::new(m0027_stats_and_ingest::Migration),
             Box::new(m0028_trace_context::Migration),
+            Box::new(m0029_ingest_url_token::Migration),
         ]
     }
 }

@@ -39,7 +39,8 @@ pub enum InboundResult {
     Stored,
     /// Verified and stored ahead of a gap in its key's sequence: forwarded when it fills.
     Held,
-    /// Verified, but its event id was seen before: acknowledged, nothing done.
+    /// Verified, but its event id was seen before (or a vendor's handshake, answered):
+    /// acknowledged, nothing stored.
     Duplicate,
     /// The signature did not verify (401): nothing stored.
     Refused,
@@ -326,7 +327,7 @@ fn configure_ingest(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
             .wrap(middleware::from_fn(idempotency::middleware))
             .wrap(middleware::from_fn(trim_trailing_slash))
             .service(at!("", get => ingest::list, post => ingest::create))
-            .service(at!("/{source_id}", get => ingest::get, put => ingest::upsert, delete => ingest::delete))
+            .service(at!("/{source_id}", get => ingest::get, put => ingest::upsert, patch => ingest::patch, delete => ingest::delete))
             .service(at!("/{source_id}/token/rotate", post => ingest::rotate_token))
             .service(at!("/{source_id}/endpoint", get => ingest::list_endpoints, post => ingest::create_endpoint))
             .service(at!("/{source_id}/endpoint/{endpoint_id}", get => ingest::get_endpoint, put => ingest::upsert_endpoint, delete => ingest::delete_endpoint))
@@ -344,7 +345,9 @@ fn configure_inbound(cfg: &mut web::ServiceConfig, api: &ApiConfig) {
         web::scope("/in")
             .app_data(web::PayloadConfig::new(api.max_body_bytes()))
             .app_data(web::PathConfig::default().error_handler(error::path_error))
-            .service(at!("/{source_id}", post => routes::inbound::receive)),
+            .service(at!("/{source_id}", post => routes::inbound::receive, get => routes::inbound::handshake))
+            // An Ingest source's URL carries a token (decision 92).
+            .service(at!("/{source_id}/{token}", post => routes::inbound::receive_at_token, get => routes::inbound::handshake_at_token)),
     );
 }
 

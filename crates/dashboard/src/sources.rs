@@ -309,17 +309,15 @@ fn spec_of(f: &SourceForm, current: Option<&Scheme>) -> Result<SourceSpec, Field
         .map(str::to_owned)
         .collect();
     let one = |errors: &mut FieldErrors| -> String {
-        match (lines.as_slice(), current) {
-            (
-                [],
-                Some(
-                    Scheme::Stripe { secret }
-                    | Scheme::Github { secret }
-                    | Scheme::Shopify { secret }
-                    | Scheme::Slack { secret },
-                ),
-            ) if current.map(Scheme::name) == Some(f.scheme.as_str()) => secret.clone(),
-            ([], Some(Scheme::Hmac(h))) if f.scheme == "hmac" => h.secret.clone(),
+        // The secret kept when the field is left empty: the current one, of the same scheme.
+        let kept = current
+            .filter(|c| c.name() == f.scheme)
+            .and_then(|c| match c {
+                Scheme::Hmac(h) => Some(h.secret.as_str()),
+                vendor => vendor.vendor_secret(),
+            });
+        match (lines.as_slice(), kept) {
+            ([], Some(secret)) => secret.to_owned(),
             ([s], _) => s.clone(),
             ([], _) => {
                 note(errors, "secret", "Enter the secret the sender signs with");
@@ -348,7 +346,16 @@ fn spec_of(f: &SourceForm, current: Option<&Scheme>) -> Result<SourceSpec, Field
             };
             serde_json::json!({"scheme": "standard-webhooks", "secrets": secrets})
         }
-        "stripe" | "github" | "shopify" | "slack" => {
+        // Meta's verify token is kept as it was (set through the Ingest API or the source API).
+        "meta" => serde_json::json!({
+            "scheme": "meta",
+            "secret": one(&mut errors),
+            "verify_token": match current {
+                Some(Scheme::Meta { verify_token, .. }) => verify_token.clone(),
+                _ => None,
+            },
+        }),
+        name if Scheme::ONE_SECRET.contains(&name) => {
             serde_json::json!({"scheme": f.scheme, "secret": one(&mut errors)})
         }
         "hmac" => {

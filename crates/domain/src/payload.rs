@@ -85,6 +85,30 @@ pub fn json_body(raw: &[u8]) -> Result<&[u8], String> {
     }
 }
 
+/// A form body (`application/x-www-form-urlencoded`: Twilio's webhooks, Slack's commands) as a
+/// JSON object of its parameters: each value a string, a name given more than once a list of
+/// them in order. Every reader of a message expects JSON, so the form is kept this way.
+pub fn form_as_json(raw: &[u8]) -> Result<Vec<u8>, String> {
+    if std::str::from_utf8(raw).is_err() {
+        return Err("the form body is not UTF-8".to_owned());
+    }
+    let mut out = serde_json::Map::new();
+    for (k, v) in form_urlencoded::parse(raw) {
+        let v = serde_json::Value::String(v.into_owned());
+        match out.get_mut(k.as_ref()) {
+            None => {
+                out.insert(k.into_owned(), v);
+            }
+            Some(serde_json::Value::Array(list)) => list.push(v),
+            Some(first) => {
+                let first = first.take();
+                out.insert(k.into_owned(), serde_json::Value::Array(vec![first, v]));
+            }
+        }
+    }
+    Ok(serde_json::to_vec(&out).expect("a map of strings serialises"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +148,22 @@ mod tests {
         let wide = format!("[{}]", vec!["[]"; 1000].join(","));
         assert!(depth_within(wide.as_bytes(), 2) && !depth_within(wide.as_bytes(), 1));
         assert!(depth_within(br#"{"a":"[[[[[[[["}"#, 1));
+    }
+
+    #[test]
+    fn a_form_body_reads_as_an_object_of_strings_with_repeats_as_lists() {
+        let json =
+            super::form_as_json(b"To=%2B15551234&Body=Hi+there&Media=a&Media=b&Media=c").unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"To": "+15551234", "Body": "Hi there", "Media": ["a", "b", "c"]})
+        );
+        assert_eq!(super::form_as_json(b"").unwrap(), b"{}");
+        assert!(
+            super::form_as_json(b"a=%FF").is_ok(),
+            "percent-escapes are decoded lossily"
+        );
+        assert!(super::form_as_json(&[0xff, b'=', b'1']).is_err());
     }
 }

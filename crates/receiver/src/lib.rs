@@ -114,8 +114,9 @@ impl Receiver {
         body: &[u8],
     ) -> Result<Received, Rejected> {
         let now = Timestamp::now();
-        let verified = domain::inbound::verify(&self.scheme, header, body, now, self.tolerance)
-            .map_err(Rejected::Signature)?;
+        let verified =
+            domain::inbound::verify(&self.scheme, None, header, body, now, self.tolerance)
+                .map_err(Rejected::Signature)?;
         let event = Event {
             id: verified
                 .event_id

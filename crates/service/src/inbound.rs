@@ -37,6 +37,8 @@ pub enum Received {
     Held,
     /// Its event id (or its key's sequence, held) was seen before: nothing more was done.
     Duplicate,
+    /// A vendor's handshake (Zoom's URL validation), answered with this and not stored.
+    Challenge(serde_json::Value),
 }
 
 /// Why a request to a source was not taken.
@@ -236,7 +238,12 @@ pub async fn receive(
     body: &[u8],
 ) -> std::result::Result<Received, Refusal> {
     let source = store.system().source(id).await?;
-    let answer = verify_and_take(store, cfg, &source, arrival.header, body).await;
+    // A wrong or missing URL token is a URL that does not exist: answered as an unknown
+    // source, and not recorded (anyone who knows the id could otherwise fill its Requests).
+    if !domain::inbound::url_token_matches(source.url_token.as_deref(), arrival.token) {
+        return Err(Refusal::NotFound);
+    }
+    let answer = verify_and_take(store, cfg, &source, arrival, body).await;
     if let Err(refusal) = &answer
         && let Some(reason) = refusal.reason()
     {
@@ -251,6 +258,22 @@ pub async fn receive(
     answer
 }
 
+/// A vendor's subscription handshake on source `id`'s URL (Meta's `GET ?hub.mode=subscribe&
+/// hub.verify_token=…&hub.challenge=…`): the challenge to echo, or none when the source takes
+/// no handshake or the token is not its own.
+pub async fn handshake(
+    store: &Store,
+    id: &str,
+    token: Option<&str>,
+    query: &[(String, String)],
+) -> std::result::Result<Option<String>, Refusal> {
+    let source = store.system().source(id).await?;
+    if !domain::inbound::url_token_matches(source.url_token.as_deref(), token) {
+        return Err(Refusal::NotFound);
+    }
+    Ok(domain::inbound::meta_handshake(&source.settings.scheme, query).map(str::to_owned))
+}
+
 /// Records a request to source `id` whose body was not read (too large, or broken off): the
 /// handler answers it. An unknown source records nothing.
 pub async fn refused_unread(
@@ -261,7 +284,9 @@ pub async fn refused_unread(
     reason: Reason,
     detail: &str,
 ) {
-    if let Ok(source) = store.system().source(id).await {
+    if let Ok(source) = store.system().source(id).await
+        && domain::inbound::url_token_matches(source.url_token.as_deref(), arrival.token)
+    {
         let size = (arrival.header)("content-length")
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or(0);
@@ -293,12 +318,14 @@ async fn verify_and_take(
     store: &Store,
     cfg: &Config,
     source: &Source,
-    header: &dyn Fn(&str) -> Option<String>,
+    arrival: &Arrival<'_>,
     body: &[u8],
 ) -> std::result::Result<Received, Refusal> {
+    let header = arrival.header;
     let now = Timestamp::now();
     let verified = verify(
         &source.settings.scheme,
+        Some(&arrival.url),
         header,
         body,
         now,
@@ -311,12 +338,25 @@ async fn verify_and_take(
         });
         Refusal::Unverified(why)
     })?;
-    // Every reader of a message (the API, the pages, the receivers) expects JSON: a body
-    // that is not is refused here rather than stored.
-    let body = domain::payload::json_body(body).map_err(|detail| Refusal::Invalid {
+    if let Some(answer) = domain::inbound::challenge(&source.settings.scheme, body) {
+        return Ok(Received::Challenge(answer));
+    }
+    // Every reader of a message (the API, the pages, the receivers) expects JSON: a form body
+    // becomes an object of its parameters, and a body that is neither is refused here rather
+    // than stored.
+    let invalid = |detail| Refusal::Invalid {
         code: "invalid_payload",
         detail,
-    })?;
+    };
+    let form;
+    let body = if is_form(header) {
+        form = domain::payload::form_as_json(body).map_err(invalid)?;
+        &form[..]
+    } else {
+        domain::payload::json_body(body).map_err(invalid)?
+    };
+    let wrapped = domain::inbound::as_object(&source.settings.scheme, body);
+    let body = wrapped.as_deref().unwrap_or(body);
     let answer = take(store, cfg, source, verified, header, body).await;
     match answer {
         Ok(Received::Duplicate) => cfg
@@ -328,6 +368,16 @@ async fn verify_and_take(
         _ => {}
     }
     answer
+}
+
+/// Whether the request says its body is a form (`application/x-www-form-urlencoded`).
+fn is_form(header: &dyn Fn(&str) -> Option<String>) -> bool {
+    header("content-type").is_some_and(|t| {
+        t.split(';').next().is_some_and(|m| {
+            m.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
+    })
 }
 
 /// Stores (or holds) a verified event.
@@ -783,12 +833,9 @@ pub fn check_source(name: &str, settings: &SourceSettings) -> Result<()> {
                     .iter()
                     .any(|s| domain::signing::SigningSecret::parse(s).is_err())
         }
-        Scheme::Stripe { secret }
-        | Scheme::Github { secret }
-        | Scheme::Shopify { secret }
-        | Scheme::Slack { secret } => secret.is_empty(),
         Scheme::Hmac(h) => h.secret.is_empty() || h.header.is_empty(),
         Scheme::None => false,
+        vendor => vendor.vendor_secret().is_some_and(str::is_empty),
     };
     if empty {
         return Err(ServiceError::field(
@@ -796,11 +843,11 @@ pub fn check_source(name: &str, settings: &SourceSettings) -> Result<()> {
             "a verifying scheme needs its secret (Standard Webhooks: whsec_… secrets)",
         ));
     }
-    if let Scheme::Stripe { secret }
-    | Scheme::Github { secret }
-    | Scheme::Shopify { secret }
-    | Scheme::Slack { secret }
-    | Scheme::Hmac(GenericHmac { secret, .. }) = scheme
+    let one_secret = match scheme {
+        Scheme::Hmac(GenericHmac { secret, .. }) => Some(secret.as_str()),
+        other => other.vendor_secret(),
+    };
+    if let Some(secret) = one_secret
         && secret.len() < MIN_SECRET_BYTES
     {
         return Err(ServiceError::field(

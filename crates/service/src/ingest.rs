@@ -58,22 +58,46 @@ pub struct IngestFields {
     pub config: Option<serde_json::Value>,
 }
 
-/// Svix's `SvixConfig`, `StripeConfig`, `ShopifyConfig`, `SlackConfig`, `GithubConfig`.
+/// Svix's configurations of the types hookd verifies: `SvixConfig`, `StripeConfig`,
+/// `MetaConfig` (with `verifyToken`), `TailscaleConfig` (with `timestampGraceSeconds`), … —
+/// each a `secret` and what a type adds.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SecretConfig {
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct VendorConfig {
     secret: Option<String>,
+    verify_token: Option<String>,
+    timestamp_grace_seconds: Option<u64>,
 }
 
-/// The scheme hookd verifies a Svix source type's requests with.
-pub fn scheme_of(kind: &str, config: Option<serde_json::Value>) -> Result<Scheme> {
-    let secret = || -> Result<String> {
+/// The settings hookd verifies a Svix source type's requests with: its scheme, and the
+/// tolerance where the type's config sets one (Tailscale's `timestampGraceSeconds`).
+pub fn scheme_of(kind: &str, config: Option<serde_json::Value>) -> Result<(Scheme, Option<u64>)> {
+    let vendor = || -> Result<VendorConfig> {
         let config = config.clone().ok_or_else(|| {
             FieldError::new("config", format!("the {kind} source type needs a config"))
         })?;
-        let c: SecretConfig = serde_json::from_value(config)
+        let c: VendorConfig = serde_json::from_value(config)
             .map_err(|e| FieldError::new("config", domain::inbound::scheme_error(&e)))?;
-        c.secret.filter(|s| !s.is_empty()).ok_or_else(|| {
+        for (given, field, owner) in [
+            (c.verify_token.is_some(), "config.verifyToken", "meta"),
+            (
+                c.timestamp_grace_seconds.is_some(),
+                "config.timestampGraceSeconds",
+                "tailscale",
+            ),
+        ] {
+            if given && kind != owner {
+                return Err(FieldError::new(
+                    field,
+                    format!("the {kind} source type takes no {}", &field[7..]),
+                )
+                .into());
+            }
+        }
+        Ok(c)
+    };
+    let secret = |c: &VendorConfig| -> Result<String> {
+        c.secret.clone().filter(|s| !s.is_empty()).ok_or_else(|| {
             ServiceError::from(FieldError::new(
                 "config.secret",
                 format!(
@@ -87,15 +111,44 @@ pub fn scheme_of(kind: &str, config: Option<serde_json::Value>) -> Result<Scheme
             if config.as_ref().is_some_and(|c| c != &serde_json::json!({})) {
                 return Err(FieldError::new("config", "generic-webhook takes no config").into());
             }
-            Scheme::None
+            (Scheme::None, None)
         }
-        "stripe" => Scheme::Stripe { secret: secret()? },
-        "github" => Scheme::Github { secret: secret()? },
-        "shopify" => Scheme::Shopify { secret: secret()? },
-        "slack" => Scheme::Slack { secret: secret()? },
-        k if STANDARD_WEBHOOKS_TYPES.contains(&k) => Scheme::StandardWebhooks {
-            secrets: vec![secret()?],
-        },
+        "meta" => {
+            let c = vendor()?;
+            let token = c.verify_token.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
+                FieldError::new(
+                    "config.verifyToken",
+                    "the meta source type needs the verify token Meta's subscription handshake sends",
+                )
+            })?;
+            (
+                Scheme::Meta {
+                    secret: secret(&c)?,
+                    verify_token: Some(token),
+                },
+                None,
+            )
+        }
+        "tailscale" => {
+            let c = vendor()?;
+            (
+                Scheme::Tailscale {
+                    secret: secret(&c)?,
+                },
+                c.timestamp_grace_seconds,
+            )
+        }
+        k if STANDARD_WEBHOOKS_TYPES.contains(&k) => (
+            Scheme::StandardWebhooks {
+                secrets: vec![secret(&vendor()?)?],
+            },
+            None,
+        ),
+        k if Scheme::ONE_SECRET.contains(&k) => {
+            let scheme = Scheme::with_secret(k, secret(&vendor()?)?)
+                .expect("every ONE_SECRET name is a one-secret scheme");
+            (scheme, None)
+        }
         other => {
             return Err(FieldError::new(
                 "type",
@@ -106,27 +159,40 @@ pub fn scheme_of(kind: &str, config: Option<serde_json::Value>) -> Result<Scheme
     })
 }
 
-/// `fields` checked: the Ingest information and the settings of the hookd source.
-fn checked(fields: IngestFields) -> Result<(IngestInfo, SourceSettings)> {
-    let name = rules::name("name", &fields.name)?;
+/// A source's name, uid and metadata checked.
+fn check_info(
+    name: &str,
+    uid: Option<&str>,
+    metadata: &BTreeMap<String, String>,
+) -> Result<String> {
+    let name = rules::name("name", name)?;
     if name.chars().count() < 2 {
         return Err(FieldError::new("name", "name must be 2 to 256 characters").into());
     }
-    if let Some(uid) = &fields.uid {
+    if let Some(uid) = uid {
         rules::source_uid("uid", uid, SourceId::PREFIX)?;
     }
-    let metadata = fields.metadata.unwrap_or_default();
-    rules::metadata(&metadata)?;
-    let scheme = scheme_of(&fields.kind, fields.config)?;
+    rules::metadata(metadata)?;
+    Ok(name)
+}
+
+/// The settings of the hookd source for a Svix type and config, checked by hookd's rules for
+/// every source (what they name `verification` is the config's secret here).
+fn settings_of(
+    kind: &str,
+    config: Option<serde_json::Value>,
+    uid: Option<&str>,
+) -> Result<SourceSettings> {
+    let (scheme, tolerance_secs) = scheme_of(kind, config)?;
     let settings = SourceSettings {
         // The type names what arrives, unless the scheme does (Stripe, GitHub, Shopify, Slack).
-        event_type: fields.kind.clone(),
+        event_type: kind.to_owned(),
         scheme,
         ordering: Ordering::default(),
-        tolerance_secs: None,
+        tolerance_secs,
     };
     // The hookd name is the uid, or `ingest-{app id}` made at create (valid by construction).
-    let hookd_name = fields.uid.as_deref().unwrap_or("ingest");
+    let hookd_name = uid.unwrap_or("ingest");
     crate::inbound::check_source(hookd_name, &settings).map_err(|e| match e {
         ServiceError::Invalid(errs) => ServiceError::Invalid(
             errs.into_iter()
@@ -134,12 +200,21 @@ fn checked(fields: IngestFields) -> Result<(IngestInfo, SourceSettings)> {
                     "verification" | "verification.secret" => {
                         FieldError::new("config.secret", f.msg)
                     }
+                    "toleranceSecs" => FieldError::new("config.timestampGraceSeconds", f.msg),
                     _ => f,
                 })
                 .collect(),
         ),
         other => other,
     })?;
+    Ok(settings)
+}
+
+/// `fields` checked: the Ingest information and the settings of the hookd source.
+fn checked(fields: IngestFields) -> Result<(IngestInfo, SourceSettings)> {
+    let metadata = fields.metadata.unwrap_or_default();
+    let name = check_info(&fields.name, fields.uid.as_deref(), &metadata)?;
+    let settings = settings_of(&fields.kind, fields.config, fields.uid.as_deref())?;
     let info = IngestInfo {
         kind: fields.kind,
         name,
@@ -181,8 +256,17 @@ pub async fn create(
         .uid
         .clone()
         .unwrap_or_else(|| format!("ingest-{}", app.id));
+    // Its URL carries a token, as Svix's ingest URLs do (rotated by `rotate_token`).
+    let token = domain::inbound::new_url_token(&mut rand::rng());
     let made = store
-        .create_source_with(tenant, &app, &name, &settings, Some(store_json(&info)))
+        .create_source_with(
+            tenant,
+            &app,
+            &name,
+            &settings,
+            Some(store_json(&info)),
+            Some(&token),
+        )
         .await;
     match made {
         Ok(source) => Ok((source, info)),
@@ -256,6 +340,67 @@ pub async fn update(
     let changed = store
         .update_source_with(&source, &app, &settings, Some(store_json(&info)))
         .await?;
+    Ok((changed, info))
+}
+
+/// What `PATCH …/source/{id}` changes: each member given replaces the source's; `config`
+/// (the type's, as at create) replaces its verification, whose secret is otherwise kept.
+#[derive(Default)]
+pub struct IngestPatch {
+    pub name: Option<String>,
+    /// `Some(None)`: the uid given as null.
+    pub uid: Option<Option<String>>,
+    pub metadata: Option<BTreeMap<String, String>>,
+    pub config: Option<serde_json::Value>,
+}
+
+/// Changes what `patch` names of an Ingest source; the rest stays.
+pub async fn patch(
+    store: &Store,
+    tenant: TenantId,
+    id_or_uid: &str,
+    patch: IngestPatch,
+) -> Result<(Source, IngestInfo)> {
+    let (source, have) = find(store, tenant, id_or_uid).await?;
+    if patch.uid.as_ref().is_some_and(|uid| *uid != have.uid) {
+        return Err(FieldError::new(
+            "uid",
+            "a source keeps its uid: it is the source's name in hookd, which tags its events",
+        )
+        .into());
+    }
+    let metadata = patch.metadata.unwrap_or(have.metadata);
+    let name = check_info(
+        patch.name.as_deref().unwrap_or(&have.name),
+        have.uid.as_deref(),
+        &metadata,
+    )?;
+    let settings = match patch.config {
+        Some(config) => settings_of(&have.kind, Some(config), have.uid.as_deref())?,
+        None => source.settings.clone(),
+    };
+    let info = IngestInfo {
+        name,
+        metadata,
+        updated_at: Timestamp::now().as_millis(),
+        ..have
+    };
+    let app = application_of_source(store, tenant, &source).await?;
+    let changed = store
+        .update_source_with(&source, &app, &settings, Some(store_json(&info)))
+        .await?;
+    Ok((changed, info))
+}
+
+/// Gives an Ingest source's URL a new token: the old URL stops working at once (decision 92).
+pub async fn rotate_token(
+    store: &Store,
+    tenant: TenantId,
+    id_or_uid: &str,
+) -> Result<(Source, IngestInfo)> {
+    let (source, info) = find(store, tenant, id_or_uid).await?;
+    let token = domain::inbound::new_url_token(&mut rand::rng());
+    let changed = store.set_source_url_token(&source, &token).await?;
     Ok((changed, info))
 }
 

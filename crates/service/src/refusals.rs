@@ -25,6 +25,11 @@ pub struct Arrival<'a> {
     pub headers: &'a dyn Fn() -> Vec<(String, Vec<u8>)>,
     /// The client's address as the server saw it.
     pub remote: String,
+    /// The token the request's URL carried after the source's id (`/in/{id}/{token}`).
+    pub token: Option<&'a str>,
+    /// The URL the sender posted to as hookd shows it (its public URL, the source's path and
+    /// the request's query): what Twilio signs.
+    pub url: String,
 }
 
 /// Refused requests kept since the last write.

@@ -550,6 +550,9 @@ pub mod inbound_source {
         /// What Svix's Ingest API says of a source it created, as JSON (m0027); None for the
         /// others, which that API does not show.
         pub ingest: Option<String>,
+        /// The Ingest source's URL token, sealed (m0029): requests then go to
+        /// `/in/{id}/{token}`. None for the others, which take `/in/{id}`.
+        pub url_token: Option<String>,
     }
     entity_boilerplate!();
 }

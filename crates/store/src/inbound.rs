@@ -25,6 +25,8 @@ use crate::{Result, Store, StoreError, System};
 pub struct Source {
     pub row: inbound_source::Model,
     pub settings: SourceSettings,
+    /// Opened from `row.url_token`: the token its URL carries, if it has one.
+    pub url_token: Option<String>,
 }
 
 /// What a source does with what arrives: how it verifies, orders and names it.
@@ -66,6 +68,12 @@ pub(crate) fn context(id: &dyn std::fmt::Display) -> String {
     format!("inbound_source/{id}")
 }
 
+/// Where a source's URL token is sealed: apart from its verification, so neither sealed value
+/// opens in the other's column.
+pub(crate) fn url_token_context(id: &dyn std::fmt::Display) -> String {
+    format!("inbound_source/{id}/url_token")
+}
+
 impl Store {
     fn open_source(&self, row: inbound_source::Model) -> Result<Source> {
         let what = format!("inbound source {}: column verification", row.id);
@@ -82,7 +90,16 @@ impl Store {
             ordering,
             tolerance_secs: row.tolerance_secs.and_then(|t| u64::try_from(t).ok()),
         };
-        Ok(Source { row, settings })
+        let url_token = row
+            .url_token
+            .as_deref()
+            .map(|t| self.seal.open(t, &url_token_context(&row.id)))
+            .transpose()?;
+        Ok(Source {
+            row,
+            settings,
+            url_token,
+        })
     }
 
     /// Creates a source forwarding to `app`; its name is unique within the tenant.
@@ -93,11 +110,12 @@ impl Store {
         name: &str,
         settings: &SourceSettings,
     ) -> Result<Source> {
-        self.create_source_with(tenant, app, name, settings, None)
+        self.create_source_with(tenant, app, name, settings, None, None)
             .await
     }
 
-    /// [`Store::create_source`] with what Svix's Ingest API says of it (JSON).
+    /// [`Store::create_source`] with what Svix's Ingest API says of it (JSON) and the token
+    /// its URL carries.
     pub async fn create_source_with(
         &self,
         tenant: TenantId,
@@ -105,6 +123,7 @@ impl Store {
         name: &str,
         settings: &SourceSettings,
         ingest: Option<String>,
+        url_token: Option<&str>,
     ) -> Result<Source> {
         check_owner(tenant, &app.tenant_id, "application")?;
         let id = SourceId::new();
@@ -124,6 +143,7 @@ impl Store {
             declared: Set(false),
             unrecorded: Set(0),
             ingest: Set(ingest),
+            url_token: Set(url_token.map(|t| self.seal.seal(t, &url_token_context(&id)))),
         };
         let txn = self.write_txn().await?;
         let row = row.insert(&*txn).await.map_err(conflict_as("name"))?;
@@ -170,6 +190,19 @@ impl Store {
         changed.verification = Set(seal_json(&self.seal, &context(&row.id), &settings.scheme));
         changed.ordering = Set(stored_ordering(&settings.ordering));
         changed.tolerance_secs = Set(stored_tolerance(settings));
+        let txn = self.write_txn().await?;
+        let row = changed.update(&*txn).await?;
+        txn.commit().await?;
+        self.sources.clear();
+        self.open_source(row)
+    }
+
+    /// Replaces the token `source`'s URL carries: the old URL stops working at once here, and
+    /// within a second (the source cache) on other nodes.
+    pub async fn set_source_url_token(&self, source: &Source, token: &str) -> Result<Source> {
+        let id = source.row.id;
+        let mut changed: inbound_source::ActiveModel = source.row.clone().into();
+        changed.url_token = Set(Some(self.seal.seal(token, &url_token_context(&id))));
         let txn = self.write_txn().await?;
         let row = changed.update(&*txn).await?;
         txn.commit().await?;

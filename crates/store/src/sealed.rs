@@ -4,7 +4,8 @@
 //!
 //! Sealed columns: `endpoint_secrets.secret`, each value of `endpoints.headers` (the names
 //! stay readable, so the dashboard can list them without opening anything),
-//! `endpoints.auth` whole, `inbound_sources.verification` and `integrations.key_sealed`.
+//! `endpoints.auth` whole, `inbound_sources.verification` and `.url_token`, and
+//! `integrations.key_sealed`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -536,7 +537,8 @@ impl System<'_> {
     }
 
     /// [`System::reseal`] for the columns that hold one sealed value per row, bound to the
-    /// row's id: the inbound sources' verification secrets and the integrations' keys.
+    /// row's id: the inbound sources' verification secrets and URL tokens, and the
+    /// integrations' keys.
     async fn reseal_one_per_row(
         &self,
         keys: &Keyring,
@@ -548,6 +550,12 @@ impl System<'_> {
         self.reseal_column::<src::Entity>(
             (src::Column::Id, src::Column::Verification),
             |id| crate::inbound::context(&id),
+            (keys, mode, batch, report),
+        )
+        .await?;
+        self.reseal_column::<src::Entity>(
+            (src::Column::Id, src::Column::UrlToken),
+            |id| crate::inbound::url_token_context(&id),
             (keys, mode, batch, report),
         )
         .await?;
@@ -573,6 +581,8 @@ impl System<'_> {
                 .select_only()
                 .column(id_col)
                 .column(sealed_col)
+                // A nullable column (a source's URL token) has nothing to re-seal where null.
+                .filter(sealed_col.is_not_null())
                 .order_by_asc(id_col)
                 .limit(batch);
             if let Some(a) = &after {

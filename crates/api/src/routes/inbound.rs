@@ -22,10 +22,12 @@ pub struct SourceIn {
     /// The event type of what arrives, unless the scheme names one (Stripe's `type`, GitHub's
     /// `X-GitHub-Event`).
     pub event_type: String,
-    /// How requests are verified (`stripe`, `github`, `shopify`, `slack` and `hmac` secrets: at
-    /// least 16 bytes): `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
+    /// How requests are verified (every secret but Standard Webhooks': at least 16 bytes):
+    /// `{"scheme": "standard-webhooks", "secrets": ["whsec_…"]}`,
     /// `{"scheme": "stripe", "secret": "whsec_…"}`, `{"scheme": "github", "secret": "…"}`,
-    /// `{"scheme": "shopify", "secret": "…"}`, `{"scheme": "slack", "secret": "…"}`,
+    /// `{"scheme": "shopify", "secret": "…"}`, `{"scheme": "slack", "secret": "…"}`, the same
+    /// for `zoom`, `tailscale`, `segment`, `docusign`, `airwallex`, `hubspot` and `twilio`
+    /// (its auth token), `{"scheme": "meta", "secret": "…", "verify_token": "…"}`,
     /// `{"scheme": "hmac", "secret", "header", "algorithm", "encoding", "prefix",
     /// "timestamp_header", "id_header"}` or `{"scheme": "none"}`.
     #[schema(value_type = Object)]
@@ -161,9 +163,9 @@ pub async fn receive(
     req: HttpRequest,
     store: web::Data<Store>,
     cfg: web::Data<ApiConfig>,
-    path: web::Path<String>,
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
+    let (path, token) = source_in(&req);
     let header = |name: &str| {
         req.headers()
             .get(name)
@@ -183,6 +185,8 @@ pub async fn receive(
             .peer_addr()
             .map(|a| a.ip().to_string())
             .unwrap_or_default(),
+        token,
+        url: signed_url(&cfg, &req),
     };
     let body = match body {
         Ok(body) => body,
@@ -196,7 +200,7 @@ pub async fn receive(
             service::inbound::refused_unread(
                 &store,
                 &cfg.service,
-                &path,
+                path,
                 &arrival,
                 reason,
                 &err.detail,
@@ -205,11 +209,12 @@ pub async fn receive(
             return Err(err);
         }
     };
-    let answer = service::inbound::receive(&store, &cfg.service, &path, &arrival, &body).await;
+    let answer = service::inbound::receive(&store, &cfg.service, path, &arrival, &body).await;
     cfg.inbound_counts.record(match &answer {
         Ok(Received::Stored(_)) => crate::InboundResult::Stored,
         Ok(Received::Held) => crate::InboundResult::Held,
-        Ok(Received::Duplicate) => crate::InboundResult::Duplicate,
+        // A handshake, like a duplicate, verified and stored nothing.
+        Ok(Received::Duplicate | Received::Challenge(_)) => crate::InboundResult::Duplicate,
         Err(Refusal::Unverified(_)) => crate::InboundResult::Refused,
         Err(Refusal::NotFound) => crate::InboundResult::UnknownSource,
         Err(Refusal::Full(_)) => crate::InboundResult::Full,
@@ -224,6 +229,7 @@ pub async fn receive(
             Ok(HttpResponse::Ok().json(serde_json::json!({"duplicate": true})))
         }
         Ok(Received::Held) => Ok(HttpResponse::Ok().json(serde_json::json!({"held": true}))),
+        Ok(Received::Challenge(answer)) => Ok(HttpResponse::Ok().json(answer)),
         Err(Refusal::NotFound) => Err(ApiError::not_found("source")),
         Err(Refusal::Unverified(why)) => {
             tracing::info!(source = %path, reason = %why, "inbound request refused");
@@ -244,6 +250,89 @@ pub async fn receive(
         }),
         Err(Refusal::Service(e)) => Err(e.into()),
     }
+}
+
+/// [`receive`] at an Ingest source's URL, which carries its token (decision 92).
+#[utoipa::path(post, path = "/in/{source_id}/{token}", tag = "Inbound",
+    params(("source_id" = String, Path), ("token" = String, Path, description = "the source's URL token (`ingestUrl`)")),
+    request_body(content = Object, description = "the sender's webhook, verified on its raw bytes"),
+    responses((status = 200, description = "stored (`id`), a duplicate (`duplicate: true`) or a handshake's answer"),
+        (status = 400, body = crate::error::HttpErrorOut), (status = 401, body = crate::error::HttpErrorOut),
+        (status = 404, body = crate::error::HttpErrorOut, description = "no such source, or not its token"),
+        (status = 413, body = crate::error::HttpErrorOut)))]
+pub async fn receive_at_token(
+    req: HttpRequest,
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    receive(req, store, cfg, body).await
+}
+
+/// [`handshake`] at an Ingest source's URL, which carries its token.
+#[utoipa::path(get, path = "/in/{source_id}/{token}", tag = "Inbound",
+    params(("source_id" = String, Path), ("token" = String, Path)),
+    responses((status = 200, description = "the `hub.challenge` echoed"),
+        (status = 403, body = crate::error::HttpErrorOut), (status = 404, body = crate::error::HttpErrorOut)))]
+pub async fn handshake_at_token(
+    req: HttpRequest,
+    store: web::Data<Store>,
+) -> Result<HttpResponse, ApiError> {
+    handshake(req, store).await
+}
+
+/// The source id and URL token a request to `/in/{source_id}[/{token}]` names.
+fn source_in(req: &HttpRequest) -> (&str, Option<&str>) {
+    let info = req.match_info();
+    (info.get("source_id").unwrap_or_default(), info.get("token"))
+}
+
+/// The URL a sender posted to, as hookd shows it: the public URL (what the tenant gave the
+/// sender), the source's path and the request's query. Behind a proxy that rewrites paths or
+/// schemes, `public_url` must still be the address senders use, or URL-signing schemes
+/// (Twilio) cannot match.
+fn signed_url(cfg: &ApiConfig, req: &HttpRequest) -> String {
+    let (id, token) = source_in(req);
+    let url = domain::inbound::source_url_with(&cfg.public_url, &id, token);
+    match req.query_string() {
+        "" => url,
+        q => format!("{url}?{q}"),
+    }
+}
+
+#[utoipa::path(get, path = "/in/{source_id}", tag = "Inbound",
+    params(("source_id" = String, Path)),
+    responses((status = 200, description = "the `hub.challenge` echoed (Meta's subscription handshake)"),
+        (status = 403, body = crate::error::HttpErrorOut), (status = 404, body = crate::error::HttpErrorOut)))]
+/// `GET /in/{source_id}`: a vendor's subscription handshake (Meta: `hub.mode=subscribe`,
+/// `hub.verify_token`, `hub.challenge`), answered with the challenge as text when the verify
+/// token is the source's; 403 otherwise.
+pub async fn handshake(
+    req: HttpRequest,
+    store: web::Data<Store>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, token) = source_in(&req);
+    let query: Vec<(String, String)> = form_urlencoded_pairs(req.query_string());
+    match service::inbound::handshake(&store, id, token, &query).await {
+        Ok(Some(challenge)) => Ok(HttpResponse::Ok()
+            .content_type("text/plain; charset=utf-8")
+            .body(challenge)),
+        Ok(None) => Err(ApiError::new(
+            actix_web::http::StatusCode::FORBIDDEN,
+            "forbidden",
+            "this source answers no handshake with this verify token (Meta sources: \
+             hub.mode=subscribe and the source's verify token)",
+        )),
+        Err(Refusal::NotFound) => Err(ApiError::not_found("source")),
+        Err(Refusal::Service(e)) => Err(e.into()),
+        Err(other) => Err(ApiError::bad_request("invalid_request", other.to_string())),
+    }
+}
+
+fn form_urlencoded_pairs(query: &str) -> Vec<(String, String)> {
+    web::Query::<Vec<(String, String)>>::from_query(query)
+        .map(|q| q.into_inner())
+        .unwrap_or_default()
 }
 
 /// When a sender refused for a full source should try again: the gaps it waits on fill as

@@ -10,7 +10,7 @@ use service::ingest::{IngestFields, IngestInfo};
 use store::{Source, Store};
 use utoipa::ToSchema;
 
-use crate::dto::{ListQuery, ListResponse, time};
+use crate::dto::{ListQuery, ListResponse, Patch, time};
 use crate::extract::{JsonBody, Tenant};
 use crate::{ApiConfig, ApiError};
 
@@ -23,11 +23,13 @@ pub struct IngestSourceIn {
     pub uid: Option<String>,
     pub metadata: Option<BTreeMap<String, String>>,
     /// Svix's source type: `generic-webhook` (no verification), `stripe`, `github`, `shopify`,
-    /// `slack`, or `svix` and the types that sign as Svix does (`clerk`, `resend`, …); any
+    /// `slack`, `meta`, `zoom`, `tailscale`, `segment`, `docusign`, `airwallex`, `hubspot`, hookd's
+    /// `twilio`, or `svix` and the types that sign as Svix does (`clerk`, `resend`, …); any
     /// other answers 422 naming it.
     #[serde(rename = "type")]
     pub kind: String,
-    /// `{"secret": "…"}`: the sender's signing secret (none for `generic-webhook`).
+    /// `{"secret": "…"}`: the sender's signing secret (none for `generic-webhook`); `meta`
+    /// adds `verifyToken`, `tailscale` may add `timestampGraceSeconds`.
     #[schema(value_type = Option<Object>)]
     pub config: Option<serde_json::Value>,
 }
@@ -38,7 +40,7 @@ pub struct IngestSourceOut {
     pub id: String,
     pub uid: Option<String>,
     pub name: String,
-    /// Where the sender posts: `{public_url}/in/{id}`.
+    /// Where the sender posts: `{public_url}/in/{id}/{token}`.
     pub ingest_url: String,
     #[serde(rename = "type")]
     pub kind: String,
@@ -55,7 +57,7 @@ pub struct IngestSourceOut {
 
 fn out(cfg: &ApiConfig, (s, info): (Source, IngestInfo)) -> IngestSourceOut {
     IngestSourceOut {
-        ingest_url: domain::inbound::source_url(&cfg.public_url, &s.row.id),
+        ingest_url: ingest_url(cfg, &s),
         id: s.row.id.to_string(),
         uid: info.uid,
         name: info.name,
@@ -65,6 +67,26 @@ fn out(cfg: &ApiConfig, (s, info): (Source, IngestInfo)) -> IngestSourceOut {
         created_at: time(s.row.created_at),
         updated_at: time(info.updated_at),
     }
+}
+
+fn ingest_url(cfg: &ApiConfig, s: &Source) -> String {
+    domain::inbound::source_url_with(&cfg.public_url, &s.row.id, s.url_token.as_deref())
+}
+
+/// Svix's `IngestSourcePatch`; `config` as at create, for the source's type, replaces its
+/// verification (the secret is kept when it is left out).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngestSourcePatchIn {
+    #[schema(min_length = 2, max_length = 256)]
+    pub name: Option<String>,
+    /// Given, it must be the source's own (a uid is the source's name in hookd).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub uid: Patch<String>,
+    pub metadata: Option<BTreeMap<String, String>>,
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<serde_json::Value>,
 }
 
 fn fields(body: IngestSourceIn) -> IngestFields {
@@ -186,23 +208,54 @@ pub async fn delete(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// Svix's ingest URLs carry a token; hookd's do not (`/in/{id}`, verified by the source's
-/// signature scheme), so there is nothing to rotate: refused rather than answered unchanged.
+#[utoipa::path(patch, path = "/ingest/api/v1/source/{source_id}", tag = "Ingest",
+    params(("source_id" = String, Path, description = "id or uid")), request_body = IngestSourcePatchIn,
+    responses((status = 200, body = IngestSourceOut), (status = 404, body = crate::error::HttpErrorOut),
+        (status = 422, body = crate::error::HttpValidationError)),
+    security(("bearer" = [])))]
+pub async fn patch(
+    store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
+    Tenant(t): Tenant,
+    path: web::Path<String>,
+    JsonBody(body): JsonBody<IngestSourcePatchIn>,
+) -> Result<HttpResponse, ApiError> {
+    let patch = service::ingest::IngestPatch {
+        name: body.name,
+        uid: match body.uid {
+            Patch::Absent => None,
+            Patch::Null => Some(None),
+            Patch::Value(uid) => Some(Some(uid)),
+        },
+        metadata: body.metadata,
+        config: body.config,
+    };
+    let changed = service::ingest::patch(&store, t, &path, patch).await?;
+    Ok(HttpResponse::Ok().json(out(&cfg, changed)))
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotateTokenOut {
+    pub ingest_url: String,
+}
+
+/// Gives the source's URL a new token; the old URL answers 404 from now on (decision 92: Svix
+/// keeps the old one for 48 hours, hookd does not, so a leaked URL is closed at once).
 #[utoipa::path(post, path = "/ingest/api/v1/source/{source_id}/token/rotate", tag = "Ingest",
     params(("source_id" = String, Path, description = "id or uid")),
-    responses((status = 404, body = crate::error::HttpErrorOut), (status = 422, body = crate::error::HttpValidationError)),
+    responses((status = 200, body = RotateTokenOut), (status = 404, body = crate::error::HttpErrorOut)),
     security(("bearer" = [])))]
 pub async fn rotate_token(
     store: web::Data<Store>,
+    cfg: web::Data<ApiConfig>,
     Tenant(t): Tenant,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    service::ingest::find(&store, t, &path).await?;
-    Err(ApiError::validation(
-        ["path", "token"],
-        "hookd's ingest URLs carry no token to rotate: requests are verified by the source's \
-         signature scheme; change its secret with PUT …/source/{id}",
-    ))
+    let (source, _) = service::ingest::rotate_token(&store, t, &path).await?;
+    Ok(HttpResponse::Ok().json(RotateTokenOut {
+        ingest_url: ingest_url(&cfg, &source),
+    }))
 }
 
 // --- a source's endpoints: its application's, through the endpoint handlers -----------------

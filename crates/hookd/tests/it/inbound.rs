@@ -1489,3 +1489,44 @@ async fn refused_requests_are_kept_to_the_newest_and_pruned_by_age() {
         );
     }
 }
+
+/// A vendor's scheme made through hookd's own source API: its URL carries no token (`/in/{id}`,
+/// what its `url` says), a URL-signing scheme signs that URL, and its form body is kept as JSON.
+#[tokio::test]
+async fn a_source_api_twilio_source_keeps_its_tokenless_url_and_takes_signed_forms() {
+    use base64::Engine;
+    use hmac::{Hmac, Mac};
+    const TOKEN: &str = "twilio-auth-token-0123456789";
+    for app in apps().await {
+        let s = sink(Behaviour::default());
+        let (a, _) = endpoint_at(&app, &s, json!({})).await;
+        let (id, url) = source(
+            &app,
+            "sms",
+            &a,
+            json!({"scheme": "twilio", "secret": TOKEN}),
+        )
+        .await;
+        assert!(url.ends_with(&format!("/in/{id}")), "{url}");
+        let mut m = <Hmac<sha1::Sha1> as Mac>::new_from_slice(TOKEN.as_bytes()).unwrap();
+        m.update(format!("{url}BodyHiFrom+15550001").as_bytes());
+        let sig = base64::engine::general_purpose::STANDARD.encode(m.finalize().into_bytes());
+        let send = |sig: String| {
+            app.client
+                .post(format!("{}/in/{id}", app.base))
+                .header("X-Twilio-Signature", sig)
+                .form(&[("From", "+15550001"), ("Body", "Hi")])
+                .send()
+        };
+        let resp = send(sig).await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "on {}", app.backend);
+        assert_eq!(send("AAAA".into()).await.unwrap().status().as_u16(), 401);
+        let got = messages(&app, &a).await;
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0]["payload"],
+            json!({"From": "+15550001", "Body": "Hi"})
+        );
+        s.stop().await;
+    }
+}

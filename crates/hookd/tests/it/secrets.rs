@@ -412,6 +412,21 @@ async fn rekey_moves_every_value_to_the_new_key_while_deliveries_go_on() {
     assert_eq!(status, 201, "{integ}");
     let integ_path = format!("/app/{a}/integration/{}/key", integ["id"].as_str().unwrap());
     let (_, integ_key) = api.call(Method::GET, &integ_path, None).await;
+    // And an Ingest source: its verification and its URL token.
+    let ingest_source = |base: &str, method: Method, path: &str| {
+        api.client
+            .request(method, format!("{base}/ingest/api/v1/source{path}"))
+            .bearer_auth(&api.key)
+    };
+    let src: serde_json::Value = ingest_source(&api.base, Method::POST, "")
+        .json(&json!({"name": "in", "uid": "in", "type": "generic-webhook"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ingest_url = src["ingestUrl"].as_str().unwrap().to_owned();
     drop(server);
     let db = dir.path().join("data/hookd.db");
     let url = format!("sqlite://{}", db.display());
@@ -459,7 +474,9 @@ async fn rekey_moves_every_value_to_the_new_key_while_deliveries_go_on() {
     .await
     .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("61 re-sealed"), "{}", stdout(&out));
+    // 30 secrets, 30 header values, the integration's key, and the Ingest source's
+    // verification and URL token.
+    assert!(stdout(&out).contains("63 re-sealed"), "{}", stdout(&out));
     let ids = sender.await.unwrap();
     eventually(
         Duration::from_secs(20),
@@ -501,6 +518,14 @@ async fn rekey_moves_every_value_to_the_new_key_while_deliveries_go_on() {
     }
     let (status, got) = api.call(Method::GET, &integ_path, None).await;
     assert_eq!((status, &got), (200, &integ_key));
+    let shown: serde_json::Value = ingest_source(&api.base, Method::GET, "/in")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["ingestUrl"], ingest_url.as_str(), "{shown}");
     s.stop().await;
 }
 
