@@ -18,6 +18,9 @@ compatibility, says why for each):
   string it cannot read and the cloud document lists 400 on every operation: 400 is added;
 - the server document leaves `app_id` undeclared on four operations of `/api/v1/app/{app_id}`:
   it is declared, as on the fifth, so that they can be tested at all;
+- where the server document is only older than the cloud one — an enum without a value the
+  cloud document added (`canceled`, 4), an operation with no success status at all — the cloud
+  document's is used;
 - `KNOWN_STATUS`: the operations where hookd deliberately answers 200 where both documents
   say 204 (Svix's own server answers health with 200; the Python SDK reads the rotated secret
   from the body).
@@ -94,9 +97,32 @@ KNOWN_STATUS = [
 ]
 
 
-def repair(spec: dict) -> list[str]:
-    """Applies the changes listed at the top; returns what was changed."""
+def from_cloud(spec: dict) -> list[str]:
+    """The server document's gaps filled from the cloud one: enums the cloud document extends,
+    and operations that list no success status."""
+    cloud = load("cloud")
     done = []
+    theirs = cloud["components"]["schemas"]
+    for name, schema in spec.get("components", {}).get("schemas", {}).items():
+        newer = theirs.get(name, {}).get("enum")
+        if "enum" in schema and newer and set(schema["enum"]) < set(newer):
+            done.append(f"enum {name}: {schema['enum']} -> {newer} (as the cloud document)")
+            schema["enum"] = newer
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            if method not in METHODS or any(k.startswith("2") for k in op.get("responses", {})):
+                continue
+            other = cloud["paths"].get(path, {}).get(method, {}).get("responses", {})
+            for status, response in other.items():
+                if status.startswith("2"):
+                    op["responses"][status] = response
+                    done.append(f"{status} listed on {method.upper()} {path} (as the cloud document)")
+    return done
+
+
+def repair(spec: dict, which: str) -> list[str]:
+    """Applies the changes listed at the top; returns what was changed."""
+    done = from_cloud(spec) if which == "server" else []
     patterns = drop_id_patterns(spec)
     if patterns:
         done.append(f"{patterns} id patterns dropped (the server document has none)")
@@ -173,7 +199,7 @@ def main() -> int:
         return 0
     which, base_url, out_path = sys.argv[1:4]
     spec, left_out = narrowed(load(which), hookd_operations(base_url))
-    changes = repair(spec)
+    changes = repair(spec, which)
     kept = sum(1 for item in spec["paths"].values() for m in item if m in METHODS)
     # Svix's documents name their cloud servers; schemathesis is given hookd's URL instead.
     spec["servers"] = [{"url": base_url}]
