@@ -39,7 +39,7 @@ const MAX_BATCHES: u64 = 2000;
 const APPS_PAGE: u64 = 500;
 /// Given to the hot path between two batches: as long as the batch took (pruning takes at most
 /// half the time while a pass runs), at least [`MIN_PAUSE`], at most [`MAX_PAUSE`]. Measured on
-/// PostgreSQL at 500 msg/s under a 60 s retention (BENCHMARKS.md, session 18): a fixed 20 ms
+/// PostgreSQL at 500 msg/s under a 60 s retention (docs/benchmarks-history.md, session 18): a fixed 20 ms
 /// pause put ingest p99 ~20 % above the same load without pruning in 3-minute runs; with this
 /// pacing a 15-minute run stayed flat at ~91 MB with ingest p99 15.8 ms against 29.5 ms
 /// without pruning. Three times the batch's time (session 16) pruned ~310 messages a second
