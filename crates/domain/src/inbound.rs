@@ -654,11 +654,7 @@ fn body_mac(
         .strip_prefix(prefix)
         .ok_or(Refused::Malformed(name))?;
     let expected = encode(encoding, &mac(hash, secret.as_bytes(), body));
-    if equal(given.trim().as_bytes(), expected.as_bytes()) {
-        Ok(())
-    } else {
-        Err(Refused::NoMatch)
-    }
+    matching(given.trim().as_bytes(), expected.as_bytes())
 }
 
 /// DocuSign sends one `X-DocuSign-Signature-{n}` per key it holds (up to 100): one of them is
@@ -765,11 +761,7 @@ fn slack_like(
     let mut signed = format!("v0:{t}:").into_bytes();
     signed.extend_from_slice(body);
     let expected = hex(&hmac256(secret.as_bytes(), &signed));
-    if equal(given.as_bytes(), expected.as_bytes()) {
-        Ok(())
-    } else {
-        Err(Refused::NoMatch)
-    }
+    matching(given.as_bytes(), expected.as_bytes())
 }
 
 /// Airwallex: `x-timestamp` in milliseconds, signed with the body and no separator.
@@ -788,11 +780,7 @@ fn airwallex(
     let mut signed = ts.as_bytes().to_vec();
     signed.extend_from_slice(body);
     let expected = hex(&hmac256(secret.as_bytes(), &signed));
-    if equal(given.trim().as_bytes(), expected.as_bytes()) {
-        Ok(())
-    } else {
-        Err(Refused::NoMatch)
-    }
+    matching(given.trim().as_bytes(), expected.as_bytes())
 }
 
 /// Twilio's request validation. A form body's parameters are signed after the URL, sorted by
@@ -879,11 +867,7 @@ fn hubspot(
     signed.extend_from_slice(body);
     signed.extend_from_slice(ts.as_bytes());
     let expected = STANDARD.encode(hmac256(secret.as_bytes(), &signed));
-    if equal(given.trim().as_bytes(), expected.as_bytes()) {
-        Ok(())
-    } else {
-        Err(Refused::NoMatch)
-    }
+    matching(given.trim().as_bytes(), expected.as_bytes())
 }
 
 /// What a source answers a vendor's handshake with, instead of taking the request as an event:
@@ -1027,6 +1011,15 @@ fn hex(bytes: &[u8]) -> String {
 
 fn equal(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// `Ok` when the signature given is the one expected (compared in constant time).
+fn matching(given: &[u8], expected: &[u8]) -> Result<(), Refused> {
+    if equal(given, expected) {
+        Ok(())
+    } else {
+        Err(Refused::NoMatch)
+    }
 }
 
 /// A top-level string (or number) member of a JSON object body, e.g. Stripe's `id`.
