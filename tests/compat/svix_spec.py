@@ -18,9 +18,10 @@ compatibility, says why for each):
   string it cannot read and the cloud document lists 400 on every operation: 400 is added;
 - the server document leaves `app_id` undeclared on four operations of `/api/v1/app/{app_id}`:
   it is declared, as on the fifth, so that they can be tested at all;
-- where the server document is only older than the cloud one — an enum without a value the
-  cloud document added (`canceled`, 4), an operation with no success status at all — the cloud
-  document's is used;
+- where the server document is only older or shorter than the cloud one — an enum without a
+  value the cloud document added (`canceled`, 4), an operation with no success status at all,
+  error statuses it leaves out (`POST /auth/logout` lists 204 alone) — the cloud document's are
+  used;
 - `KNOWN_STATUS`: the operations where hookd deliberately answers 200 where both documents
   say 204 (Svix's own server answers health with 200; the Python SDK reads the rotated secret
   from the body).
@@ -110,13 +111,21 @@ def from_cloud(spec: dict) -> list[str]:
             schema["enum"] = newer
     for path, item in spec["paths"].items():
         for method, op in item.items():
-            if method not in METHODS or any(k.startswith("2") for k in op.get("responses", {})):
+            if method not in METHODS:
                 continue
+            mine = op.setdefault("responses", {})
             other = cloud["paths"].get(path, {}).get(method, {}).get("responses", {})
-            for status, response in other.items():
-                if status.startswith("2"):
-                    op["responses"][status] = response
-                    done.append(f"{status} listed on {method.upper()} {path} (as the cloud document)")
+            # A success status only where the server document lists none (else they disagree,
+            # and the server's stands); error statuses wherever it leaves them out.
+            has_success = any(k.startswith("2") for k in mine)
+            added = [
+                status for status in other
+                if status not in mine and (not status.startswith("2") or not has_success)
+            ]
+            for status in added:
+                mine[status] = other[status]
+            if added:
+                done.append(f"{', '.join(added)} listed on {method.upper()} {path} (as the cloud document)")
     return done
 
 
