@@ -766,7 +766,8 @@ def test_ingest_sources_and_their_endpoints(svix, base_port, uniq):
         name=f"Slack {uniq}", uid=f"slack-{uniq}", type="slack",
         config=SlackConfig(secret="8f742231b10e8888abcd99yyyzzz85a5"),
     ))
-    assert created.id.startswith("src_") and created.ingest_url.endswith(f"/in/{created.id}")
+    # The ingest URL carries the source's secret token: /in/{id}/{token}.
+    assert created.id.startswith("src_") and f"/in/{created.id}/" in created.ingest_url
     assert svix.ingest.source.get(f"slack-{uniq}").id == created.id
     ep = svix.ingest.endpoint.create(created.id, IngestEndpointIn(url=f"http://127.0.0.1:{base_port}/in/{uniq}"))
     assert [e.id for e in svix.ingest.endpoint.list(created.id).data] == [ep.id]
