@@ -40,6 +40,12 @@ function verifies(secret, { headers, body }) {
   return (headers['webhook-signature'] || '').split(' ').includes(`v1,${mac}`);
 }
 
+/** Opens the endpoint form's Advanced section (it starts open when a value there is set). */
+async function openAdvanced(page) {
+  const advanced = page.locator('details', { has: page.locator('summary', { hasText: 'Advanced' }) });
+  if (!(await advanced.evaluate((d) => d.open))) await advanced.locator('summary').click();
+}
+
 async function main() {
   const sink = await startSink();
   const receiver = await startReceiver();
@@ -153,6 +159,22 @@ async function main() {
   await go(page, attemptLink, "the failed attempt's time");
   await page.getByText(/^Cause: connect: .*Connection refused \(127\.0\.0\.1:\d+\)$/).waitFor();
   await looks(page, 'attempt-cause');
+
+  step("that endpoint's form: Send trace context, ticked and saved, stays ticked");
+  await go(page, page.locator('dd.url a'), "the attempt's endpoint");
+  await go(page, page.getByRole('link', { name: 'Edit', exact: true }), 'Edit the endpoint');
+  await openAdvanced(page);
+  const trace = page.getByLabel('Send trace context');
+  assert.equal(await trace.isChecked(), false, 'off until asked for');
+  await trace.check();
+  await looks(page, 'endpoint-form-trace');
+  await go(page, page.getByRole('button', { name: 'Save changes' }), 'Save changes (trace context)');
+  await page.getByText('Endpoint saved.').waitFor();
+  const traced = await api(base, key, 'GET', `/app/${appId}/endpoint`);
+  assert.ok(traced.body.data.some((e) => e.url === closed && e.sendTraceparent === true), traced.text);
+  await go(page, page.getByRole('link', { name: 'Edit', exact: true }), 'Edit the endpoint (again)');
+  await openAdvanced(page);
+  assert.equal(await page.getByLabel('Send trace context').isChecked(), true, 'the choice was kept');
 
   // 4xx answers of the refused forms are expected; nothing else may fail.
   const unexpected = errors.filter((e) => !/^4\d\d /.test(e) && !e.includes('status of 4'));

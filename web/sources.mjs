@@ -148,6 +148,27 @@ async function main() {
   // The secret left empty was kept: a signed request still verifies.
   assert.equal(await post({ ...json, ...signed('evt_after_edit', Math.floor(Date.now() / 1000), good) }, good), 200);
 
+  step("switch it to one of the vendors' schemes (Slack) in the form; a Slack-signed request verifies");
+  await go(page, page.getByRole('link', { name: 'Edit source' }), 'Edit source (again)');
+  await page.getByLabel('Scheme').selectOption({ label: 'Slack' });
+  const slackSecret = '8f742231b10e8888abcd99yyyzzz85a5';
+  await page.getByLabel('Secret').fill(slackSecret);
+  await looks(page, 'source-form-slack');
+  await go(page, page.getByRole('button', { name: 'Save changes' }), 'Save changes (Slack)');
+  await page.getByText('Source saved.').waitFor();
+  await go(page, page.getByRole('link', { name: 'Edit source' }), 'Edit source (Slack)');
+  assert.equal(await page.getByLabel('Scheme').inputValue(), 'slack', 'the scheme was kept');
+  const slackBody = '{"order":2}';
+  const slackTs = String(Math.floor(Date.now() / 1000));
+  const slackSig = `v0=${createHmac('sha256', slackSecret).update(`v0:${slackTs}:${slackBody}`).digest('hex')}`;
+  const slackHeaders = { ...json, 'x-slack-request-timestamp': slackTs, 'x-slack-signature': slackSig };
+  assert.equal(await post(slackHeaders, slackBody), 200);
+  assert.equal(await post({ ...slackHeaders, 'x-slack-signature': 'v0=00' }, slackBody), 401);
+  // The Standard Webhooks signature no longer opens it.
+  assert.equal(await post({ ...json, ...signed('evt_after_slack', Math.floor(Date.now() / 1000), '{"order":3}') }, '{"order":3}'), 401);
+  await go(page, page.getByRole('navigation').getByRole('link', { name: 'Sources', exact: true }), 'Sources in the nav (after Slack)');
+  await go(page, page.getByRole('link', { name: 'partner', exact: true }), 'the source in the list (Slack)');
+
   step('delete it, after confirming');
   let asked = '';
   page.once('dialog', (d) => { asked = d.message(); d.accept(); });
