@@ -14,14 +14,12 @@ compatibility, says why for each):
   patterns (`^app_[A-Za-z0-9]{27}$` and the like, with the length bounds beside them: Svix's
   KSUID spelling) are dropped, as the server document puts none on ids; hookd's ids are ULIDs
   (`app_` + 26 characters);
-- the server document lists no 400 on any operation, though Svix's server answers 400 to a query
-  string it cannot read and the cloud document lists 400 on every operation: 400 is added;
 - the server document leaves `app_id` undeclared on four operations of `/api/v1/app/{app_id}`:
   it is declared, as on the fifth, so that they can be tested at all;
 - where the server document is only older or shorter than the cloud one — an enum without a
   value the cloud document added (`canceled`, 4), an operation with no success status at all,
-  error statuses it leaves out (`POST /auth/logout` lists 204 alone) — the cloud document's are
-  used;
+  error statuses it leaves out (no 400 anywhere, though Svix's server answers 400 to a query
+  string it cannot read; `POST /auth/logout` lists 204 alone) — the cloud document's are used;
 - `KNOWN_STATUS`: the operations where hookd deliberately answers 200 where both documents
   say 204 (Svix's own server answers health with 200; the Python SDK reads the rotated secret
   from the body).
@@ -135,17 +133,11 @@ def repair(spec: dict, which: str) -> list[str]:
     patterns = drop_id_patterns(spec)
     if patterns:
         done.append(f"{patterns} id patterns dropped (the server document has none)")
-    error_400 = {"description": "Bad request", "content": {"application/json": {"schema": {
-        "type": "object", "required": ["code", "detail"],
-        "properties": {"code": {"type": "string"}, "detail": {"type": "string"}}}}}}
     for path, item in spec["paths"].items():
         declared = [p.get("name") for p in item.get("parameters", [])]
         for method, op in item.items():
             if method not in METHODS:
                 continue
-            if "400" not in op.get("responses", {}):
-                op.setdefault("responses", {})["400"] = error_400
-                done.append(f"400 listed on {method.upper()} {path}")
             names = declared + [p.get("name") for p in op.get("parameters", []) if "name" in p]
             for name in re.findall(r"\{([^}]+)\}", path):
                 if name not in names:

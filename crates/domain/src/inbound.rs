@@ -487,15 +487,7 @@ pub fn verify(
             })
         }
         Scheme::Github { secret } => {
-            body_mac(
-                secret,
-                Hash::Sha256,
-                Encoding::Hex,
-                "X-Hub-Signature-256",
-                "sha256=",
-                header,
-                body,
-            )?;
+            hub_signature(secret, header, body)?;
             Ok(Verified {
                 event_id: header("x-github-delivery"),
                 event_type: header("x-github-event"),
@@ -503,15 +495,7 @@ pub fn verify(
             })
         }
         Scheme::Meta { secret, .. } => {
-            body_mac(
-                secret,
-                Hash::Sha256,
-                Encoding::Hex,
-                "X-Hub-Signature-256",
-                "sha256=",
-                header,
-                body,
-            )?;
+            hub_signature(secret, header, body)?;
             Ok(Verified {
                 signed_digest: Some(digest_of(body)),
                 ..Verified::default()
@@ -635,6 +619,24 @@ fn encode(encoding: Encoding, bytes: &[u8]) -> String {
         Encoding::Hex => hex(bytes),
         Encoding::Base64 => STANDARD.encode(bytes),
     }
+}
+
+/// GitHub's and Meta's signature: `X-Hub-Signature-256: sha256=` and the hex HMAC-SHA256 of
+/// the body.
+fn hub_signature(
+    secret: &str,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+) -> Result<(), Refused> {
+    body_mac(
+        secret,
+        Hash::Sha256,
+        Encoding::Hex,
+        "X-Hub-Signature-256",
+        "sha256=",
+        header,
+        body,
+    )
 }
 
 /// The shape GitHub, Meta, Shopify and Segment share: `header` carries `prefix` and the

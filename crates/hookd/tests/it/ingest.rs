@@ -14,8 +14,8 @@ use crate::delivery::{SECRET, apps, eventually, sink};
 const SHOPIFY_SECRET: &str = "shpss_5c8d2e0123456789abcdef";
 const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
-/// A call to `/ingest/api/v1{path}` as `key`.
-async fn ingest(
+/// A call to `/ingest/api/v1{path}` as `key` (also used by other modules' tests).
+pub(crate) async fn ingest(
     t: &TestApp,
     key: &str,
     method: Method,

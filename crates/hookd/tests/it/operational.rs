@@ -463,38 +463,32 @@ async fn disabling_an_ingest_sources_endpoint_is_svixs_ingest_endpoint_disabled(
             json!({"filterTypes": ["endpoint.disabled", "ingest.endpoint.disabled"]}),
         )
         .await;
-        let ingest = |method: Method, path: &str, body: Value| {
-            let req = app
-                .client
-                .request(method, format!("{}/ingest/api/v1{path}", app.base))
-                .bearer_auth(&app.key)
-                .json(&body);
-            async move {
-                let resp = req.send().await.unwrap();
-                let status = resp.status().as_u16();
-                (status, resp.json::<Value>().await.unwrap_or_default())
-            }
-        };
-        let (status, src) = ingest(
+        let (status, src) = crate::ingest::ingest(
+            &app,
+            &app.key,
             Method::POST,
             "/source",
-            json!({"name": "Orders in", "uid": "orders-in", "type": "generic-webhook"}),
+            Some(json!({"name": "Orders in", "uid": "orders-in", "type": "generic-webhook"})),
         )
         .await;
         assert_eq!(status, 201, "{src}");
         let receiver = sink(Behaviour::default());
-        let (status, ep) = ingest(
+        let (status, ep) = crate::ingest::ingest(
+            &app,
+            &app.key,
             Method::POST,
             "/source/orders-in/endpoint",
-            json!({"url": receiver.url("/in"), "secret": SECRET}),
+            Some(json!({"url": receiver.url("/in"), "secret": SECRET})),
         )
         .await;
         assert_eq!(status, 201, "{ep}");
         let ep_id = ep["id"].as_str().unwrap();
-        let (status, off) = ingest(
+        let (status, off) = crate::ingest::ingest(
+            &app,
+            &app.key,
             Method::PUT,
             &format!("/source/orders-in/endpoint/{ep_id}"),
-            json!({"url": receiver.url("/in"), "disabled": true}),
+            Some(json!({"url": receiver.url("/in"), "disabled": true})),
         )
         .await;
         assert_eq!(status, 200, "{off}");
