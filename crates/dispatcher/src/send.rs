@@ -28,7 +28,7 @@ const TRACEPARENT: &str = "traceparent";
 /// per attempt: where to send (or why it cannot be sent to), the signing secrets, the custom
 /// headers and the status overrides.
 pub(crate) struct Prepared {
-    pub ep: DispatchEndpoint,
+    pub ep: Arc<DispatchEndpoint>,
     url: Result<reqwest::Url, (ErrorKind, String)>,
     /// The URL of a broker destination (`url` is then not requested).
     broker: Option<EndpointUrl>,
@@ -48,7 +48,7 @@ impl Prepared {
     /// (without them): each attempt fails with the reason. Failures are classified by the
     /// endpoint's `statusPreset`, else its tenant's (`tenant_preset`), else the server's.
     pub(crate) fn new(
-        ep: DispatchEndpoint,
+        ep: Arc<DispatchEndpoint>,
         cfg: &DispatcherConfig,
         tenant_preset: Option<StatusPreset>,
         egress: Arc<Egress>,
@@ -545,7 +545,7 @@ mod tests {
             &store::testing::keys(),
         );
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse(allow).unwrap());
-        Prepared::new(ep, &cfg, None, egress(&cfg))
+        Prepared::new(Arc::new(ep), &cfg, None, egress(&cfg))
     }
 
     #[test]
@@ -590,7 +590,7 @@ mod tests {
             &store::testing::keys(),
         );
         let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
-        let target = Prepared::new(ep, &cfg, None, egress(&cfg));
+        let target = Prepared::new(Arc::new(ep), &cfg, None, egress(&cfg));
         let msg = message::Model {
             payload: Vec::new(),
             ..store::testing::message_model()
@@ -634,7 +634,7 @@ mod tests {
             let mut cfg =
                 DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
             cfg.signature_headers = server;
-            let target = Prepared::new(ep, &cfg, None, egress(&cfg));
+            let target = Prepared::new(Arc::new(ep), &cfg, None, egress(&cfg));
             let req = build(
                 &client,
                 &target,
@@ -704,7 +704,7 @@ mod tests {
             let mut cfg =
                 DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
             cfg.status_preset = server;
-            let t = Prepared::new(ep, &cfg, tenant, egress(&cfg));
+            let t = Prepared::new(Arc::new(ep), &cfg, tenant, egress(&cfg));
             classify(Outcome::Status(401), &t.overrides) == Classification::Retry
         };
         assert!(!retries_401(None, None, Strict));

@@ -600,9 +600,11 @@ impl Dispatcher {
         slots: &Arc<Slots>,
         tasks: &mut JoinSet<()>,
     ) -> Result<(), store::StoreError> {
-        // Claimed work reads its endpoints here, fresh for every batch (two queries), so a
-        // rotated secret, a new URL or a disable applies to the very next batch in every
-        // process. A delivery handed over at creation comes with its endpoint as its message's
+        // Claimed work reads its endpoints here, from the store's copies at most a second old
+        // (two queries for those not copied), so a rotated secret or a new URL applies to the
+        // next batch in this process and within a second in others; a disable or delete stops
+        // every request at once through the gate. A delivery handed over at creation comes
+        // with its endpoint as its message's
         // transaction read it, and is sent with exactly that (one batch here may hold several
         // such snapshots of one endpoint, before and after a rotation).
         let cfg = &self.cfg;
@@ -647,12 +649,7 @@ impl Dispatcher {
                     snapshots
                         .entry(Arc::as_ptr(ep) as usize)
                         .or_insert_with(|| {
-                            Arc::new(Prepared::new(
-                                DispatchEndpoint::clone(ep),
-                                cfg,
-                                preset_of(ep),
-                                egress_of(ep),
-                            ))
+                            Arc::new(Prepared::new(ep.clone(), cfg, preset_of(ep), egress_of(ep)))
                         });
                 }
                 None => {

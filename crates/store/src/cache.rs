@@ -84,6 +84,11 @@ impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
         Ok(found)
     }
 
+    /// The generation to pass to [`ReadCache::put`] for rows read after this call.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
     /// Forgets everything; lookups already under way will not put their rows back.
     pub(crate) fn clear(&self) {
         let mut inner = self.lock();

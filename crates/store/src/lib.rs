@@ -120,6 +120,11 @@ pub struct Store {
     >,
     /// The same for each tenant's egress grants (see `egress`).
     grants: std::sync::Arc<cache::ReadCache<domain::ids::TenantId, egress::Grants>>,
+    /// The same for endpoints with their secrets opened, read by the dispatcher for every
+    /// batch of claimed deliveries (see `Store::dispatch_endpoints`).
+    dispatch: std::sync::Arc<
+        cache::ReadCache<domain::ids::EndpointId, std::sync::Arc<queue::DispatchEndpoint>>,
+    >,
     /// The same for inbound sources, read by every unauthenticated `POST /in/{source}`.
     sources: std::sync::Arc<cache::ReadCache<domain::ids::SourceId, inbound::Source>>,
     /// Endpoints this process must not send to right now (see `gate`). Shared by every clone.
@@ -209,6 +214,7 @@ impl Store {
             operational: Default::default(),
             presets: Default::default(),
             grants: Default::default(),
+            dispatch: Default::default(),
             sources: Default::default(),
             stopped: Default::default(),
             checkpointer: Default::default(),

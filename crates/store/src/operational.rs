@@ -86,10 +86,11 @@ impl Store {
             .and_then(|(app, listening)| listening.then_some(app)))
     }
 
-    /// Forgets the copies of operational applications: an endpoint was made, changed or
-    /// deleted.
+    /// Forgets the copies of operational applications and of endpoints as the dispatcher reads
+    /// them: an endpoint was made, changed or deleted, or its secrets changed.
     pub(crate) fn endpoints_changed(&self) {
         self.ops_apps.clear();
+        self.dispatch.clear();
     }
 
     /// The tenant's operational application, made on first use.

@@ -795,6 +795,7 @@ impl Store {
         )
         .await?;
         txn.commit().await?;
+        self.endpoints_changed();
         Ok(())
     }
 }

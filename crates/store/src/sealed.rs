@@ -410,6 +410,8 @@ impl System<'_> {
             .filter(endpoint::Column::Auth.eq(ep.auth.clone()))
             .exec(&self.db)
             .await?;
+        // The dispatcher's copies hold the used token: the next refresh must take the new one.
+        self.endpoints_changed();
         Ok(res.rows_affected == 1)
     }
 }

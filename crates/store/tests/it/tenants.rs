@@ -208,3 +208,73 @@ async fn a_key_revoked_or_an_app_deleted_by_another_process_is_seen_within_a_sec
         there.close().await.unwrap();
     }
 }
+
+/// The dispatcher reads claimed work's endpoints from copies at most a second old (decisions
+/// 95): a change made through this process must apply to its very next batch (a rotated secret
+/// signs with both at once, a new URL is the one requested), and another process's change must
+/// still be seen within that second.
+#[tokio::test]
+async fn the_dispatchers_endpoint_copies_follow_a_change_here_at_once_and_elsewhere_within_a_second()
+ {
+    use std::time::{Duration, Instant};
+    for db in store::testing::TestDb::all().await {
+        let here = &db.store;
+        let name = db.backend_name;
+        let t = tenant(here, "acme").await;
+        let a = app(here, t, "shop").await;
+        let ep = endpoint(here, t, &a, url("first")).await;
+        let read = || async {
+            here.system()
+                .dispatch_endpoints(&[ep.id], Timestamp::now())
+                .await
+                .unwrap()
+                .remove(&ep.id)
+                .expect("the endpoint")
+        };
+        assert_eq!(read().await.secrets, [SECRET], "{name}");
+
+        let new = "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        here.rotate_secret(t, ep.id, new, Duration::from_secs(86_400))
+            .await
+            .unwrap();
+        assert_eq!(
+            read().await.secrets,
+            [new, SECRET],
+            "{name}: the next batch after a rotation signs with the new and the old secret"
+        );
+        let current = here
+            .get_endpoint(t, a.id, &ep.id.to_string())
+            .await
+            .unwrap();
+        here.update_endpoint(t, current, url("second"), false)
+            .await
+            .unwrap();
+        assert_eq!(
+            read().await.endpoint.url,
+            "https://example.com/second",
+            "{name}: an edit applies to the next batch"
+        );
+
+        let there = store::Store::connect(&db.url, &Default::default())
+            .await
+            .unwrap();
+        let current = there
+            .get_endpoint(t, a.id, &ep.id.to_string())
+            .await
+            .unwrap();
+        there
+            .update_endpoint(t, current, url("third"), false)
+            .await
+            .unwrap();
+        let changed = Instant::now();
+        while read().await.endpoint.url != "https://example.com/third" {
+            assert!(
+                changed.elapsed() < Duration::from_millis(1500),
+                "{name}: another process's edit still unseen after {:?}",
+                changed.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        there.close().await.unwrap();
+    }
+}
