@@ -62,9 +62,13 @@ impl ToSql for Bind<'_> {
             Value::Char(Some(c)) => ToSqlOutput::Owned(V::Text(c.to_string())),
             Value::Bytes(Some(b)) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
             Value::Json(Some(j)) => ToSqlOutput::Owned(V::Text(j.to_string())),
-            Value::String(None) | Value::Char(None) | Value::Bytes(None) | Value::Json(None) => {
-                ToSqlOutput::Owned(V::Null)
-            }
+            // An id: its 16 bytes, as sqlx binds a Uuid (decisions 94).
+            Value::Uuid(Some(u)) => ToSqlOutput::Borrowed(ValueRef::Blob(u.as_bytes())),
+            Value::String(None)
+            | Value::Char(None)
+            | Value::Bytes(None)
+            | Value::Json(None)
+            | Value::Uuid(None) => ToSqlOutput::Owned(V::Null),
             other => {
                 return Err(rusqlite::Error::ToSqlConversionFailure(
                     format!("no SQLite binding for {other:?}").into(),
