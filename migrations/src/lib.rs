@@ -33,7 +33,7 @@ mod m0026_integrations;
 mod m0027_stats_and_ingest;
 mod m0028_trace_context;
 mod m0029_ingest_url_token;
-mod m0030_binary_ids;
+pub mod m0030_binary_ids;
 
 pub struct Migrator;
 

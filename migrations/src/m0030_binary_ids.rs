@@ -132,8 +132,9 @@ const ALPHABET: &str = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 /// SQL taking `body` (an expression: the 26 upper-case characters after the prefix) to the
 /// 32 hex digits of its 128-bit value. 26 × 5 = 130 bits, the top two zero: the first two
 /// characters give the first byte and each following eight characters (40 bits) five more,
-/// which fit the 64-bit integers of both databases.
-fn hex_of(backend: DbBackend, body: &str) -> String {
+/// which fit the 64-bit integers of both databases. Public for the store's test that holds
+/// it to the domain's decoding.
+pub fn hex_of(backend: DbBackend, body: &str) -> String {
     let digit = |i: usize| match backend {
         DbBackend::Postgres => {
             format!("(strpos('{ALPHABET}', substr({body}, {i}, 1))::bigint - 1)")

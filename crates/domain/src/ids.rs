@@ -371,6 +371,15 @@ mod tests {
         }
 
         #[test]
+        fn stored_bytes_sort_as_the_ids_and_read_back(a in any::<u128>(), b in any::<u128>()) {
+            let (x, y) = (MessageId(a), MessageId(b));
+            prop_assert_eq!(x.to_bytes().cmp(&y.to_bytes()), x.cmp(&y));
+            prop_assert_eq!(x.to_string().cmp(&y.to_string()), x.cmp(&y));
+            prop_assert_eq!(MessageId::from_bytes(x.to_bytes()), x);
+            prop_assert_eq!(any_id_bytes(&x.to_string()), Some(x.to_bytes()));
+        }
+
+        #[test]
         fn lowercase_is_accepted(hi in any::<u64>(), lo in any::<u64>()) {
             let id = MessageId(((hi as u128) << 64) | lo as u128);
             let s = id.to_string();

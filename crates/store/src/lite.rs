@@ -369,6 +369,22 @@ mod tests {
     }
 
     #[test]
+    fn an_id_binds_as_its_16_bytes() {
+        let conn = Connection::open_in_memory().unwrap();
+        let id = domain::ids::MessageId::new();
+        let stmt = Statement {
+            sql: "SELECT typeof(?1) || ',' || hex(?1)".into(),
+            values: Some(Values(vec![id.into()])),
+            db_backend: DbBackend::Sqlite,
+        };
+        let hex: String = id.to_bytes().iter().map(|b| format!("{b:02X}")).collect();
+        assert_eq!(
+            query_texts(&conn, &stmt).unwrap(),
+            vec![format!("blob,{hex}")]
+        );
+    }
+
+    #[test]
     fn an_unsigned_too_large_for_sqlite_is_an_error_not_a_wrap() {
         let conn = Connection::open_in_memory().unwrap();
         let stmt = Statement {

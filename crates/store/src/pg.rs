@@ -53,7 +53,7 @@ where
     id_from_uuid_text(&text).map_err(serde::de::Error::custom)
 }
 
-/// A PostgreSQL array literal of `items` (`{"a","b"}`), to be cast to `varchar[]`.
+/// A PostgreSQL array literal of `items` (`{"a","b"}`), to be cast to an array type (`uuid[]`).
 pub(crate) fn text_array(items: impl Iterator<Item = impl AsRef<str>>) -> String {
     let mut out = String::from("{");
     for (i, item) in items.enumerate() {
