@@ -1,8 +1,9 @@
 //! Schema migrations for hookd. They run unchanged on SQLite and PostgreSQL.
 //!
-//! Conventions (docs/decisions.md): ids are prefixed text (`app_01J…`) that sort by creation
-//! time; times are BIGINT milliseconds since the Unix epoch; JSON documents are TEXT; payloads
-//! are BLOB/BYTEA kept verbatim.
+//! Conventions (docs/decisions.md): ids are stored as their 16 bytes (a `uuid` on PostgreSQL,
+//! a BLOB on SQLite; m0030, decisions 94), shown as prefixed text (`app_01J…`) at the edges, and
+//! sort by creation time; times are BIGINT milliseconds since the Unix epoch; JSON documents
+//! are TEXT; payloads are BLOB/BYTEA kept verbatim.
 
 pub use sea_orm_migration::prelude::*;
 
@@ -32,6 +33,7 @@ mod m0026_integrations;
 mod m0027_stats_and_ingest;
 mod m0028_trace_context;
 mod m0029_ingest_url_token;
+pub mod m0030_binary_ids;
 
 pub struct Migrator;
 
@@ -65,6 +67,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0027_stats_and_ingest::Migration),
             Box::new(m0028_trace_context::Migration),
             Box::new(m0029_ingest_url_token::Migration),
+            Box::new(m0030_binary_ids::Migration),
         ]
     }
 }

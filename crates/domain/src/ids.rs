@@ -44,6 +44,14 @@ fn decode(body: &str) -> Option<u128> {
     ulid::Ulid::from_string(body).ok().map(|u| u.0)
 }
 
+/// The stored bytes (see `to_bytes` of each id type) of an id of any type, from its text
+/// (`msg_01J…`): for a listing's cursor, which names a position in id order whatever its
+/// prefix. None when the text after the last `_` is not 26 base32 characters.
+pub fn any_id_bytes(text: &str) -> Option<[u8; 16]> {
+    let (_, body) = text.rsplit_once('_')?;
+    decode(body).map(u128::to_be_bytes)
+}
+
 static LAST: Mutex<u128> = Mutex::new(0);
 
 /// A new id value for time `now`: strictly greater than every value this process made before.
@@ -117,6 +125,18 @@ macro_rules! define_id {
             }
         }
 
+        impl $name {
+            /// The 16 bytes it is stored as: the value big-endian, so byte order is id order.
+            pub fn to_bytes(self) -> [u8; 16] {
+                self.0.to_be_bytes()
+            }
+
+            /// The id stored as `bytes` (see [`Self::to_bytes`]).
+            pub fn from_bytes(bytes: [u8; 16]) -> Self {
+                $name(u128::from_be_bytes(bytes))
+            }
+        }
+
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 fmt::Display::fmt(self, f)
@@ -143,19 +163,21 @@ macro_rules! define_id {
             }
         }
 
-        // Stored as the text form. A row whose id does not parse is an error naming the column
-        // and the text, never a default: the one policy for bad stored ids.
+        // Stored as the value's 16 bytes, big-endian (decisions 94): a PostgreSQL `uuid`, a
+        // SQLite BLOB, so byte order is id order is time order and keyset paging by id holds.
+        // A row whose id is not 16 bytes is an error naming the column, never a default: the
+        // one policy for bad stored ids.
         #[cfg(feature = "sea-orm")]
         impl From<$name> for sea_orm::Value {
             fn from(id: $name) -> Self {
-                id.to_string().into()
+                sea_orm::Value::Uuid(Some(Box::new(sea_orm::prelude::Uuid::from_u128(id.0))))
             }
         }
 
         #[cfg(feature = "sea-orm")]
         impl From<&$name> for sea_orm::Value {
             fn from(id: &$name) -> Self {
-                id.to_string().into()
+                (*id).into()
             }
         }
 
@@ -165,43 +187,57 @@ macro_rules! define_id {
                 res: &sea_orm::QueryResult,
                 idx: I,
             ) -> Result<Self, sea_orm::TryGetError> {
-                let text = String::try_get_by(res, idx)?;
-                Self::parse(&text).map_err(|e| {
-                    sea_orm::TryGetError::DbErr(sea_orm::DbErr::Type(format!(
-                        "column {idx:?} holds {text:?}: {e}"
-                    )))
-                })
+                match <sea_orm::prelude::Uuid as sea_orm::TryGetable>::try_get_by(res, idx) {
+                    Ok(u) => Ok($name(u.as_u128())),
+                    Err(sea_orm::TryGetError::DbErr(e)) => {
+                        // Named with what the column holds, as far as it can be read.
+                        let held = match <Vec<u8> as sea_orm::TryGetable>::try_get_by(res, idx) {
+                            Ok(b) => match String::from_utf8(b) {
+                                Ok(text) => format!("{text:?}"),
+                                Err(b) => format!("{:02x?}", b.as_bytes()),
+                            },
+                            Err(_) => "a value".to_owned(),
+                        };
+                        Err(sea_orm::TryGetError::DbErr(sea_orm::DbErr::Type(format!(
+                            "column {idx:?} holds {held}, not a stored {}: {e}",
+                            stringify!($name)
+                        ))))
+                    }
+                    Err(null) => Err(null),
+                }
             }
         }
 
         #[cfg(feature = "sea-orm")]
         impl sea_orm::sea_query::ValueType for $name {
             fn try_from(v: sea_orm::Value) -> Result<Self, sea_orm::sea_query::ValueTypeErr> {
-                let text = <String as sea_orm::sea_query::ValueType>::try_from(v)?;
-                Self::parse(&text).map_err(|_| sea_orm::sea_query::ValueTypeErr)
+                <sea_orm::prelude::Uuid as sea_orm::sea_query::ValueType>::try_from(v)
+                    .map(|u| $name(u.as_u128()))
             }
             fn type_name() -> String {
                 stringify!($name).to_owned()
             }
             fn array_type() -> sea_orm::sea_query::ArrayType {
-                sea_orm::sea_query::ArrayType::String
+                sea_orm::sea_query::ArrayType::Uuid
             }
             fn column_type() -> sea_orm::sea_query::ColumnType {
-                sea_orm::sea_query::ColumnType::String(sea_orm::sea_query::StringLen::None)
+                sea_orm::sea_query::ColumnType::Uuid
             }
         }
 
         #[cfg(feature = "sea-orm")]
         impl sea_orm::sea_query::Nullable for $name {
             fn null() -> sea_orm::Value {
-                sea_orm::Value::String(None)
+                sea_orm::Value::Uuid(None)
             }
         }
 
         #[cfg(feature = "rusqlite")]
         impl rusqlite::types::ToSql for $name {
             fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-                Ok(rusqlite::types::ToSqlOutput::from(self.to_string()))
+                Ok(rusqlite::types::ToSqlOutput::Owned(rusqlite::types::Value::Blob(
+                    self.0.to_be_bytes().to_vec(),
+                )))
             }
         }
 
@@ -210,8 +246,14 @@ macro_rules! define_id {
             fn column_result(
                 value: rusqlite::types::ValueRef<'_>,
             ) -> rusqlite::types::FromSqlResult<Self> {
-                let text = value.as_str()?;
-                Self::parse(text).map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
+                let bytes = value.as_blob()?;
+                let bytes: [u8; 16] = bytes.try_into().map_err(|_| {
+                    rusqlite::types::FromSqlError::InvalidBlobSize {
+                        expected_size: 16,
+                        blob_size: bytes.len(),
+                    }
+                })?;
+                Ok($name(u128::from_be_bytes(bytes)))
             }
         }
 
@@ -326,6 +368,15 @@ mod tests {
         fn any_value_round_trips(hi in any::<u64>(), lo in any::<u64>()) {
             let id = EndpointId(((hi as u128) << 64) | lo as u128);
             prop_assert_eq!(EndpointId::parse(&id.to_string()), Ok(id));
+        }
+
+        #[test]
+        fn stored_bytes_sort_as_the_ids_and_read_back(a in any::<u128>(), b in any::<u128>()) {
+            let (x, y) = (MessageId(a), MessageId(b));
+            prop_assert_eq!(x.to_bytes().cmp(&y.to_bytes()), x.cmp(&y));
+            prop_assert_eq!(x.to_string().cmp(&y.to_string()), x.cmp(&y));
+            prop_assert_eq!(MessageId::from_bytes(x.to_bytes()), x);
+            prop_assert_eq!(any_id_bytes(&x.to_string()), Some(x.to_bytes()));
         }
 
         #[test]

@@ -820,16 +820,7 @@ impl System<'_> {
             .query_all(Statement::from_string(self.db.get_database_backend(), sql))
             .await?;
         rows.iter()
-            .map(|r| {
-                let source: String = r.try_get("", "source_id")?;
-                let key: String = r.try_get("", "ordering_key")?;
-                Ok((
-                    source
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt(format!("source id {source:?}")))?,
-                    key,
-                ))
-            })
+            .map(|r| Ok((r.try_get("", "source_id")?, r.try_get("", "ordering_key")?)))
             .collect()
     }
 }

@@ -329,7 +329,14 @@ impl Store {
         let values = vec![
             messages.into(),
             crate::pg::rows_param::<delivery::Entity>(created.deliveries.iter()),
-            serde_json::json!(handed).to_string().into(),
+            serde_json::json!(
+                handed
+                    .iter()
+                    .map(|&e| crate::pg::uuid_text(e))
+                    .collect::<Vec<_>>()
+            )
+            .to_string()
+            .into(),
         ];
         // One text for every batch, so it is parsed and planned once per connection.
         static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -344,12 +351,25 @@ impl Store {
             let text: String = row.try_get("", col)?;
             serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(e.to_string()))
         };
-        let inserted: HashSet<MessageId> = serde_json::from_value(parse("ids")?)
+        let inserted: Vec<String> = serde_json::from_value(parse("ids")?)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let inserted: HashSet<MessageId> = inserted
+            .iter()
+            .map(|t| crate::pg::id_from_uuid_text(t).map_err(StoreError::Corrupt))
+            .collect::<Result<_>>()?;
         created.keep_only(&inserted);
-        let seqs: Vec<(DeliveryId, i64)> = serde_json::from_value(parse("seqs")?)
+        let seqs: Vec<(String, i64)> = serde_json::from_value(parse("seqs")?)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        created.number(seqs.into_iter().collect());
+        let seqs: HashMap<DeliveryId, i64> = seqs
+            .iter()
+            .map(|(t, seq)| {
+                Ok((
+                    crate::pg::id_from_uuid_text(t).map_err(StoreError::Corrupt)?,
+                    *seq,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        created.number(seqs);
         if !created.handed.is_empty() {
             let secrets = secret_rows(parse("secrets")?)?;
             created.attach_endpoints(endpoints_of, secrets, now, &self.seal);
@@ -382,15 +402,15 @@ fn create_messages_sql() -> String {
          SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
            COALESCE(convert_to(r.payload, 'UTF8'), decode(r.payload_b64, 'base64')), \
            r.channels, r.tags, r.ordering_key, r.created_at, r.deliver_at, r.trace_parent \
-         FROM json_to_recordset(CAST($1 AS json)) AS r(id varchar, tenant_id varchar, \
-           app_id varchar, event_type varchar, event_id varchar, payload text, \
+         FROM json_to_recordset(CAST($1 AS json)) AS r(id uuid, tenant_id uuid, \
+           app_id uuid, event_type varchar, event_id varchar, payload text, \
            payload_b64 text, channels text, tags text, ordering_key varchar, created_at bigint, \
            deliver_at bigint, trace_parent varchar) \
          ON CONFLICT DO NOTHING RETURNING id), \
        r AS (SELECT * FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) \
          WHERE msg_id IN (SELECT id FROM m)), \
-       k AS (SELECT endpoint_id, ordering_key, MIN(tenant_id) AS tenant_id, COUNT(*) AS n \
-         FROM r WHERE ordering_key IS NOT NULL GROUP BY endpoint_id, ordering_key), \
+       k AS (SELECT endpoint_id, ordering_key, tenant_id, COUNT(*) AS n \
+         FROM r WHERE ordering_key IS NOT NULL GROUP BY endpoint_id, ordering_key, tenant_id), \
        s AS (INSERT INTO ordering_sequences (endpoint_id, ordering_key, tenant_id, last_seq) \
          SELECT endpoint_id, ordering_key, tenant_id, n FROM k \
          ORDER BY endpoint_id, ordering_key \
@@ -405,7 +425,8 @@ fn create_messages_sql() -> String {
          RETURNING id, seq) \
        SELECT CAST(COALESCE((SELECT json_agg(id) FROM m), '[]') AS text) AS ids, \
          CAST(COALESCE((SELECT json_agg(s) FROM endpoint_secrets s WHERE s.endpoint_id \
-           IN (SELECT json_array_elements_text(CAST($3 AS json)))), '[]') AS text) AS secrets, \
+           IN (SELECT CAST(json_array_elements_text(CAST($3 AS json)) AS uuid))), '[]') \
+           AS text) AS secrets, \
          CAST(COALESCE((SELECT json_agg(json_build_array(id, seq)) FROM d \
            WHERE seq IS NOT NULL), '[]') AS text) AS seqs",
         columns = columns.join(", "),
@@ -420,9 +441,9 @@ fn messages_json(rows: &[&message::Model]) -> String {
         .iter()
         .map(|m| {
             serde_json::json!({
-                "id": m.id,
-                "tenant_id": m.tenant_id,
-                "app_id": m.app_id,
+                "id": crate::pg::uuid_text(m.id),
+                "tenant_id": crate::pg::uuid_text(m.tenant_id),
+                "app_id": crate::pg::uuid_text(m.app_id),
                 "event_type": m.event_type,
                 "event_id": m.event_id,
                 "payload": carried_as_text(&m.payload).then(|| String::from_utf8_lossy(&m.payload)),
@@ -450,8 +471,11 @@ fn carried_as_text(payload: &[u8]) -> bool {
 fn secret_rows(json: serde_json::Value) -> Result<Vec<endpoint_secret::Model>> {
     #[derive(serde::Deserialize)]
     struct Row {
+        #[serde(deserialize_with = "crate::pg::uuid_id")]
         id: SecretId,
+        #[serde(deserialize_with = "crate::pg::uuid_id")]
         tenant_id: TenantId,
+        #[serde(deserialize_with = "crate::pg::uuid_id")]
         endpoint_id: EndpointId,
         secret: String,
         created_at: i64,

@@ -87,6 +87,9 @@ impl Store {
         app: ApplicationId,
         id: &str,
     ) -> Result<integration::Model> {
+        let id: IntegrationId = id
+            .parse()
+            .map_err(|_| StoreError::not_found("integration"))?;
         integration::Entity::find_in(tenant)
             .filter(integration::Column::AppId.eq(app))
             .filter(integration::Column::Id.eq(id))
@@ -126,6 +129,9 @@ impl Store {
         app: ApplicationId,
         id: &str,
     ) -> Result<()> {
+        let id: IntegrationId = id
+            .parse()
+            .map_err(|_| StoreError::not_found("integration"))?;
         let res = integration::Entity::delete_in(tenant)
             .filter(integration::Column::AppId.eq(app))
             .filter(integration::Column::Id.eq(id))

@@ -260,6 +260,16 @@ impl Store {
         Ok(())
     }
 
+    /// An id as an SQL literal of its stored form on this database (decisions 94: a `uuid`
+    /// on PostgreSQL, a 16-byte BLOB on SQLite), for SQL written by hand (tests, tooling).
+    pub fn id_sql(&self, id: impl Into<sea_orm::Value>) -> String {
+        match (id.into(), self.db.get_database_backend()) {
+            (sea_orm::Value::Uuid(Some(u)), sea_orm::DbBackend::Postgres) => format!("'{u}'"),
+            (sea_orm::Value::Uuid(Some(u)), _) => format!("x'{}'", u.simple()),
+            (other, _) => unreachable!("ids are stored as uuid values, not {other:?}"),
+        }
+    }
+
     /// A round trip to the database, for health checks.
     pub async fn ping(&self) -> Result<()> {
         self.db.execute_unprepared("SELECT 1").await?;

@@ -264,6 +264,7 @@ impl Store {
     /// [`crate::Batches`]); what earlier batches did stays done. Returns the job as it is now;
     /// a job that already ended is left as it was.
     pub async fn cancel_job(&self, tenant: TenantId, id: &str) -> Result<job::Model> {
+        let id = job_id(id)?;
         // Between the job's own batches on SQLite, not in its busy handler behind them.
         let turn = self.write_turn().await;
         job::Entity::update_in(tenant)
@@ -277,10 +278,11 @@ impl Store {
             .exec(&self.db)
             .await?;
         drop(turn);
-        self.get_job(tenant, id).await
+        self.get_job(tenant, &id.to_string()).await
     }
 
     pub async fn get_job(&self, tenant: TenantId, id: &str) -> Result<job::Model> {
+        let id = job_id(id)?;
         job::Entity::find_in(tenant)
             .filter(job::Column::Id.eq(id))
             .one(&self.db)
@@ -486,4 +488,9 @@ impl crate::System<'_> {
         update.exec(&self.db).await?;
         Ok(())
     }
+}
+
+/// A job's id from a request; one that does not parse names no job.
+fn job_id(id: &str) -> Result<JobId> {
+    id.parse().map_err(|_| crate::StoreError::not_found("job"))
 }

@@ -101,10 +101,17 @@ pub(crate) fn page_query<E: EntityTrait>(
     };
     // Reading back through a newest-first listing is reading oldest-first, and so on.
     let ascending = params.ascending != back;
+    // Ids are stored as their bytes (decisions 94): the cursor's text is compared as those.
+    // One that names no id matches nothing.
+    let after = after.map(|id| {
+        domain::ids::any_id_bytes(id)
+            .map(|b| sea_orm::Value::Uuid(Some(Box::new(sea_orm::prelude::Uuid::from_bytes(b)))))
+    });
     let select = match after {
         None => select,
-        Some(id) if ascending => select.filter(id_col.gt(id)),
-        Some(id) => select.filter(id_col.lt(id)),
+        Some(None) => select.filter(sea_orm::sea_query::Expr::cust("1 = 0")),
+        Some(Some(id)) if ascending => select.filter(id_col.gt(id)),
+        Some(Some(id)) => select.filter(id_col.lt(id)),
     };
     if ascending {
         select.order_by_asc(id_col)

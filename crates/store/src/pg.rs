@@ -1,11 +1,12 @@
 //! PostgreSQL-only helpers for writing several tables in one statement (one round trip, atomic
 //! and durable when it returns) instead of a transaction of several (decisions 30).
 
-use sea_orm::sea_query::Value;
+use sea_orm::sea_query::{Value, ValueType};
 use sea_orm::{DbBackend, EntityTrait, IdenStatic, Iterable, ModelTrait, Statement};
 
 /// A row as a JSON object keyed by column name, for `json_populate_recordset(NULL::table, …)`.
-/// Only for tables of text and integer columns, which JSON carries exactly.
+/// Only for tables of text, integer and id columns, which JSON carries exactly (an id as the
+/// text of its `uuid`).
 pub(crate) fn row_json<E: EntityTrait>(row: &E::Model) -> serde_json::Value {
     let mut map = serde_json::Map::with_capacity(24);
     for column in E::Column::iter() {
@@ -25,7 +26,34 @@ where
         .into()
 }
 
-/// A PostgreSQL array literal of `items` (`{"a","b"}`), to be cast to `varchar[]`.
+/// An id as the text of the PostgreSQL `uuid` it is stored as, for JSON and array parameters
+/// that PostgreSQL reads into `uuid` columns (`json_populate_recordset` does the same with the
+/// JSON `sea_value_to_json_value` writes for a [`Value::Uuid`]).
+pub(crate) fn uuid_text(id: impl Into<Value>) -> String {
+    match id.into() {
+        Value::Uuid(Some(u)) => u.to_string(),
+        other => unreachable!("ids are stored as uuid values, not {other:?}"),
+    }
+}
+
+/// The id whose stored `uuid` PostgreSQL wrote as `text` (`json_agg` of a `uuid` column).
+pub(crate) fn id_from_uuid_text<I: ValueType>(text: &str) -> Result<I, String> {
+    let uuid = sea_orm::prelude::Uuid::parse_str(text).map_err(|e| format!("{text:?}: {e}"))?;
+    I::try_from(Value::Uuid(Some(Box::new(uuid)))).map_err(|_| format!("{text:?}: not an id"))
+}
+
+/// Deserializes an id from a JSON text written by PostgreSQL from a `uuid` column:
+/// `#[serde(deserialize_with = "crate::pg::uuid_id")]`.
+pub(crate) fn uuid_id<'de, D, I>(d: D) -> Result<I, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    I: ValueType,
+{
+    let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    id_from_uuid_text(&text).map_err(serde::de::Error::custom)
+}
+
+/// A PostgreSQL array literal of `items` (`{"a","b"}`), to be cast to an array type (`uuid[]`).
 pub(crate) fn text_array(items: impl Iterator<Item = impl AsRef<str>>) -> String {
     let mut out = String::from("{");
     for (i, item) in items.enumerate() {

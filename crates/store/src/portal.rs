@@ -168,6 +168,9 @@ impl Store {
         app: ApplicationId,
         id: &str,
     ) -> Result<bool> {
+        let id: PortalTokenId = id
+            .parse()
+            .map_err(|_| crate::StoreError::not_found("portal link"))?;
         let now = Timestamp::now().as_millis();
         let res = portal_token::Entity::update_in(tenant)
             .col_expr(portal_token::Column::RevokedAt, Expr::value(now))

@@ -395,7 +395,7 @@ fn finish_deliveries_pg(owner: &str, results: &[AttemptResult], now: i64) -> Sta
             let (state, next_at) = finish_of(r);
             let a = &r.attempt;
             serde_json::json!({
-                "id": r.delivery.id,
+                "id": crate::pg::uuid_text(r.delivery.id),
                 "state": state.as_str(),
                 "attempt_count": a.attempt_number,
                 "next_attempt_at": next_at,
@@ -410,10 +410,10 @@ fn finish_deliveries_pg(owner: &str, results: &[AttemptResult], now: i64) -> Sta
            next_attempt_at = v.next_attempt_at, next_trigger = '{scheduled}', \
            lease_owner = NULL, lease_expires_at = NULL, last_status = v.last_status, \
            last_error = v.last_error, last_attempt_at = v.last_attempt_at, updated_at = $2 \
-         FROM json_to_recordset(CAST($3 AS json)) AS v(id varchar, state varchar, \
+         FROM json_to_recordset(CAST($3 AS json)) AS v(id uuid, state varchar, \
            attempt_count integer, next_attempt_at bigint, last_status integer, \
            last_error varchar, last_attempt_at bigint) \
-         WHERE deliveries.id = ANY(CAST($4 AS varchar[])) AND deliveries.id = v.id \
+         WHERE deliveries.id = ANY(CAST($4 AS uuid[])) AND deliveries.id = v.id \
            AND deliveries.lease_owner = $1 AND (deliveries.state = 'sending') IS TRUE \
          RETURNING deliveries.id",
         scheduled = AttemptTrigger::Scheduled.as_str(),
@@ -425,7 +425,8 @@ fn finish_deliveries_pg(owner: &str, results: &[AttemptResult], now: i64) -> Sta
             owner.into(),
             now.into(),
             serde_json::Value::Array(rows).to_string().into(),
-            crate::pg::text_array(results.iter().map(|r| r.delivery.id.to_string())).into(),
+            crate::pg::text_array(results.iter().map(|r| crate::pg::uuid_text(r.delivery.id)))
+                .into(),
         ],
     )
 }
@@ -928,10 +929,7 @@ impl crate::System<'_> {
                 .query_all(Statement::from_sql_and_values(backend, sql, values))
                 .await?;
             for r in rows {
-                let id: String = r.try_get("", "endpoint_id")?;
-                if let Ok(id) = id.parse() {
-                    kept.push(id);
-                }
+                kept.push(r.try_get("", "endpoint_id")?);
             }
         }
         Ok(kept)

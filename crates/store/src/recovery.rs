@@ -6,7 +6,7 @@ use std::time::Duration;
 use domain::Timestamp;
 use domain::classify::Classification;
 use domain::delivery::{AttemptTrigger, DeliveryState};
-use domain::ids::{EndpointId, JobId, MessageId, TenantId};
+use domain::ids::{DeliveryId, EndpointId, JobId, MessageId, TenantId};
 use domain::jobs::JobState;
 use sea_orm::sea_query::{Alias, Expr, Query, SelectStatement};
 use sea_orm::{
@@ -448,7 +448,7 @@ impl Store {
             if !run.may_continue(&*txn).await? {
                 return Ok(total);
             }
-            let ids: Vec<String> = recoverable(tenant, endpoint_id, since, until)
+            let ids: Vec<DeliveryId> = recoverable(tenant, endpoint_id, since, until)
                 .order_by_asc(delivery::Column::Id)
                 .limit(batch)
                 .into_tuple()
@@ -458,7 +458,7 @@ impl Store {
                 0
             } else {
                 rearm(delivery::Entity::update_many(), now, ttl)
-                    .filter(delivery::Column::Id.is_in(ids.iter().map(String::as_str)))
+                    .filter(delivery::Column::Id.is_in(ids.iter().copied()))
                     .filter(delivery::Column::State.eq(DeliveryState::Failed.as_str()))
                     .exec(&*txn)
                     .await?
@@ -640,6 +640,9 @@ impl Store {
         msg_id: MessageId,
         attempt_id: &str,
     ) -> Result<attempt::Model> {
+        let Ok(attempt_id) = attempt_id.parse::<domain::ids::AttemptId>() else {
+            return Err(StoreError::not_found("attempt"));
+        };
         attempt::Entity::find_in(tenant)
             .filter(attempt::Column::MsgId.eq(msg_id))
             .filter(attempt::Column::Id.eq(attempt_id))

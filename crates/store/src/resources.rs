@@ -113,10 +113,17 @@ pub(crate) fn days_column(days: u32) -> i32 {
     i32::try_from(days).unwrap_or(i32::MAX)
 }
 
-fn by_id_or_uid<C: ColumnTrait>(id_col: C, uid_col: C, id_or_uid: &str) -> Condition {
-    Condition::any()
-        .add(id_col.eq(id_or_uid))
-        .add(uid_col.eq(id_or_uid))
+/// The row whose id (`I`, stored as bytes) or uid is `id_or_uid`.
+fn by_id_or_uid<I, C>(id_col: C, uid_col: C, id_or_uid: &str) -> Condition
+where
+    I: std::str::FromStr + Into<sea_orm::Value>,
+    C: ColumnTrait,
+{
+    let any = Condition::any().add(uid_col.eq(id_or_uid));
+    match id_or_uid.parse::<I>() {
+        Ok(id) => any.add(id_col.eq(id)),
+        Err(_) => any,
+    }
 }
 
 impl Store {
@@ -172,7 +179,7 @@ impl Store {
         let load = async {
             application::Entity::find_in(tenant)
                 .filter(application::Column::Internal.eq(false))
-                .filter(by_id_or_uid(
+                .filter(by_id_or_uid::<ApplicationId, _>(
                     application::Column::Id,
                     application::Column::Uid,
                     id_or_uid,
@@ -489,7 +496,7 @@ impl Store {
     ) -> Result<endpoint::Model> {
         endpoint::Entity::find_in(tenant)
             .filter(endpoint::Column::AppId.eq(app_id))
-            .filter(by_id_or_uid(
+            .filter(by_id_or_uid::<EndpointId, _>(
                 endpoint::Column::Id,
                 endpoint::Column::Uid,
                 id_or_uid,

@@ -549,19 +549,19 @@ impl System<'_> {
         report: &mut Resealed,
     ) -> Result<()> {
         use crate::entities::{inbound_source as src, integration as integ};
-        self.reseal_column::<src::Entity>(
+        self.reseal_column::<src::Entity, domain::ids::SourceId>(
             (src::Column::Id, src::Column::Verification),
             |id| crate::inbound::context(&id),
             (keys, mode, batch, report),
         )
         .await?;
-        self.reseal_column::<src::Entity>(
+        self.reseal_column::<src::Entity, domain::ids::SourceId>(
             (src::Column::Id, src::Column::UrlToken),
             |id| crate::inbound::url_token_context(&id),
             (keys, mode, batch, report),
         )
         .await?;
-        self.reseal_column::<integ::Entity>(
+        self.reseal_column::<integ::Entity, domain::ids::IntegrationId>(
             (integ::Column::Id, integ::Column::KeySealed),
             |id| crate::integrations::context(&id),
             (keys, mode, batch, report),
@@ -571,13 +571,16 @@ impl System<'_> {
 
     /// Re-seals one sealed text column of `E`, `batch` rows at a time in id order; `context`
     /// is where a row's value is bound, from its id.
-    async fn reseal_column<E: sea_orm::EntityTrait>(
+    async fn reseal_column<E: sea_orm::EntityTrait, I>(
         &self,
         (id_col, sealed_col): (E::Column, E::Column),
         context: impl Fn(&str) -> String,
         (keys, mode, batch, report): (&Keyring, Reseal, u64, &mut Resealed),
-    ) -> Result<()> {
-        let mut after: Option<String> = None;
+    ) -> Result<()>
+    where
+        I: sea_orm::TryGetable + Into<sea_orm::Value> + Copy + std::fmt::Display,
+    {
+        let mut after: Option<I> = None;
         loop {
             let mut q = E::find()
                 .select_only()
@@ -587,15 +590,15 @@ impl System<'_> {
                 .filter(sealed_col.is_not_null())
                 .order_by_asc(id_col)
                 .limit(batch);
-            if let Some(a) = &after {
-                q = q.filter(id_col.gt(a.as_str()));
+            if let Some(a) = after {
+                q = q.filter(id_col.gt(a));
             }
-            let rows: Vec<(String, String)> = q.into_tuple().all(&self.db).await?;
+            let rows: Vec<(I, String)> = q.into_tuple().all(&self.db).await?;
             let Some(last) = rows.last() else { break };
-            after = Some(last.0.clone());
+            after = Some(last.0);
             let mut changes = Vec::new();
             for (id, stored) in rows {
-                let context = context(&id);
+                let context = context(&id.to_string());
                 report.probe(keys, &stored, &context);
                 if report.count(keys, &stored, mode) {
                     let plain = keys.open(&stored, &context)?;

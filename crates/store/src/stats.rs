@@ -237,11 +237,7 @@ impl Store {
             p(2),
             p(3),
         );
-        let mut values: Vec<Value> = vec![
-            tenant.to_string().into(),
-            first.into(),
-            until.as_millis().into(),
-        ];
+        let mut values: Vec<Value> = vec![tenant.into(), first.into(), until.as_millis().into()];
         if let Some(e) = endpoint_id {
             values.push(e.into());
         }

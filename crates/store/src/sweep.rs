@@ -132,16 +132,13 @@ impl crate::System<'_> {
             sessions: self.delete_in_batches(&sessions, now.as_millis()).await?,
             pending_signups: self.delete_in_batches(&signups, now.as_millis()).await?,
             events: self
-                .delete_in_batches(
-                    &events,
-                    OperationalEventId::lower_bound(horizons.events).to_string(),
-                )
+                .delete_in_batches(&events, OperationalEventId::lower_bound(horizons.events))
                 .await?,
             emails: self
-                .delete_in_batches(&emails, EmailId::lower_bound(horizons.done).to_string())
+                .delete_in_batches(&emails, EmailId::lower_bound(horizons.done))
                 .await?,
             jobs: self
-                .delete_in_batches(&jobs, JobId::lower_bound(horizons.done).to_string())
+                .delete_in_batches(&jobs, JobId::lower_bound(horizons.done))
                 .await?,
             inbound_keys: self
                 .delete_in_batches(&keys, horizons.events.as_millis())
@@ -166,10 +163,7 @@ impl crate::System<'_> {
             "DELETE FROM inbound_refusals WHERE id IN ( \
                SELECT id FROM inbound_refusals WHERE id < {p} LIMIT {SWEEP_BATCH})"
         );
-        self.delete_in_batches(
-            &sql,
-            domain::ids::RefusalId::lower_bound(before).to_string(),
-        )
-        .await
+        self.delete_in_batches(&sql, domain::ids::RefusalId::lower_bound(before))
+            .await
     }
 }

@@ -91,11 +91,11 @@ impl MessageFilter {
             cond = cond.add(message::Column::Tags.contains(format!("\"{tag}\"")));
         }
         if let Some(needle) = &self.id_or_event_id {
-            cond = cond.add(
-                Condition::any()
-                    .add(message::Column::Id.eq(needle.as_str()))
-                    .add(message::Column::EventId.eq(needle.as_str())),
-            );
+            let mut any = Condition::any().add(message::Column::EventId.eq(needle.as_str()));
+            if let Ok(id) = MessageId::parse(needle) {
+                any = any.add(message::Column::Id.eq(id));
+            }
+            cond = cond.add(any);
         }
         cond
     }
@@ -450,13 +450,17 @@ pub(crate) fn message_lookup(
     id_or_event_id: &str,
 ) -> sea_orm::Select<message::Entity> {
     let by = if id_or_event_id.starts_with(MessageId::PREFIX) {
-        message::Column::Id
+        // An id that does not parse names no message.
+        match MessageId::parse(id_or_event_id) {
+            Ok(id) => message::Column::Id.eq(id),
+            Err(_) => sea_orm::sea_query::Expr::cust("1 = 0"),
+        }
     } else {
-        message::Column::EventId
+        message::Column::EventId.eq(id_or_event_id)
     };
     message::Entity::find_in(tenant)
         .filter(message::Column::AppId.eq(app_id))
-        .filter(by.eq(id_or_event_id))
+        .filter(by)
 }
 
 pub(crate) fn attempts_of_message(
@@ -500,9 +504,7 @@ pub(crate) fn message_listing(
             );
         }
         if let Some(ep) = filter.endpoint {
-            probe.and_where(
-                Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.to_string()),
-            );
+            probe.and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep));
         }
         select = select.filter(Expr::exists(probe));
     }
@@ -537,12 +539,7 @@ pub(crate) fn next_sequence_upsert(
     Query::insert()
         .into_table(ordering_sequence::Entity)
         .columns([C::EndpointId, C::OrderingKey, C::TenantId, C::LastSeq])
-        .values_panic([
-            endpoint_id.into(),
-            key.into(),
-            tenant.to_string().into(),
-            1i64.into(),
-        ])
+        .values_panic([endpoint_id.into(), key.into(), tenant.into(), 1i64.into()])
         .on_conflict(
             OnConflict::columns([C::EndpointId, C::OrderingKey])
                 .value(

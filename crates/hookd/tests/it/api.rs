@@ -564,7 +564,7 @@ async fn recover_runs_as_a_background_task_and_resend_rearms_one_delivery() {
                 delivery::Column::State,
                 sea_orm::sea_query::Expr::value("failed"),
             )
-            .filter(delivery::Column::EndpointId.eq(e.as_str()))
+            .filter(delivery::Column::EndpointId.eq(e.parse::<domain::ids::EndpointId>().unwrap()))
             .exec(app.store.connection())
             .await
             .unwrap();
@@ -606,7 +606,7 @@ async fn recover_runs_as_a_background_task_and_resend_rearms_one_delivery() {
             (Some(0), Some(3))
         );
         let manual = delivery::Entity::find()
-            .filter(delivery::Column::EndpointId.eq(e.as_str()))
+            .filter(delivery::Column::EndpointId.eq(e.parse::<domain::ids::EndpointId>().unwrap()))
             .filter(delivery::Column::NextTrigger.eq("manual"))
             .all(app.store.connection())
             .await
@@ -911,7 +911,7 @@ async fn replay_from_a_message_rearms_it_and_every_later_failure_only() {
                 delivery::Column::State,
                 sea_orm::sea_query::Expr::value("failed"),
             )
-            .filter(delivery::Column::EndpointId.eq(e.as_str()))
+            .filter(delivery::Column::EndpointId.eq(e.parse::<domain::ids::EndpointId>().unwrap()))
             .exec(app.store.connection())
             .await
             .unwrap();

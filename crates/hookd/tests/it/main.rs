@@ -25,4 +25,5 @@ mod secrets;
 mod serve;
 mod storage;
 mod telemetry;
+mod upgrade;
 mod warnings;

@@ -162,7 +162,11 @@ async fn the_scheduler_expires_payloads_then_removes_messages_on_its_own() {
                 app.store.connection(),
                 sea_orm::Statement::from_string(
                     app.store.connection().get_database_backend(),
-                    format!("SELECT COUNT(*) AS n FROM {table} WHERE msg_id = '{id}'"),
+                    format!(
+                        "SELECT COUNT(*) AS n FROM {table} WHERE msg_id = {}",
+                        app.store
+                            .id_sql(id.parse::<domain::ids::MessageId>().unwrap())
+                    ),
                 ),
             )
             .await
@@ -193,7 +197,11 @@ async fn hookd_prune_reports_what_it_would_remove_and_then_removes_it() {
     for id in &ids[..2] {
         sea_orm::ConnectionTrait::execute_unprepared(
             connection,
-            &format!("UPDATE deliveries SET state = 'succeeded' WHERE msg_id = '{id}'"),
+            &format!(
+                "UPDATE deliveries SET state = 'succeeded' WHERE msg_id = {}",
+                app.store
+                    .id_sql(id.parse::<domain::ids::MessageId>().unwrap())
+            ),
         )
         .await
         .unwrap();

@@ -544,7 +544,9 @@ async fn a_secret_that_does_not_open_is_an_error_naming_the_key_and_nothing_is_s
         let foreign = other.seal(SECRET, &format!("endpoint_secret/{}", rows[0].id));
         app.store
             .execute_sql(&format!(
-                "UPDATE endpoint_secrets SET secret = '{foreign}' WHERE endpoint_id = '{e}'"
+                "UPDATE endpoint_secrets SET secret = '{foreign}' WHERE endpoint_id = {}",
+                app.store
+                    .id_sql(e.parse::<domain::ids::EndpointId>().unwrap())
             ))
             .await
             .unwrap();

@@ -96,7 +96,7 @@ async fn a_recover_job_rearms_failed_deliveries_since_the_date_as_manual() {
                     delivery::Column::State,
                     sea_orm::sea_query::Expr::value(state),
                 )
-                .filter(delivery::Column::MsgId.eq(msg.as_str()))
+                .filter(delivery::Column::MsgId.eq(msg.parse::<domain::ids::MessageId>().unwrap()))
                 .exec(store.connection())
                 .await
                 .unwrap();
@@ -347,7 +347,7 @@ async fn set_state(store: &Store, msg: &str, state: &str) {
             delivery::Column::State,
             sea_orm::sea_query::Expr::value(state),
         )
-        .filter(delivery::Column::MsgId.eq(msg))
+        .filter(delivery::Column::MsgId.eq(msg.parse::<domain::ids::MessageId>().unwrap()))
         .exec(store.connection())
         .await
         .unwrap();

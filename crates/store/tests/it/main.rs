@@ -2,6 +2,7 @@
 
 mod egress;
 mod helpers;
+mod ids;
 mod ops;
 mod resources;
 mod retention;

@@ -300,7 +300,8 @@ async fn the_space_of_removed_rows_is_used_again() {
         }
         assert_eq!(reclaim, store::Reclaim::Vacuumed);
         let fill = "INSERT INTO messages (id, tenant_id, app_id, event_type, payload, created_at) \
-             SELECT 'msg_' || lpad(g::text, 26, '0'), 'tnt_x', 'app_x', 'x', \
+             SELECT CAST(lpad(to_hex(g), 32, '0') AS uuid), CAST(md5('t') AS uuid), \
+               CAST(md5('a') AS uuid), 'x', \
                convert_to(repeat('x', 500), 'UTF8'), 0 FROM generate_series(1, 5000) g";
         let size = || async {
             store

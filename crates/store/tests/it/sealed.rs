@@ -47,9 +47,10 @@ async fn values_stored_before_sealing_are_sealed_once_and_read_the_same() {
         // As an older hookd left them: plain.
         store
             .execute_sql(&format!(
-                "UPDATE endpoint_secrets SET secret = '{SECRET}' WHERE endpoint_id = '{}'; \
-                 UPDATE endpoints SET headers = '{{\"X-Api-Key\":\"key-5f4e3d2c1b\"}}' WHERE id = '{}'",
-                ep.id, ep.id
+                "UPDATE endpoint_secrets SET secret = '{SECRET}' WHERE endpoint_id = {}; \
+                 UPDATE endpoints SET headers = '{{\"X-Api-Key\":\"key-5f4e3d2c1b\"}}' WHERE id = {}",
+                store.id_sql(ep.id),
+                store.id_sql(ep.id)
             ))
             .await
             .unwrap();
@@ -86,8 +87,8 @@ async fn a_secret_copied_into_another_tenants_row_does_not_open() {
         let (sealed, _) = stored(&store, &victim).await;
         store
             .execute_sql(&format!(
-                "UPDATE endpoint_secrets SET secret = '{sealed}' WHERE endpoint_id = '{}'",
-                thief.id
+                "UPDATE endpoint_secrets SET secret = '{sealed}' WHERE endpoint_id = {}",
+                store.id_sql(thief.id)
             ))
             .await
             .unwrap();
