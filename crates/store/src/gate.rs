@@ -112,11 +112,23 @@ pub(crate) async fn pause_or_resume<C: ConnectionTrait>(
     disabled: bool,
     now: i64,
 ) -> Result<u64> {
+    Ok(pause_or_resume_update(endpoint_id, disabled, now)
+        .exec(txn)
+        .await?
+        .rows_affected)
+}
+
+/// The statement behind [`pause_or_resume`].
+pub(crate) fn pause_or_resume_update(
+    endpoint_id: EndpointId,
+    disabled: bool,
+    now: i64,
+) -> sea_orm::UpdateMany<delivery::Entity> {
     use delivery::Column as C;
     let update = delivery::Entity::update_many()
         .col_expr(C::UpdatedAt, Expr::value(now))
         .filter(C::EndpointId.eq(endpoint_id));
-    let update = if disabled {
+    if disabled {
         crate::queue::hand_back(update, DeliveryState::Paused).filter(C::State.is_in([
             DeliveryState::Pending.as_str(),
             DeliveryState::Sending.as_str(),
@@ -126,8 +138,7 @@ pub(crate) async fn pause_or_resume<C: ConnectionTrait>(
             .col_expr(C::State, Expr::value(DeliveryState::Pending.as_str()))
             .col_expr(C::NextAttemptAt, Expr::value(now))
             .filter(C::State.eq(DeliveryState::Paused.as_str()))
-    };
-    Ok(update.exec(txn).await?.rows_affected)
+    }
 }
 
 /// The endpoint, read in the caller's write transaction, if it may receive deliveries. Every

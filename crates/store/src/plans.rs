@@ -1,6 +1,7 @@
 //! Every index on the hot tables is read by a query of hookd's, and no hot query scans a whole
 //! table: the plans of the real statements (built by the functions the store runs), on SQLite
-//! and PostgreSQL (m0007, decisions 50).
+//! and PostgreSQL (m0007, decisions 50). `scripts/index-plans` prints them, and more, on a
+//! filled database of each kind (docs/index-plans.md).
 
 #[cfg(test)]
 mod tests {
@@ -16,20 +17,39 @@ mod tests {
     };
     use crate::{AttemptFilter, ListParams, MessageFilter};
 
+    /// The ids and time a statement list is built with: random ones for empty tables, or a
+    /// tenant's application, endpoint and message of a filled database.
+    #[derive(Clone, Copy)]
+    struct Ids {
+        t: TenantId,
+        a: ApplicationId,
+        e: EndpointId,
+        m: MessageId,
+        now: Timestamp,
+    }
+
+    impl Ids {
+        fn random() -> Ids {
+            Ids {
+                t: TenantId::new(),
+                a: ApplicationId::new(),
+                e: EndpointId::new(),
+                m: MessageId::new(),
+                now: Timestamp::now(),
+            }
+        }
+    }
+
     /// (what runs it, the statement, the indexes its plan must name).
     fn hot_statements(
         backend: sea_orm::DbBackend,
+        ids: Ids,
     ) -> Vec<(&'static str, Statement, Vec<&'static str>)> {
-        let (t, a, e, m) = (
-            TenantId::new(),
-            ApplicationId::new(),
-            EndpointId::new(),
-            MessageId::new(),
-        );
-        let now = Timestamp::now().as_millis();
+        let Ids { t, a, e, m, .. } = ids;
+        let now = ids.now.as_millis();
         let skip = [EndpointId::new(), EndpointId::new()];
         let claim = |fresh: bool| {
-            let now = Timestamp::now();
+            let now = ids.now;
             crate::queue::claim_statement(
                 backend,
                 "owner",
@@ -44,7 +64,7 @@ mod tests {
         };
         let deep = ListParams {
             limit: 50,
-            iterator: Some(MessageId::new().to_string()),
+            iterator: Some(m.to_string()),
             ascending: false,
         };
         let by_type = MessageFilter {
@@ -69,7 +89,7 @@ mod tests {
             ),
             (
                 "scheduler: expired leases",
-                crate::queue::expired_leases(Timestamp::now()).build(backend),
+                crate::queue::expired_leases(ids.now).build(backend),
                 vec!["idx_deliveries_leased"],
             ),
             (
@@ -128,8 +148,13 @@ mod tests {
             ),
             (
                 "retention: the next batch of an application's messages",
-                crate::retention::walk_batch(t, a, m, crate::retention::Bound::After(m))
-                    .build(backend),
+                crate::retention::walk_batch(
+                    t,
+                    a,
+                    MessageId::lower_bound(ids.now),
+                    crate::retention::Bound::After(m),
+                )
+                .build(backend),
                 vec!["idx_messages_app"],
             ),
         ]
@@ -156,7 +181,7 @@ mod tests {
             let conn = db.store.connection();
             let backend = conn.get_database_backend();
             let mut used = std::collections::BTreeSet::new();
-            for (name, stmt, indexes) in hot_statements(backend) {
+            for (name, stmt, indexes) in hot_statements(backend, Ids::random()) {
                 // PostgreSQL would rightly scan these empty tables; with sequential scans
                 // priced out it shows the plan a large table gets.
                 let txn = conn.begin().await.unwrap();
@@ -231,5 +256,435 @@ mod tests {
             .iter()
             .map(|r| r.try_get::<String>("", "name").unwrap())
             .collect()
+    }
+
+    /// Statements of the hot tables beyond [`hot_statements`], built as the store builds them,
+    /// whose plans `scripts/index-plans` shows too: (what runs it, the statement).
+    fn more_statements(backend: sea_orm::DbBackend, ids: Ids) -> Vec<(&'static str, Statement)> {
+        use crate::entities::{Owned, attempt, delivery, message};
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+        let Ids { t, a, e, m, now } = ids;
+        let first = ListParams {
+            limit: 50,
+            iterator: None,
+            ascending: false,
+        };
+        let hour = std::time::Duration::from_secs(3600);
+        let list = |filter: MessageFilter| {
+            page_query(message_listing(t, a, &filter), message::Column::Id, &first).build(backend)
+        };
+        // As `Retention::remove` and `delete_endpoint` / `delete_application` build them.
+        let batch = [m];
+        vec![
+            (
+                "retention: the first batch of an application's messages",
+                crate::retention::walk_batch(
+                    t,
+                    a,
+                    MessageId::lower_bound(Timestamp::from_millis(
+                        now.as_millis() - 3 * hour.as_millis() as i64,
+                    )),
+                    crate::retention::Bound::Start,
+                )
+                .build(backend),
+            ),
+            (
+                "API: list messages, first page",
+                list(MessageFilter::default()),
+            ),
+            (
+                "API: list messages of a channel",
+                list(MessageFilter {
+                    channel: Some("ch-1".into()),
+                    ..MessageFilter::default()
+                }),
+            ),
+            (
+                "API: list messages between before and after",
+                list(MessageFilter {
+                    before: Some(Timestamp::from_millis(
+                        now.as_millis() - hour.as_millis() as i64,
+                    )),
+                    after: Some(Timestamp::from_millis(
+                        now.as_millis() - 3 * hour.as_millis() as i64,
+                    )),
+                    ..MessageFilter::default()
+                }),
+            ),
+            (
+                "API: list messages of an event type after a time",
+                list(MessageFilter {
+                    event_types: vec!["type.3".into()],
+                    after: Some(Timestamp::from_millis(
+                        now.as_millis() - 3 * hour.as_millis() as i64,
+                    )),
+                    ..MessageFilter::default()
+                }),
+            ),
+            (
+                "API: a message by id",
+                message_lookup(t, a, &m.to_string()).build(backend),
+            ),
+            (
+                "API/dashboard: an endpoint's messages",
+                list(MessageFilter {
+                    endpoint: Some(e),
+                    ..MessageFilter::default()
+                }),
+            ),
+            (
+                "dashboard: messages with a failed delivery",
+                list(MessageFilter {
+                    delivery_state: Some(DeliveryState::Failed),
+                    ..MessageFilter::default()
+                }),
+            ),
+            (
+                "API: a message's deliveries",
+                delivery::Entity::find_in(t)
+                    .filter(delivery::Column::MsgId.eq(m))
+                    .build(backend),
+            ),
+            (
+                "dashboard: an endpoint's deliveries",
+                crate::recovery::endpoint_deliveries(t, e, None).build(backend),
+            ),
+            (
+                "recover: an endpoint's failed deliveries since a time",
+                crate::recovery::recoverable(
+                    t,
+                    e,
+                    Timestamp::from_millis(now.as_millis() - 3 * hour.as_millis() as i64),
+                    None,
+                )
+                .order_by_asc(delivery::Column::Id)
+                .limit(100)
+                .build(backend),
+            ),
+            (
+                "gate: pause an endpoint's deliveries",
+                crate::gate::pause_or_resume_update(e, true, now.as_millis()).build(backend),
+            ),
+            (
+                "gate: resume an endpoint's deliveries",
+                crate::gate::pause_or_resume_update(e, false, now.as_millis()).build(backend),
+            ),
+            (
+                "retention: delete a batch's attempts",
+                attempt::Entity::delete_many()
+                    .filter(attempt::Column::MsgId.is_in(batch))
+                    .build(backend),
+            ),
+            (
+                "retention: delete a batch's deliveries",
+                delivery::Entity::delete_many()
+                    .filter(delivery::Column::MsgId.is_in(batch))
+                    .build(backend),
+            ),
+            (
+                "retention: delete a batch's messages",
+                message::Entity::delete_many()
+                    .filter(message::Column::Id.is_in(batch))
+                    .build(backend),
+            ),
+            (
+                "endpoint delete: its attempts",
+                attempt::Entity::delete_many()
+                    .filter(attempt::Column::EndpointId.eq(e))
+                    .build(backend),
+            ),
+            (
+                "endpoint delete: its deliveries",
+                delivery::Entity::delete_many()
+                    .filter(delivery::Column::EndpointId.eq(e))
+                    .build(backend),
+            ),
+            (
+                "warnings: an endpoint's last errors (as `warnings` builds it)",
+                attempt::Entity::find()
+                    .filter(attempt::Column::EndpointId.eq(e))
+                    .filter(attempt::Column::Classification.ne("success"))
+                    .order_by_desc(attempt::Column::Id)
+                    .limit(5)
+                    .build(backend),
+            ),
+            (
+                "API: an attempt of a message (as `attempt` builds it)",
+                attempt::Entity::find_in(t)
+                    .filter(attempt::Column::MsgId.eq(m))
+                    .filter(attempt::Column::Id.eq(domain::ids::AttemptId::new()))
+                    .build(backend),
+            ),
+            (
+                "breaker: defer an endpoint's due backlog (SQL of `defer_endpoint_backlog`)",
+                Statement::from_sql_and_values(
+                    backend,
+                    match backend {
+                        sea_orm::DbBackend::Postgres => {
+                            "UPDATE deliveries SET next_attempt_at = $1 WHERE id IN ( \
+                               SELECT id FROM deliveries \
+                               WHERE endpoint_id = $2 AND state = 'pending' AND next_attempt_at < $1 \
+                               FOR UPDATE SKIP LOCKED)"
+                        }
+                        _ => {
+                            "UPDATE deliveries SET next_attempt_at = ?1 \
+                             WHERE endpoint_id = ?2 AND state = 'pending' AND next_attempt_at < ?1"
+                        }
+                    },
+                    [now.as_millis().into(), e.into()],
+                ),
+            ),
+            (
+                "usage: deliveries per application in a period (as `usage` builds it)",
+                delivery::Entity::find_in(t)
+                    .select_only()
+                    .column(delivery::Column::AppId)
+                    .column_as(delivery::Column::Id.count(), "n")
+                    .filter(delivery::Column::AppId.is_in([a]))
+                    .filter(delivery::Column::CreatedAt.gte(now.as_millis() - 86_400_000))
+                    .filter(delivery::Column::CreatedAt.lt(now.as_millis()))
+                    .group_by(delivery::Column::AppId)
+                    .build(backend),
+            ),
+            (
+                "a tenant's delivery count (as `count_deliveries` builds it)",
+                delivery::Entity::find_in(t)
+                    .select_only()
+                    .column_as(delivery::Column::Id.count(), "n")
+                    .build(backend),
+            ),
+            (
+                "application delete: its attempts",
+                attempt::Entity::delete_many()
+                    .filter(attempt::Column::AppId.eq(a))
+                    .build(backend),
+            ),
+            (
+                "application delete: its deliveries",
+                delivery::Entity::delete_many()
+                    .filter(delivery::Column::AppId.eq(a))
+                    .build(backend),
+            ),
+            (
+                "application delete: its messages",
+                message::Entity::delete_many()
+                    .filter(message::Column::AppId.eq(a))
+                    .build(backend),
+            ),
+        ]
+    }
+
+    /// An id's bytes minted at `ms`: `new_at` never goes back before an id already minted.
+    fn minted(ms: i64, rng: &mut impl rand::Rng) -> [u8; 16] {
+        (((ms as u128) << 80) | (rng.random::<u128>() & ((1u128 << 80) - 1))).to_be_bytes()
+    }
+
+    /// Fills a database with `per_app` messages in each of 2 applications of 4 tenants, each
+    /// message delivered to the application's 4 endpoints (most succeeded, some failed,
+    /// pending, sending or paused; a quarter of them ordered), one attempt per delivery tried.
+    /// Returns the ids of the second tenant's first application.
+    async fn fill(store: &crate::Store, per_app: usize) -> Ids {
+        use crate::entities::{attempt, delivery, message};
+        use crate::{NewApplication, NewEndpoint, NewTenant};
+        use domain::delivery::AttemptTrigger;
+        use domain::ids::{AttemptId, DeliveryId};
+        use sea_orm::{EntityTrait, IntoActiveModel};
+        let conn = store.connection();
+        let now = Timestamp::now().as_millis();
+        let mut rng = rand::rng();
+        let mut picked = None;
+        for tn in 0..4 {
+            let tenant = store
+                .create_tenant(NewTenant {
+                    name: format!("tenant-{tn}"),
+                    notification_email: format!("t{tn}@example.com"),
+                    ingest_rate: None,
+                    ingest_burst: None,
+                })
+                .await
+                .unwrap();
+            for an in 0..2 {
+                let app = store
+                    .create_application(
+                        tenant.id,
+                        NewApplication {
+                            name: format!("app-{an}"),
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .unwrap();
+                let mut endpoints = Vec::new();
+                for en in 0..4 {
+                    let ep = store
+                        .create_endpoint(
+                            tenant.id,
+                            &app,
+                            NewEndpoint {
+                                url: format!("https://example.com/{tn}/{an}/{en}"),
+                                ..Default::default()
+                            },
+                            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                        )
+                        .await
+                        .unwrap();
+                    endpoints.push(ep.id);
+                }
+                let (mut msgs, mut dlvs, mut atts) = (Vec::new(), Vec::new(), Vec::new());
+                for i in 0..per_app {
+                    // One message every 10 s, the newest now.
+                    let created = now - (per_app - i) as i64 * 10_000;
+                    let id = MessageId::from_bytes(minted(created, &mut rng));
+                    let key = (i % 4 == 0).then(|| format!("key-{}", i % 20));
+                    msgs.push(message::Model {
+                        id,
+                        tenant_id: tenant.id,
+                        app_id: app.id,
+                        event_type: format!("type.{}", i % 10),
+                        event_id: Some(format!("evt-{i}")),
+                        payload: vec![b'x'; 100],
+                        channels: Some(format!("[\"ch-{}\"]", i % 4)),
+                        tags: None,
+                        ordering_key: key.clone(),
+                        created_at: created,
+                        deliver_at: None,
+                        trace_parent: None,
+                    });
+                    for (k, ep) in endpoints.iter().enumerate() {
+                        let state = match (i * 4 + k) % 100 {
+                            0..90 => DeliveryState::Succeeded,
+                            90..94 => DeliveryState::Failed,
+                            94..97 => DeliveryState::Pending,
+                            97 => DeliveryState::Sending,
+                            _ => DeliveryState::Paused,
+                        };
+                        let did = DeliveryId::from_bytes(minted(created, &mut rng));
+                        dlvs.push(delivery::Model {
+                            id: did,
+                            tenant_id: tenant.id,
+                            app_id: app.id,
+                            endpoint_id: *ep,
+                            msg_id: id,
+                            state,
+                            attempt_count: 1,
+                            attempts_at_arm: 0,
+                            next_trigger: AttemptTrigger::Scheduled,
+                            next_attempt_at: created + 60_000,
+                            lease_owner: (state == DeliveryState::Sending).then(|| "d1".into()),
+                            lease_expires_at: (state == DeliveryState::Sending)
+                                .then_some(now + 30_000),
+                            give_up_at: created + 86_400_000,
+                            ordering_key: key.clone(),
+                            seq: key.as_ref().map(|_| (i / 20 + 1) as i64),
+                            last_status: Some(200),
+                            last_error: None,
+                            last_attempt_at: Some(created + 50),
+                            created_at: created,
+                            updated_at: created + 50,
+                        });
+                        atts.push(attempt::Model {
+                            id: AttemptId::from_bytes(minted(created + 50, &mut rng)),
+                            tenant_id: tenant.id,
+                            app_id: app.id,
+                            endpoint_id: *ep,
+                            msg_id: id,
+                            delivery_id: did,
+                            attempt_number: 1,
+                            trigger: AttemptTrigger::Scheduled,
+                            url: "https://example.com/hook".into(),
+                            started_at: created + 10,
+                            duration_ms: 40,
+                            status_code: Some(200),
+                            response_excerpt: None,
+                            error_kind: None,
+                            error_detail: None,
+                            classification: "success".into(),
+                            retry_after_ms: None,
+                            request_headers: None,
+                            response_headers: None,
+                        });
+                    }
+                    if tn == 1 && an == 0 && i == per_app / 2 {
+                        picked = Some(Ids {
+                            t: tenant.id,
+                            a: app.id,
+                            e: endpoints[1],
+                            m: id,
+                            now: Timestamp::from_millis(now),
+                        });
+                    }
+                }
+                let txn = conn.begin().await.unwrap();
+                for c in msgs.chunks(500) {
+                    message::Entity::insert_many(c.iter().cloned().map(|m| m.into_active_model()))
+                        .exec(&txn)
+                        .await
+                        .unwrap();
+                }
+                for c in dlvs.chunks(500) {
+                    delivery::Entity::insert_many(c.iter().cloned().map(|m| m.into_active_model()))
+                        .exec(&txn)
+                        .await
+                        .unwrap();
+                }
+                for c in atts.chunks(500) {
+                    attempt::Entity::insert_many(c.iter().cloned().map(|m| m.into_active_model()))
+                        .exec(&txn)
+                        .await
+                        .unwrap();
+                }
+                txn.commit().await.unwrap();
+            }
+        }
+        picked.unwrap()
+    }
+
+    /// The plans of every statement above on a filled database, both backends, printed (run by
+    /// `scripts/index-plans`; `HOOKD_PLANS_MESSAGES` messages per application, 5,000 unless
+    /// set). SQLite plans without statistics, as hookd never runs ANALYZE there; PostgreSQL's
+    /// after a VACUUM ANALYZE, as autovacuum keeps them.
+    #[tokio::test]
+    #[ignore = "prints plans on a filled database: scripts/index-plans"]
+    async fn plans_on_a_filled_database() {
+        let per_app = std::env::var("HOOKD_PLANS_MESSAGES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5000);
+        for db in TestDb::all().await {
+            let ids = fill(&db.store, per_app).await;
+            let conn = db.store.connection();
+            let backend = conn.get_database_backend();
+            if backend == sea_orm::DbBackend::Postgres {
+                conn.execute_unprepared("VACUUM ANALYZE").await.unwrap();
+            }
+            println!(
+                "=== {} ({per_app} messages per application, 8 applications)",
+                db.backend_name
+            );
+            let mut statements: Vec<(&str, Statement)> = hot_statements(backend, ids)
+                .into_iter()
+                .map(|(name, stmt, _)| (name, stmt))
+                .collect();
+            statements.extend(more_statements(backend, ids));
+            let mut plans = String::new();
+            for (name, stmt) in statements {
+                let sql = stmt.sql.clone();
+                let plan = explain(conn, stmt).await.unwrap();
+                println!("--- {}: {name}\n{sql}\n{plan}\n", db.backend_name);
+                plans.push_str(&plan);
+                plans.push('\n');
+            }
+            for index in index_names(&db).await {
+                // Whole words: idx_x is not read because idx_x_y is.
+                let read = plans
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == index);
+                println!(
+                    "{}: index {index}: {}",
+                    db.backend_name,
+                    if read { "read" } else { "NOT READ" }
+                );
+            }
+        }
     }
 }

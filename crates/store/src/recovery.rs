@@ -168,7 +168,7 @@ pub(crate) async fn capped_count(
 
 /// The failed deliveries of an endpoint whose message was created in `[since, until)` and
 /// still has its content: what a recover re-arms.
-fn recoverable(
+pub(crate) fn recoverable(
     tenant: TenantId,
     endpoint_id: EndpointId,
     since: Timestamp,
