@@ -142,6 +142,27 @@ impl Drop for TestDb {
     }
 }
 
+/// An empty, unmigrated database `name` on the PostgreSQL server at `admin` (dropped first if an
+/// earlier run left one), for tests of what a migration or an upgrade does. Returns a store on
+/// the server's admin database, to drop `name` afterwards, and the new database's URL.
+pub async fn empty_postgres_database(admin: &str, name: &str) -> (crate::Store, String) {
+    use sea_orm::ConnectionTrait;
+    let admin_store = crate::Store::connect(admin, &Default::default())
+        .await
+        .expect("the admin database");
+    for sql in [
+        format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        format!("CREATE DATABASE \"{name}\""),
+    ] {
+        admin_store
+            .connection()
+            .execute_unprepared(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    (admin_store, with_database(admin, name))
+}
+
 /// `postgres://u@h:5432/postgres?x=y` with the database name replaced.
 pub fn with_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {

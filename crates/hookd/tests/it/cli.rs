@@ -186,17 +186,8 @@ async fn migrate_on_an_empty_postgres_database_then_again_is_a_no_op() {
     };
     // An empty database: create it by hand rather than through TestDb, which migrates.
     let name = format!("hookd_test_migrate_{}", std::process::id());
-    let admin_store = store::Store::connect(&admin, &Default::default())
-        .await
-        .unwrap();
+    let (admin_store, url) = store::testing::empty_postgres_database(&admin, &name).await;
     let conn = admin_store.connection();
-    conn.execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\""))
-        .await
-        .unwrap();
-    conn.execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
-        .await
-        .unwrap();
-    let url = store::testing::with_database(&admin, &name);
     let dir = tempfile::tempdir().unwrap();
 
     let first = run(hookd(dir.path()).args(["migrate", "--database-url", &url]));

@@ -96,17 +96,8 @@ async fn a_postgres_database_of_the_last_release_upgrades_with_every_answer_unch
         return;
     };
     let name = format!("hookd_test_upgrade_{}", std::process::id());
-    let admin_store = store::Store::connect(&admin, &Default::default())
-        .await
-        .unwrap();
+    let (admin_store, url) = store::testing::empty_postgres_database(&admin, &name).await;
     let conn = admin_store.connection();
-    conn.execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-        .await
-        .unwrap();
-    conn.execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
-        .await
-        .unwrap();
-    let url = store::testing::with_database(&admin, &name);
     let dump = std::fs::read_to_string(fixtures().join("hookd-pg.sql")).unwrap();
     let db = store::Store::connect(&url, &Default::default())
         .await
