@@ -71,7 +71,11 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>, file:
                 return;
             }
             if crate::health::WAL_INDEX_LOST.load(Ordering::Acquire) {
+                // No more checkpoints either: one reading this process's view of the WAL
+                // could mark frames copied that it never found, and a TRUNCATE would then
+                // drop them. Every commit is in the WAL file, indexed afresh at the restart.
                 store.health.wal_index_lost(&file);
+                return;
             }
             let free = store.health.free_space();
             if let Some(free) = free {

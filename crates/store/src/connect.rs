@@ -111,6 +111,15 @@ pub(crate) async fn connect(
             create_private(options.get_filename())?;
             sqlite_file = Some(options.get_filename().to_path_buf());
             let pool = SqlitePoolOptions::new()
+                // The same commit hook as the writer thread's connection (see `health`).
+                .after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        conn.lock_handle()
+                            .await?
+                            .set_commit_hook(|| !crate::health::refuse_commit());
+                        Ok(())
+                    })
+                })
                 .max_connections(opts.max_connections)
                 .acquire_timeout(opts.acquire_timeout)
                 .connect_with(options)

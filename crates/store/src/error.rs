@@ -113,8 +113,14 @@ const SQLITE_READONLY: i32 = 8;
 const SQLITE_IOERR: i32 = 10;
 const SQLITE_FULL: i32 = 13;
 const SQLITE_CANTOPEN: i32 = 14;
+/// A commit turned into a rollback by the commit hook: only ever after the WAL index was
+/// lost (see `health::refuse_commit`).
+const SQLITE_CONSTRAINT_COMMITHOOK: i32 = 19 | (2 << 8);
 
 fn sqlite_fault(extended: i32) -> Option<StorageFault> {
+    if extended == SQLITE_CONSTRAINT_COMMITHOOK {
+        return Some(StorageFault::Unavailable);
+    }
     match extended & 0xff {
         SQLITE_FULL => Some(StorageFault::Full),
         SQLITE_READONLY => Some(StorageFault::ReadOnly),

@@ -140,8 +140,19 @@ pub(crate) fn write_lite_batch(
     conn: &mut rusqlite::Connection,
     jobs: Vec<IngestJob>,
 ) {
-    let handoff = store.current_handoff();
     let (inputs, replies) = split(jobs);
+    // Checked again here, at the batch: jobs queue while the one before is written, and the
+    // disk may have reached its floor (or the WAL index been lost) meanwhile.
+    if let Err(StoreError::Refused { fault, why }) = store.health.take_message_batch() {
+        for reply in replies {
+            let _ = reply.send(Err(StoreError::Refused {
+                fault,
+                why: why.clone(),
+            }));
+        }
+        return;
+    }
+    let handoff = store.current_handoff();
     let keys = &store.seal;
     let written = create_messages_lite(conn, &inputs, handoff.as_ref(), keys);
     for (input, reply) in answer_or_split(store, inputs, replies, written) {
