@@ -76,6 +76,10 @@ impl Browser {
             base: app.base.clone(),
             client: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
+                // Idle connections are dropped well before the server's keep-alive (actix:
+                // 5 s) closes them: a request sent on one just as the server closes it fails
+                // with `IncompleteMessage` (seen in CI, after a 1 MiB message took ~5 s to send).
+                .pool_idle_timeout(std::time::Duration::from_secs(2))
                 .build()
                 .expect("client"),
             cookies: BTreeMap::new(),
