@@ -227,6 +227,19 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// Guards methods that take a loaded row: it must belong to the calling tenant.
+pub(crate) fn check_owner(
+    tenant: domain::ids::TenantId,
+    owner: &domain::ids::TenantId,
+    entity: &'static str,
+) -> Result<(), StoreError> {
+    if *owner == tenant {
+        Ok(())
+    } else {
+        Err(StoreError::not_found(entity))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{StorageFault, StoreError, redact_url, sqlstate_fault};

@@ -23,7 +23,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelec
 
 use crate::entities::Owned;
 use crate::entities::{delivery, endpoint};
-use crate::{Backend, Result, Store, StoreError};
+use crate::{Result, Store, StoreError};
 
 /// How long a mark outlives the disable or delete that made it. Work a dispatcher holds in
 /// memory is sent or given back within seconds (a line waits at most about a second, a
@@ -129,7 +129,7 @@ pub(crate) fn pause_or_resume_update(
         .col_expr(C::UpdatedAt, Expr::value(now))
         .filter(C::EndpointId.eq(endpoint_id));
     if disabled {
-        crate::queue::hand_back(update, DeliveryState::Paused).filter(C::State.is_in([
+        crate::claims::hand_back(update, DeliveryState::Paused).filter(C::State.is_in([
             DeliveryState::Pending.as_str(),
             DeliveryState::Sending.as_str(),
         ]))
@@ -147,11 +147,11 @@ pub(crate) fn pause_or_resume_update(
 /// what it armed; on SQLite the write transaction already excludes every other writer.
 pub(crate) async fn enabled_endpoint_in<C: ConnectionTrait>(
     txn: &C,
-    backend: Backend,
+    sql: &crate::dialect::Dialect,
     tenant: TenantId,
     endpoint_id: EndpointId,
 ) -> Result<endpoint::Model> {
-    read_enabled(txn, backend == Backend::Postgres, tenant, endpoint_id).await
+    read_enabled(txn, sql.lock_endpoint_row, tenant, endpoint_id).await
 }
 
 async fn read_enabled<C: ConnectionTrait>(

@@ -516,11 +516,19 @@ impl Store {
     /// [`StorageHealth::room_needed`] free: a rolled-back write needs no disk space, and
     /// writes taken again with only a few pages free would fill it at once.
     async fn probe(&self) -> Result<()> {
+        use sea_orm::ConnectionTrait;
         let full = matches!(self.health.state(), StorageState::Degraded(d) if d.fault == StorageFault::Full);
-        if self.backend == crate::Backend::Sqlite && full {
-            if let Err(e) = crate::checkpoint::truncate(self).await {
+        // Never with the WAL index lost: a TRUNCATE from this process's view of the WAL
+        // could drop frames it never found (see `refuse_commit`).
+        if let Some(give_back) = self.sql.give_back_wal
+            && full
+            && self.health.may_write().is_ok()
+        {
+            let turn = self.write_turn().await;
+            if let Err(e) = self.db.execute_unprepared(give_back).await {
                 tracing::debug!(error = %e, "TRUNCATE checkpoint while the disk is full");
             }
+            drop(turn);
             if let Some(free) = self.health.free_space()
                 && free < self.health.room_needed()
             {
@@ -542,29 +550,8 @@ impl Store {
     pub async fn probe_write(&self) -> Result<()> {
         use sea_orm::ConnectionTrait;
         let txn = self.write_txn().await?;
-        match self.backend {
-            crate::Backend::Postgres => {
-                txn.execute_unprepared(
-                    "CREATE TEMP TABLE hookd_storage_probe (b bytea) ON COMMIT DROP",
-                )
-                .await?;
-                txn.execute_unprepared(
-                    "INSERT INTO hookd_storage_probe SELECT decode(repeat('00', 4096), 'hex')",
-                )
-                .await?;
-            }
-            crate::Backend::Sqlite => {
-                // The write transaction already holds SQLite's write lock (its first statement
-                // is a write; see `write_txn_in`), which a read-only file refuses.
-                txn.execute_unprepared(
-                    "CREATE TABLE IF NOT EXISTS temp.hookd_storage_probe (b BLOB)",
-                )
-                .await?;
-                txn.execute_unprepared(
-                    "INSERT INTO temp.hookd_storage_probe VALUES (zeroblob(4096))",
-                )
-                .await?;
-            }
+        for statement in self.sql.probe {
+            txn.execute_unprepared(statement).await?;
         }
         txn.rollback().await
     }
@@ -599,28 +586,5 @@ mod tests {
             h.is_stale(Duration::from_millis(4)),
             "opened before recovery"
         );
-    }
-}
-
-#[cfg(test)]
-mod wal {
-    use sea_orm::{ConnectionTrait, Statement};
-
-    /// The WAL is capped so a burst's growth is given back at the next checkpoint.
-    #[tokio::test]
-    async fn sqlite_connections_cap_the_wal() {
-        let db = crate::testing::TestDb::sqlite().await;
-        let row = db
-            .store
-            .connection()
-            .query_one(Statement::from_string(
-                sea_orm::DatabaseBackend::Sqlite,
-                "PRAGMA journal_size_limit",
-            ))
-            .await
-            .unwrap()
-            .unwrap();
-        let limit: i64 = row.try_get_by_index(0).unwrap();
-        assert_eq!(limit, 64 * 1024 * 1024);
     }
 }

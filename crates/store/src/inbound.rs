@@ -15,8 +15,8 @@ use sea_orm::{
 use crate::entities::{
     Owned, application, inbound_held, inbound_key, inbound_refusal, inbound_signed, inbound_source,
 };
+use crate::error::check_owner;
 use crate::error::conflict_as;
-use crate::resources::check_owner;
 use crate::sealed::{open_json, seal_json};
 use crate::{Result, Store, StoreError, System};
 
@@ -64,15 +64,7 @@ fn stored_tolerance(settings: &SourceSettings) -> Option<i64> {
     settings.tolerance_secs.and_then(|t| i64::try_from(t).ok())
 }
 
-pub(crate) fn context(id: &dyn std::fmt::Display) -> String {
-    format!("inbound_source/{id}")
-}
-
-/// Where a source's URL token is sealed: apart from its verification, so neither sealed value
-/// opens in the other's column.
-pub(crate) fn url_token_context(id: &dyn std::fmt::Display) -> String {
-    format!("inbound_source/{id}/url_token")
-}
+use crate::sealed::{source_context as context, source_url_token_context as url_token_context};
 
 impl Store {
     fn open_source(&self, row: inbound_source::Model) -> Result<Source> {

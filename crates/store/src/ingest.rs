@@ -7,13 +7,13 @@ use std::collections::{HashMap, HashSet};
 
 use domain::Timestamp;
 use domain::delivery::AttemptTrigger;
-use domain::ids::{ApplicationId, DeliveryId, EndpointId, MessageId, SecretId, TenantId};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryTrait};
-use tokio::sync::{mpsc, oneshot};
+use domain::ids::{ApplicationId, DeliveryId, EndpointId, MessageId, TenantId};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tokio::sync::oneshot;
 
 use crate::entities::{application, delivery, endpoint, endpoint_secret, message};
-use crate::resources::check_owner;
-use crate::traffic::{endpoint_accepts, new_delivery, next_sequence_upsert};
+use crate::error::check_owner;
+use crate::traffic::{endpoint_accepts, new_delivery};
 use crate::{CreatedMessage, NewMessage, Result, Store, StoreError, to_json};
 
 /// A dispatcher in this process that takes new deliveries straight from the message writer:
@@ -77,7 +77,7 @@ impl Store {
         *self.handoff.write().unwrap_or_else(|e| e.into_inner()) = handoff;
     }
 
-    fn current_handoff(&self) -> Option<Handoff> {
+    pub(crate) fn current_handoff(&self) -> Option<Handoff> {
         self.handoff
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -101,83 +101,11 @@ pub(crate) struct IngestJob {
     reply: oneshot::Sender<Result<CreatedMessage>>,
 }
 
-/// Starts the writer for `store` on the pool (PostgreSQL; SQLite's is the `lite` thread).
-/// `store` must not hold the sender itself, or the writer would never see the channel close.
-/// Returns where to send jobs.
-pub(crate) fn spawn_writer(store: Store) -> mpsc::Sender<IngestJob> {
-    let (tx, rx) = mpsc::channel::<IngestJob>(MAX_BATCH * 4);
-    tokio::spawn(pool_writer(store, rx));
-    tx
-}
-
-/// Batches the pool writer has in flight at once. On PostgreSQL a batch spends most of its time
-/// waiting for round trips and its commit; the next one is written meanwhile (decisions 27).
-const BATCHES_IN_FLIGHT: u32 = 2;
-
-async fn pool_writer(store: Store, mut rx: mpsc::Receiver<IngestJob>) {
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT as usize));
-    let mut jobs = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            break;
-        };
-        // Whatever arrived while waiting for a slot joins this batch.
-        drain(&mut rx, &mut jobs);
-        let batch = std::mem::take(&mut jobs);
-        let store = store.clone();
-        tokio::spawn(async move {
-            store.write_batch(batch).await;
-            drop(slot);
-        });
-    }
-    // Every batch answered before the writer ends.
-    let _ = slots.acquire_many(BATCHES_IN_FLIGHT).await;
-}
-
-/// Writes a batch on the SQLite thread's connection, in the write turn, and answers every job.
-pub(crate) fn write_lite_batch(
-    store: &Store,
-    conn: &mut rusqlite::Connection,
-    jobs: Vec<IngestJob>,
-) {
-    let (inputs, replies) = split(jobs);
-    // Checked again here, at the batch: jobs queue while the one before is written, and the
-    // disk may have reached its floor (or the WAL index been lost) meanwhile.
-    if let Err(StoreError::Refused { fault, why }) = store.health.take_message_batch() {
-        for reply in replies {
-            let _ = reply.send(Err(StoreError::Refused {
-                fault,
-                why: why.clone(),
-            }));
-        }
-        return;
-    }
-    let handoff = store.current_handoff();
-    let keys = &store.seal;
-    let written = create_messages_lite(conn, &inputs, handoff.as_ref(), keys);
-    for (input, reply) in answer_or_split(store, inputs, replies, written) {
-        let one = std::slice::from_ref(&input);
-        answer_one(
-            reply,
-            create_messages_lite(conn, one, handoff.as_ref(), keys),
-        );
-    }
-}
-
-fn drain(rx: &mut mpsc::Receiver<IngestJob>, jobs: &mut Vec<IngestJob>) {
-    while jobs.len() < MAX_BATCH {
-        match rx.try_recv() {
-            Ok(job) => jobs.push(job),
-            Err(_) => break,
-        }
-    }
-}
-
-type Input = (TenantId, application::Model, NewMessage, GiveUpAt);
+pub(crate) type Input = (TenantId, application::Model, NewMessage, GiveUpAt);
 
 type Reply = oneshot::Sender<Result<CreatedMessage>>;
 
-fn split(jobs: Vec<IngestJob>) -> (Vec<Input>, Vec<Reply>) {
+pub(crate) fn split(jobs: Vec<IngestJob>) -> (Vec<Input>, Vec<Reply>) {
     jobs.into_iter()
         .map(|j| ((j.tenant, j.app, j.new, j.give_up_at), j.reply))
         .unzip()
@@ -195,7 +123,7 @@ fn answer_err(replies: Vec<Reply>, e: StoreError) {
     }
 }
 
-fn answer_one(reply: Reply, created: Result<Created>) {
+pub(crate) fn answer_one(reply: Reply, created: Result<Created>) {
     let result = created.and_then(|c| c.finish().pop().expect("one result per message"));
     let _ = reply.send(result);
 }
@@ -206,7 +134,7 @@ fn answer_one(reply: Reply, created: Result<Created>) {
 ///
 /// A storage fault is not the messages' doing: writing them one by one would only fail again,
 /// once per message. The store notes it once and every job is refused with it.
-fn answer_or_split(
+pub(crate) fn answer_or_split(
     store: &Store,
     inputs: Vec<Input>,
     replies: Vec<Reply>,
@@ -257,11 +185,7 @@ impl Store {
             give_up_at,
             reply,
         };
-        let sent = match (&self.lite, &self.ingest) {
-            (Some(lite), _) => lite.ingest(job).await,
-            (None, Some(tx)) => tx.send(job).await.map_err(|e| e.0),
-            (None, None) => Err(job),
-        };
+        let sent = self.send_to_writer(job).await;
         let job = match sent {
             Ok(()) => match answer.await {
                 Ok(result) => return result,
@@ -284,274 +208,10 @@ impl Store {
             .pop()
             .expect("one result per message")
     }
-
-    /// Writes a batch on the pool and answers every job (see [`answer_or_split`]).
-    async fn write_batch(&self, jobs: Vec<IngestJob>) {
-        let handoff = self.current_handoff();
-        let (inputs, replies) = split(jobs);
-        let written = self.create_messages_at_once(&inputs, handoff).await;
-        for (input, reply) in answer_or_split(self, inputs, replies, written) {
-            let one = std::slice::from_ref(&input);
-            answer_one(reply, self.create_messages_at_once(one, None).await);
-        }
-    }
-
-    /// Creates a batch of messages on PostgreSQL, its one write path: two round trips and no
-    /// explicit transaction. The endpoints are read, then one statement inserts the messages
-    /// and their deliveries, numbers the ordered ones (one upsert of each key's counter, locked
-    /// in key order, so two batches in flight cannot deadlock) and reads the handed-off
-    /// endpoints' secrets. A single statement is atomic and durable when it returns, and sees
-    /// what a READ COMMITTED transaction's statements would (decisions 30). The six round trips
-    /// of a transaction (BEGIN, four statements, COMMIT) were most of an ingest request's time
-    /// at 1,000 msg/s. An `Err` of the whole means nothing was written.
-    async fn create_messages_at_once(
-        &self,
-        inputs: &[Input],
-        handoff: Option<Handoff>,
-    ) -> Result<Created> {
-        let now = Timestamp::now();
-        let endpoints = enabled_endpoints(inputs).all(&self.db).await?;
-        let endpoints_of = by_app(endpoints);
-        let planned = plan(inputs, &endpoints_of, now);
-        let rows = to_insert(&planned);
-        if rows.is_empty() {
-            return Ok(assemble(
-                planned,
-                inputs,
-                &HashSet::new(),
-                &HashMap::new(),
-                None,
-                now,
-            ));
-        }
-        let messages = messages_json(&rows);
-        // Assembled as if every message were new; those whose eventId turns out to be taken
-        // are taken back out below (their deliveries are not inserted either).
-        let every: HashSet<MessageId> = rows.iter().map(|m| m.id).collect();
-        // Ordered deliveries carry their rank in the batch as `seq` (which also keeps them
-        // from being handed off); the statement turns ranks into each key's next numbers.
-        let ranks: HashMap<(usize, usize), i64> = ordered_targets(&planned, inputs, &every)
-            .into_iter()
-            .enumerate()
-            .map(|(rank, (at, _))| (at, rank as i64))
-            .collect();
-        let mut created = assemble(planned, inputs, &every, &ranks, handoff, now);
-        let handed: Vec<EndpointId> = created.handed_endpoints().into_iter().collect();
-        let values = vec![
-            messages.into(),
-            crate::pg::rows_param::<delivery::Entity>(created.deliveries.iter()),
-            serde_json::json!(
-                handed
-                    .iter()
-                    .map(|&e| crate::pg::uuid_text(e))
-                    .collect::<Vec<_>>()
-            )
-            .to_string()
-            .into(),
-        ];
-        // One text for every batch, so it is parsed and planned once per connection.
-        static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let sql = SQL.get_or_init(create_messages_sql).as_str();
-        let stmt = sea_orm::Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
-        let row = self
-            .db
-            .query_one(stmt)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt("the message write returned no row".into()))?;
-        let parse = |col: &str| -> Result<serde_json::Value> {
-            let text: String = row.try_get("", col)?;
-            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(e.to_string()))
-        };
-        let inserted: Vec<String> = serde_json::from_value(parse("ids")?)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let inserted: HashSet<MessageId> = inserted
-            .iter()
-            .map(|t| crate::pg::id_from_uuid_text(t).map_err(StoreError::Corrupt))
-            .collect::<Result<_>>()?;
-        created.keep_only(&inserted);
-        let seqs: Vec<(String, i64)> = serde_json::from_value(parse("seqs")?)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let seqs: HashMap<DeliveryId, i64> = seqs
-            .iter()
-            .map(|(t, seq)| {
-                Ok((
-                    crate::pg::id_from_uuid_text(t).map_err(StoreError::Corrupt)?,
-                    *seq,
-                ))
-            })
-            .collect::<Result<_>>()?;
-        created.number(seqs);
-        if !created.handed.is_empty() {
-            let secrets = secret_rows(parse("secrets")?)?;
-            created.attach_endpoints(endpoints_of, secrets, now, &self.seal);
-        }
-        Ok(created)
-    }
-}
-
-/// The statement of [`Store::create_messages_at_once`]. Only ordered deliveries are ranked
-/// (each key's counter ends at its last number; this batch's share counts up to it), so a
-/// batch without ordering keys sorts nothing: `$1` the messages, `$2` their
-/// deliveries (ordered ones with their batch rank as `seq`), `$3` the handed-off endpoints.
-/// Returns the inserted message ids, the handed endpoints' secrets and each ordered delivery's
-/// number, as JSON texts.
-fn create_messages_sql() -> String {
-    use sea_orm::{IdenStatic, Iterable};
-    let columns: Vec<String> = delivery::Column::iter()
-        .map(|c| c.as_str().to_owned())
-        .collect();
-    let values: Vec<String> = columns
-        .iter()
-        .map(|c| match c.as_str() {
-            "seq" => "o.seq".to_owned(),
-            c => format!("r.{c}"),
-        })
-        .collect();
-    format!(
-        "WITH m AS (INSERT INTO messages (id, tenant_id, app_id, event_type, event_id, \
-           payload, channels, tags, ordering_key, created_at, deliver_at, trace_parent) \
-         SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
-           COALESCE(convert_to(r.payload, 'UTF8'), decode(r.payload_b64, 'base64')), \
-           r.channels, r.tags, r.ordering_key, r.created_at, r.deliver_at, r.trace_parent \
-         FROM json_to_recordset(CAST($1 AS json)) AS r(id uuid, tenant_id uuid, \
-           app_id uuid, event_type varchar, event_id varchar, payload text, \
-           payload_b64 text, channels text, tags text, ordering_key varchar, created_at bigint, \
-           deliver_at bigint, trace_parent varchar) \
-         ON CONFLICT DO NOTHING RETURNING id), \
-       r AS (SELECT * FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) \
-         WHERE msg_id IN (SELECT id FROM m)), \
-       k AS (SELECT endpoint_id, ordering_key, tenant_id, COUNT(*) AS n \
-         FROM r WHERE ordering_key IS NOT NULL GROUP BY endpoint_id, ordering_key, tenant_id), \
-       s AS (INSERT INTO ordering_sequences (endpoint_id, ordering_key, tenant_id, last_seq) \
-         SELECT endpoint_id, ordering_key, tenant_id, n FROM k \
-         ORDER BY endpoint_id, ordering_key \
-         ON CONFLICT (endpoint_id, ordering_key) \
-         DO UPDATE SET last_seq = ordering_sequences.last_seq + EXCLUDED.last_seq \
-         RETURNING endpoint_id, ordering_key, last_seq), \
-       d AS (INSERT INTO deliveries ({columns}) SELECT {values} FROM r \
-         LEFT JOIN (SELECT r.id, s.last_seq - k.n + ROW_NUMBER() OVER \
-             (PARTITION BY r.endpoint_id, r.ordering_key ORDER BY r.seq) AS seq \
-           FROM r JOIN k USING (endpoint_id, ordering_key) \
-           JOIN s USING (endpoint_id, ordering_key)) o ON o.id = r.id \
-         RETURNING id, seq) \
-       SELECT CAST(COALESCE((SELECT json_agg(id) FROM m), '[]') AS text) AS ids, \
-         CAST(COALESCE((SELECT json_agg(s) FROM endpoint_secrets s WHERE s.endpoint_id \
-           IN (SELECT CAST(json_array_elements_text(CAST($3 AS json)) AS uuid))), '[]') \
-           AS text) AS secrets, \
-         CAST(COALESCE((SELECT json_agg(json_build_array(id, seq)) FROM d \
-           WHERE seq IS NOT NULL), '[]') AS text) AS seqs",
-        columns = columns.join(", "),
-        values = values.join(", "),
-    )
-}
-
-/// Messages as one JSON array for `json_to_recordset`: the payload as text where its bytes
-/// are UTF-8 without NUL (see [`carried_as_text`]), as base64 otherwise.
-fn messages_json(rows: &[&message::Model]) -> String {
-    let rows: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|m| {
-            serde_json::json!({
-                "id": crate::pg::uuid_text(m.id),
-                "tenant_id": crate::pg::uuid_text(m.tenant_id),
-                "app_id": crate::pg::uuid_text(m.app_id),
-                "event_type": m.event_type,
-                "event_id": m.event_id,
-                "payload": carried_as_text(&m.payload).then(|| String::from_utf8_lossy(&m.payload)),
-                "payload_b64": (!carried_as_text(&m.payload))
-                    .then(|| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &m.payload)),
-                "channels": m.channels,
-                "tags": m.tags,
-                "ordering_key": m.ordering_key,
-                "created_at": m.created_at,
-                "deliver_at": m.deliver_at,
-                "trace_parent": m.trace_parent,
-            })
-        })
-        .collect();
-    serde_json::Value::Array(rows).to_string()
-}
-
-/// Whether a payload survives being carried as PostgreSQL text: UTF-8 (as every JSON body is)
-/// and without NUL, which text cannot hold.
-fn carried_as_text(payload: &[u8]) -> bool {
-    !payload.contains(&0) && std::str::from_utf8(payload).is_ok()
-}
-
-/// `endpoint_secrets` rows from PostgreSQL's `json_agg`.
-fn secret_rows(json: serde_json::Value) -> Result<Vec<endpoint_secret::Model>> {
-    #[derive(serde::Deserialize)]
-    struct Row {
-        #[serde(deserialize_with = "crate::pg::uuid_id")]
-        id: SecretId,
-        #[serde(deserialize_with = "crate::pg::uuid_id")]
-        tenant_id: TenantId,
-        #[serde(deserialize_with = "crate::pg::uuid_id")]
-        endpoint_id: EndpointId,
-        secret: String,
-        created_at: i64,
-        expires_at: Option<i64>,
-    }
-    let rows: Vec<Row> =
-        serde_json::from_value(json).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    Ok(rows
-        .into_iter()
-        .map(|r| endpoint_secret::Model {
-            id: r.id,
-            tenant_id: r.tenant_id,
-            endpoint_id: r.endpoint_id,
-            secret: r.secret,
-            created_at: r.created_at,
-            expires_at: r.expires_at,
-        })
-        .collect())
-}
-
-/// [`Store::create_messages`] on the SQLite thread's connection, in the write turn.
-fn create_messages_lite(
-    conn: &mut rusqlite::Connection,
-    inputs: &[Input],
-    handoff: Option<&Handoff>,
-    keys: &domain::seal::Keyring,
-) -> Result<Created> {
-    use crate::lite;
-    let backend = DbBackend::Sqlite;
-    let txn = lite::begin(conn)?;
-    let now = Timestamp::now();
-    let endpoints = enabled_endpoints(inputs).build(backend);
-    let endpoints_of = by_app(lite::query_endpoints(&txn, &endpoints)?);
-    let planned = plan(inputs, &endpoints_of, now);
-    static MESSAGE_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    static DELIVERY_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let message_sql =
-        MESSAGE_SQL.get_or_init(|| lite::insert_sql::<message::Entity>(" ON CONFLICT DO NOTHING"));
-    let delivery_sql = DELIVERY_SQL.get_or_init(|| lite::insert_sql::<delivery::Entity>(""));
-    let mut inserted = HashSet::new();
-    for m in to_insert(&planned) {
-        // Skipped (0 rows) when its eventId is taken.
-        if lite::insert_row::<message::Entity>(&txn, message_sql, m)? == 1 {
-            inserted.insert(m.id);
-        }
-    }
-    let mut seqs = HashMap::new();
-    for (at, (tenant, endpoint_id, key)) in ordered_targets(&planned, inputs, &inserted) {
-        let upsert = backend.build(&next_sequence_upsert(tenant, endpoint_id, key));
-        seqs.insert(at, lite::query_i64(&txn, &upsert)?);
-    }
-    let mut created = assemble(planned, inputs, &inserted, &seqs, handoff.cloned(), now);
-    for d in &created.deliveries {
-        lite::insert_row::<delivery::Entity>(&txn, delivery_sql, d)?;
-    }
-    if let Some(secrets) = created.secrets_query() {
-        let secrets = lite::query_secrets(&txn, &secrets.build(backend))?;
-        created.attach_endpoints(endpoints_of, secrets, now, keys);
-    }
-    txn.commit()?;
-    Ok(created)
 }
 
 /// The enabled endpoints of the batch's applications: what a new message can go to.
-fn enabled_endpoints(inputs: &[Input]) -> sea_orm::Select<endpoint::Entity> {
+pub(crate) fn enabled_endpoints(inputs: &[Input]) -> sea_orm::Select<endpoint::Entity> {
     endpoint::Entity::find()
         .filter(endpoint::Column::AppId.is_in(app_ids(inputs)))
         .filter(endpoint::Column::Disabled.eq(false))
@@ -561,7 +221,9 @@ fn app_ids(inputs: &[Input]) -> HashSet<ApplicationId> {
     inputs.iter().map(|(_, a, _, _)| a.id).collect()
 }
 
-fn by_app(endpoints: Vec<endpoint::Model>) -> HashMap<ApplicationId, Vec<endpoint::Model>> {
+pub(crate) fn by_app(
+    endpoints: Vec<endpoint::Model>,
+) -> HashMap<ApplicationId, Vec<endpoint::Model>> {
     let mut of: HashMap<ApplicationId, Vec<endpoint::Model>> = HashMap::new();
     for ep in endpoints {
         of.entry(ep.app_id).or_default().push(ep);
@@ -570,9 +232,9 @@ fn by_app(endpoints: Vec<endpoint::Model>) -> HashMap<ApplicationId, Vec<endpoin
 }
 
 /// Per message: its row and the endpoints it goes to, or why it cannot be created.
-type Planned<'e> = Result<(message::Model, Vec<&'e endpoint::Model>)>;
+pub(crate) type Planned<'e> = Result<(message::Model, Vec<&'e endpoint::Model>)>;
 
-fn plan<'e>(
+pub(crate) fn plan<'e>(
     inputs: &[Input],
     endpoints_of: &'e HashMap<ApplicationId, Vec<endpoint::Model>>,
     now: Timestamp,
@@ -620,7 +282,7 @@ fn plan<'e>(
         .collect()
 }
 
-fn to_insert<'p>(planned: &'p [Planned<'_>]) -> Vec<&'p message::Model> {
+pub(crate) fn to_insert<'p>(planned: &'p [Planned<'_>]) -> Vec<&'p message::Model> {
     planned
         .iter()
         .filter_map(|r| r.as_ref().ok().map(|(m, _)| m))
@@ -632,7 +294,7 @@ fn to_insert<'p>(planned: &'p [Planned<'_>]) -> Vec<&'p message::Model> {
 type OrderedTarget<'p> = ((usize, usize), (TenantId, EndpointId, &'p str));
 
 /// Every delivery that needs a sequence number: those of written messages with an ordering key.
-fn ordered_targets<'p>(
+pub(crate) fn ordered_targets<'p>(
     planned: &'p [Planned<'_>],
     inputs: &[Input],
     inserted: &HashSet<MessageId>,
@@ -658,18 +320,18 @@ fn ordered_targets<'p>(
 
 /// A written batch: the rows to insert, the deliveries claimed for the local dispatcher, and
 /// each message's result. [`Created::finish`] hands the claimed ones over once committed.
-struct Created {
-    deliveries: Vec<delivery::Model>,
+pub(crate) struct Created {
+    pub(crate) deliveries: Vec<delivery::Model>,
     /// (index in `deliveries`, index in `out`, slot) of those claimed for the local
     /// dispatcher.
-    handed: Vec<(usize, usize, Slot)>,
+    pub(crate) handed: Vec<(usize, usize, Slot)>,
     handoff: Option<Handoff>,
     /// The handed-off deliveries' endpoints with their secrets, where the writer read them.
     endpoints: HashMap<EndpointId, std::sync::Arc<crate::DispatchEndpoint>>,
     out: Vec<Result<CreatedMessage>>,
 }
 
-fn assemble(
+pub(crate) fn assemble(
     planned: Vec<Planned<'_>>,
     inputs: &[Input],
     inserted: &HashSet<MessageId>,
@@ -737,7 +399,7 @@ fn assemble(
 
 impl Created {
     /// The handed-off deliveries' endpoints, by id.
-    fn handed_endpoints(&self) -> HashSet<EndpointId> {
+    pub(crate) fn handed_endpoints(&self) -> HashSet<EndpointId> {
         self.handed
             .iter()
             .map(|(i, ..)| self.deliveries[*i].endpoint_id)
@@ -747,7 +409,7 @@ impl Created {
     /// Reads the signing secrets of the handed-off deliveries' endpoints, if any were handed.
     /// The dispatcher then gets endpoints and secrets as this transaction saw them, as fresh
     /// as its own read would be, without two more queries per batch.
-    fn secrets_query(&self) -> Option<sea_orm::Select<endpoint_secret::Entity>> {
+    pub(crate) fn secrets_query(&self) -> Option<sea_orm::Select<endpoint_secret::Entity>> {
         let ids = self.handed_endpoints();
         (!ids.is_empty()).then(|| {
             endpoint_secret::Entity::find().filter(endpoint_secret::Column::EndpointId.is_in(ids))
@@ -757,7 +419,7 @@ impl Created {
     /// Attaches the handed-off deliveries' endpoints, with `secrets` (those of
     /// [`Created::secrets_query`]), for the dispatcher. The secrets were read for the handed
     /// endpoints only, and `with_secrets` keeps just the endpoints that have some.
-    fn attach_endpoints(
+    pub(crate) fn attach_endpoints(
         &mut self,
         endpoints_of: HashMap<ApplicationId, Vec<endpoint::Model>>,
         secrets: Vec<endpoint_secret::Model>,
@@ -765,7 +427,7 @@ impl Created {
         keys: &domain::seal::Keyring,
     ) {
         let endpoints = endpoints_of.into_values().flatten().collect();
-        self.endpoints = crate::queue::with_secrets(endpoints, secrets, now, keys)
+        self.endpoints = crate::dispatch::with_secrets(endpoints, secrets, now, keys)
             .into_iter()
             .map(|(id, ep)| (id, std::sync::Arc::new(ep)))
             .collect();
@@ -774,7 +436,7 @@ impl Created {
     /// Takes back the messages not in `inserted` (their eventId was taken): each answers
     /// `Conflict`, and its deliveries (not inserted either) are not handed off; their slots
     /// go back at once.
-    fn keep_only(&mut self, inserted: &HashSet<MessageId>) {
+    pub(crate) fn keep_only(&mut self, inserted: &HashSet<MessageId>) {
         let mut gone = HashSet::new();
         for (at, out) in self.out.iter_mut().enumerate() {
             if out
@@ -790,7 +452,7 @@ impl Created {
     }
 
     /// Gives the ordered deliveries the numbers the database assigned them, by delivery id.
-    fn number(&mut self, seqs: HashMap<DeliveryId, i64>) {
+    pub(crate) fn number(&mut self, seqs: HashMap<DeliveryId, i64>) {
         let deliveries = self.deliveries.iter_mut().chain(
             self.out
                 .iter_mut()
@@ -806,7 +468,7 @@ impl Created {
 
     /// After the commit: hands the claimed deliveries to the dispatcher and returns each
     /// message's result.
-    fn finish(self) -> Vec<Result<CreatedMessage>> {
+    pub(crate) fn finish(self) -> Vec<Result<CreatedMessage>> {
         let Created {
             deliveries,
             handed,
@@ -874,24 +536,5 @@ impl Store {
             out.extend(self.create_batch(inputs).await?);
         }
         Ok(out)
-    }
-
-    /// One batch written by this database's one path, outside the group-committing writers:
-    /// on SQLite the writer thread (which takes the write turn itself), on PostgreSQL a
-    /// transaction on the pool. Nothing is handed to a dispatcher.
-    async fn create_batch(&self, inputs: Vec<Input>) -> Result<Vec<Result<CreatedMessage>>> {
-        match (&self.lite, self.backend) {
-            (Some(lite), _) => {
-                let keys = self.seal.clone();
-                Ok(lite
-                    .run(move |conn| create_messages_lite(conn, &inputs, None, &keys))
-                    .await?
-                    .finish())
-            }
-            (None, crate::Backend::Postgres) => {
-                Ok(self.create_messages_at_once(&inputs, None).await?.finish())
-            }
-            (None, crate::Backend::Sqlite) => Err(crate::lite::stopped()),
-        }
     }
 }

@@ -31,10 +31,7 @@ pub struct IntegrationChanges {
     pub feature_flags: Vec<String>,
 }
 
-/// Where a key is bound when sealed: a sealed key copied to another row does not open.
-pub(crate) fn context(id: &dyn std::fmt::Display) -> String {
-    format!("integration_key/{id}")
-}
+use crate::sealed::integration_key_context as context;
 
 impl Store {
     /// A new integration of `app`, with a new key (read it with [`Store::integration_key`]).

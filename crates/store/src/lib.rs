@@ -6,9 +6,14 @@
 //! scheduler are named for what they are.
 
 mod cache;
-mod checkpoint;
 mod columns;
 mod connect;
+mod dialect;
+use postgres::pg;
+use sqlite::{checkpoint, lite};
+mod claims;
+mod disable;
+mod dispatch;
 mod egress;
 pub mod entities;
 mod error;
@@ -17,19 +22,19 @@ mod health;
 mod inbound;
 mod ingest;
 mod integrations;
-mod lite;
 mod operational;
 mod ops;
 mod page;
-mod pg;
 mod plans;
 mod portal;
-mod queue;
+mod postgres;
 mod recovery;
 mod refusals;
 mod resources;
+mod results;
 mod retention;
 mod sealed;
+mod sqlite;
 mod stats;
 mod sweep;
 mod tenants;
@@ -44,8 +49,10 @@ pub mod testing;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 
+pub use claims::Fresh;
 pub use columns::EXPUNGED;
 pub use connect::{Backend, ConnectOptions};
+pub use dispatch::DispatchEndpoint;
 pub use egress::{GrantOrigin, Grants};
 pub use error::{StorageFault, StoreError, redact_url};
 pub use health::{
@@ -64,12 +71,12 @@ pub use portal::{
     NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, PORTAL_TOKEN_PREFIX, PortalGrant,
     portal_url,
 };
-pub use queue::{AttemptResult, DispatchEndpoint, Fresh, Next, attempt_row};
 pub use recovery::{AttemptFilter, Batches, Capped, DeliveryStats, PREVIEW_CAP};
 pub use refusals::{NewRefusal, REFUSAL_RETENTION, REFUSALS_KEPT, REFUSALS_PAGE, Refusal};
 pub use resources::{
     AppFilter, EndpointChanges, NewApplication, NewEndpoint, NewEventType, retry_policy_of,
 };
+pub use results::{AttemptResult, Next, attempt_row};
 pub use retention::{Pruned, Reclaim};
 pub use sealed::{KEY_FILE, KeySource, Reseal, Resealed};
 pub use stats::{LATENCY_BOUNDS_MS, Outcome, QueueGauges, StatCounts, StatPoint};
@@ -81,23 +88,127 @@ pub use warnings::{WARNING_ERRORS, health_of};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// Opens `url`'s database: the one place that looks at which it is (see `dialect`).
+async fn open_database(
+    url: &str,
+    opts: &ConnectOptions,
+    health: &crate::StorageHealth,
+) -> Result<(DatabaseConnection, Backend, Option<std::path::PathBuf>)> {
+    let backend = Backend::of_url(url)?;
+    let (db, file) = match backend {
+        Backend::Sqlite => {
+            let (db, file) = crate::sqlite::connect::open(url, opts).await?;
+            (db, Some(file))
+        }
+        Backend::Postgres => (
+            crate::postgres::connect::open(url, opts, health).await?,
+            None,
+        ),
+    };
+    Ok((db, backend, file))
+}
+
+/// The dialect of `backend`: the one choice of the store's statements, made when it
+/// connects (see `dialect`).
+pub(crate) fn dialect_of(backend: Backend) -> &'static dialect::Dialect {
+    match backend {
+        Backend::Sqlite => &sqlite::DIALECT,
+        Backend::Postgres => &postgres::DIALECT,
+    }
+}
+
+/// The dialect a connection (or transaction) speaks, for code handed only that.
+pub(crate) fn dialect_of_connection(db: &impl ConnectionTrait) -> &'static dialect::Dialect {
+    match db.get_database_backend() {
+        sea_orm::DbBackend::Postgres => &postgres::DIALECT,
+        _ => &sqlite::DIALECT,
+    }
+}
+
+/// Where a database's hot writes (new messages, attempt results) go, chosen once when the
+/// store connects (decisions 96). `None` inside, in the writer's own handle: a writer must
+/// not hold itself, or it would never see its channel close.
+#[derive(Clone, Debug)]
+pub(crate) enum Writer {
+    /// The thread that creates messages and writes attempt results without a thread hop per
+    /// statement (decisions 25).
+    Sqlite(Option<lite::Lite>),
+    /// The group-commit writer of new messages on the pool (see `ingest`); results are one
+    /// statement on the pool.
+    Postgres(Option<tokio::sync::mpsc::Sender<ingest::IngestJob>>),
+}
+
+/// The hot writes, each to this database's implementation (see [`Writer`]).
+impl Store {
+    /// Queues a new message with the group-committing writer; gives it back where there is
+    /// none (the writer's own handle, or a writer gone).
+    pub(crate) async fn send_to_writer(
+        &self,
+        job: ingest::IngestJob,
+    ) -> std::result::Result<(), ingest::IngestJob> {
+        match &self.writer {
+            Writer::Sqlite(Some(lite)) => lite.ingest(job).await,
+            Writer::Postgres(Some(tx)) => tx.send(job).await.map_err(|e| e.0),
+            Writer::Sqlite(None) | Writer::Postgres(None) => Err(job),
+        }
+    }
+
+    /// One batch written by this database's one path, outside the group-committing writers:
+    /// on SQLite the writer thread (which takes the write turn itself), on PostgreSQL a
+    /// transaction on the pool. Nothing is handed to a dispatcher.
+    pub(crate) async fn create_batch(
+        &self,
+        inputs: Vec<ingest::Input>,
+    ) -> Result<Vec<Result<CreatedMessage>>> {
+        match &self.writer {
+            Writer::Sqlite(Some(lite)) => {
+                let keys = self.seal.clone();
+                Ok(lite
+                    .run(move |conn| {
+                        crate::sqlite::ingest::create_messages_lite(conn, &inputs, None, &keys)
+                    })
+                    .await?
+                    .finish())
+            }
+            Writer::Postgres(_) => Ok(self.create_messages_at_once(&inputs, None).await?.finish()),
+            Writer::Sqlite(None) => Err(crate::lite::stopped()),
+        }
+    }
+
+    /// Writes a batch of attempt results (see `Store::record_results_in`); returns the ids
+    /// of the deliveries written (those whose lease `owner` still held).
+    pub(crate) async fn write_results(
+        &self,
+        owner: &str,
+        results: &[results::AttemptResult],
+        now: i64,
+        rest: Vec<sea_orm::Statement>,
+    ) -> Result<std::collections::HashSet<domain::ids::DeliveryId>> {
+        match &self.writer {
+            Writer::Sqlite(Some(lite)) => {
+                sqlite::results::write_results_lite(lite, owner, results, now, rest).await
+            }
+            Writer::Postgres(_) => self.record_results_at_once(owner, results, now, rest).await,
+            Writer::Sqlite(None) => Err(lite::stopped()),
+        }
+    }
+}
+
 /// A handle on the database. Cheap to clone: it wraps a connection pool.
 #[derive(Clone, Debug)]
 pub struct Store {
     db: DatabaseConnection,
     backend: Backend,
+    /// The statements that differ between the databases, chosen once here (see `dialect`).
+    sql: &'static dialect::Dialect,
     /// SQLite has one writer: this process's write transactions take turns here rather than
     /// in SQLite's busy handler (which sleeps). PostgreSQL needs no gate.
-    write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
-    /// The group-commit writer of new messages on the pool (PostgreSQL; see `ingest`); `None`
-    /// in the writer's own handle.
-    ingest: Option<tokio::sync::mpsc::Sender<ingest::IngestJob>>,
+    write_gate: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// Where this database's hot writes go (see [`Writer`]).
+    writer: Writer,
     /// Where the message writer hands new deliveries to this process's dispatcher, when one
     /// runs here (see [`Handoff`]). Shared by every clone.
     handoff: std::sync::Arc<std::sync::RwLock<Option<Handoff>>>,
-    /// SQLite only: the thread that creates messages and writes attempt results without a
-    /// thread hop per statement (decisions 25); `None` in the thread's own handle.
-    lite: Option<lite::Lite>,
     /// Short-lived copies of API-key and application lookups (see `cache`).
     keys: std::sync::Arc<cache::ReadCache<String, domain::ids::TenantId>>,
     /// The same for portal tokens (see `portal`).
@@ -123,7 +234,7 @@ pub struct Store {
     /// The same for endpoints with their secrets opened, read by the dispatcher for every
     /// batch of claimed deliveries (see `Store::dispatch_endpoints`).
     dispatch: std::sync::Arc<
-        cache::ReadCache<domain::ids::EndpointId, std::sync::Arc<queue::DispatchEndpoint>>,
+        cache::ReadCache<domain::ids::EndpointId, std::sync::Arc<dispatch::DispatchEndpoint>>,
     >,
     /// The same for inbound sources, read by every unauthenticated `POST /in/{source}`.
     sources: std::sync::Arc<cache::ReadCache<domain::ids::SourceId, inbound::Source>>,
@@ -193,7 +304,7 @@ impl Store {
     /// created when missing.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<Store> {
         let health = StorageHealth::default();
-        let (db, backend, sqlite_file) = connect::connect(url, opts, &health).await?;
+        let (db, backend, sqlite_file) = open_database(url, opts, &health).await?;
         let (keys, key_source, unsaved_key) = match (&opts.keys, &sqlite_file) {
             (Some(keys), _) => (keys.clone(), KeySource::Configured, None),
             (None, Some(file)) if file.as_os_str() != ":memory:" => sealed::key_file_keys(file)?,
@@ -202,10 +313,14 @@ impl Store {
         let mut store = Store {
             db,
             backend,
-            write_gate: Default::default(),
-            ingest: None,
+            sql: dialect_of(backend),
+            // One writer: SQLite, a file (see `write_gate`).
+            write_gate: sqlite_file.as_ref().map(|_| Default::default()),
+            writer: match sqlite_file {
+                Some(_) => Writer::Sqlite(None),
+                None => Writer::Postgres(None),
+            },
             handoff: Default::default(),
-            lite: None,
             keys: Default::default(),
             portal: Default::default(),
             integrations: Default::default(),
@@ -234,9 +349,11 @@ impl Store {
                 }
                 let lite = lite::Lite::start(store.clone(), &file)?;
                 checkpoint::spawn(store.clone(), lite.downgrade(), file);
-                store.lite = Some(lite);
+                store.writer = Writer::Sqlite(Some(lite));
             }
-            None => store.ingest = Some(ingest::spawn_writer(store.clone())),
+            None => {
+                store.writer = Writer::Postgres(Some(postgres::ingest::spawn_writer(store.clone())))
+            }
         }
         Ok(store)
     }
@@ -263,10 +380,9 @@ impl Store {
     /// An id as an SQL literal of its stored form on this database (decisions 94: a `uuid`
     /// on PostgreSQL, a 16-byte BLOB on SQLite), for SQL written by hand (tests, tooling).
     pub fn id_sql(&self, id: impl Into<sea_orm::Value>) -> String {
-        match (id.into(), self.db.get_database_backend()) {
-            (sea_orm::Value::Uuid(Some(u)), sea_orm::DbBackend::Postgres) => format!("'{u}'"),
-            (sea_orm::Value::Uuid(Some(u)), _) => format!("x'{}'", u.simple()),
-            (other, _) => unreachable!("ids are stored as uuid values, not {other:?}"),
+        match id.into() {
+            sea_orm::Value::Uuid(Some(u)) => (self.sql.id_literal)(&u),
+            other => unreachable!("ids are stored as uuid values, not {other:?}"),
         }
     }
 
@@ -280,9 +396,9 @@ impl Store {
     /// here instead of in SQLite's busy handler, which sleeps in growing steps, is not slowed
     /// by the others. Held for one statement or handed to a transaction.
     pub async fn write_turn(&self) -> WriteTurn {
-        WriteTurn(match self.backend {
-            Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
-            Backend::Postgres => None,
+        WriteTurn(match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
         })
     }
 
@@ -297,13 +413,8 @@ impl Store {
         use sea_orm::TransactionTrait;
         self.health.may_write()?;
         let txn = self.db.begin().await?;
-        if self.backend == Backend::Sqlite {
-            // sea-orm begins DEFERRED. A deferred transaction that reads and later writes fails
-            // at once with SQLITE_BUSY_SNAPSHOT if any other writer committed in between, and
-            // the busy timeout does not help. A write as the first statement takes the write
-            // lock up front (waiting in the busy handler if needed), as BEGIN IMMEDIATE would.
-            txn.execute_unprepared("DELETE FROM node_heartbeats WHERE 0")
-                .await?;
+        if let Some(first) = self.sql.begin_write {
+            txn.execute_unprepared(first).await?;
         }
         Ok(WriteTxn { txn, _turn: turn })
     }

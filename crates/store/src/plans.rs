@@ -50,8 +50,11 @@ mod tests {
         let skip = [EndpointId::new(), EndpointId::new()];
         let claim = |fresh: bool| {
             let now = ids.now;
-            crate::queue::claim_statement(
-                backend,
+            crate::claims::claim_statement(
+                crate::dialect_of(match backend {
+                    sea_orm::DbBackend::Postgres => crate::Backend::Postgres,
+                    _ => crate::Backend::Sqlite,
+                }),
                 "owner",
                 now,
                 now.plus(std::time::Duration::from_secs(30)),
@@ -84,12 +87,12 @@ mod tests {
             ),
             (
                 "dispatcher: next due time",
-                Statement::from_string(backend, crate::queue::NEXT_DUE_SQL),
+                Statement::from_string(backend, crate::claims::NEXT_DUE_SQL),
                 vec!["idx_deliveries_due"],
             ),
             (
                 "scheduler: expired leases",
-                crate::queue::expired_leases(ids.now).build(backend),
+                crate::claims::expired_leases(ids.now).build(backend),
                 vec!["idx_deliveries_leased"],
             ),
             (

@@ -16,8 +16,8 @@ use sea_orm::{
 
 use crate::entities::Owned;
 use crate::entities::{attempt, delivery, endpoint, job, message};
+use crate::error::check_owner;
 use crate::gate::enabled_endpoint_in;
-use crate::resources::check_owner;
 use crate::traffic::new_delivery;
 use crate::{ListParams, Page, Result, Store, StoreError, from_json, page::fetch_page};
 
@@ -323,7 +323,7 @@ impl Store {
         }
         let now = Timestamp::now();
         let txn = self.write_txn().await?;
-        let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, ep.id).await?;
+        let ep = &enabled_endpoint_in(&*txn, self.sql, tenant, ep.id).await?;
         let existing = delivery::Entity::find()
             .filter(delivery::Column::MsgId.eq(msg.id))
             .filter(delivery::Column::EndpointId.eq(ep.id))
@@ -444,7 +444,7 @@ impl Store {
         loop {
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
-            enabled_endpoint_in(&*txn, self.backend, tenant, endpoint_id).await?;
+            enabled_endpoint_in(&*txn, self.sql, tenant, endpoint_id).await?;
             if !run.may_continue(&*txn).await? {
                 return Ok(total);
             }
@@ -515,7 +515,7 @@ impl Store {
             after = Some(last.id);
             let now = Timestamp::now();
             let txn = self.write_txn().await?;
-            let ep = &enabled_endpoint_in(&*txn, self.backend, tenant, ep.id).await?;
+            let ep = &enabled_endpoint_in(&*txn, self.sql, tenant, ep.id).await?;
             if !run.may_continue(&*txn).await? {
                 break;
             }

@@ -17,6 +17,7 @@ use crate::entities::{
     application, attempt, delivery, endpoint, endpoint_secret, event_type, message,
     ordering_sequence,
 };
+use crate::error::check_owner;
 use crate::error::conflict_as;
 use crate::{ListParams, Page, Result, Store, StoreError, page::fetch_page, to_json};
 
@@ -848,15 +849,6 @@ async fn insert_secret(
     .insert(db)
     .await?;
     Ok(())
-}
-
-/// Guards methods that take a loaded row: it must belong to the calling tenant.
-pub(crate) fn check_owner(tenant: TenantId, owner: &TenantId, entity: &'static str) -> Result<()> {
-    if *owner == tenant {
-        Ok(())
-    } else {
-        Err(StoreError::not_found(entity))
-    }
 }
 
 /// The endpoint's retry policy, where a policy must be had (a message's give-up time, the

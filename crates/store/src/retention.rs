@@ -417,7 +417,7 @@ impl crate::System<'_> {
     /// 33 MB every 30 s, without end) nothing ever does, and pruning frees nothing. Then
     /// hookd runs a plain VACUUM (no lock that blocks reads or writes) of its busy tables.
     pub async fn reclaim_space(&self) -> Result<Reclaim> {
-        if self.db.get_database_backend() != sea_orm::DbBackend::Postgres {
+        if !self.sql.may_need_vacuum {
             return Ok(Reclaim::Automatic);
         }
         let backend = self.db.get_database_backend();

@@ -551,19 +551,19 @@ impl System<'_> {
         use crate::entities::{inbound_source as src, integration as integ};
         self.reseal_column::<src::Entity, domain::ids::SourceId>(
             (src::Column::Id, src::Column::Verification),
-            |id| crate::inbound::context(&id),
+            |id| source_context(&id),
             (keys, mode, batch, report),
         )
         .await?;
         self.reseal_column::<src::Entity, domain::ids::SourceId>(
             (src::Column::Id, src::Column::UrlToken),
-            |id| crate::inbound::url_token_context(&id),
+            |id| source_url_token_context(&id),
             (keys, mode, batch, report),
         )
         .await?;
         self.reseal_column::<integ::Entity, domain::ids::IntegrationId>(
             (integ::Column::Id, integ::Column::KeySealed),
-            |id| crate::integrations::context(&id),
+            |id| integration_key_context(&id),
             (keys, mode, batch, report),
         )
         .await
@@ -625,3 +625,20 @@ impl System<'_> {
 
 /// Shared by every clone of a store.
 pub(crate) type SharedKeys = Arc<Keyring>;
+
+/// Where an inbound source's verification is bound when sealed.
+pub(crate) fn source_context(id: &dyn std::fmt::Display) -> String {
+    format!("inbound_source/{id}")
+}
+
+/// Where a source's URL token is sealed: apart from its verification, so neither sealed value
+/// opens in the other's column.
+pub(crate) fn source_url_token_context(id: &dyn std::fmt::Display) -> String {
+    format!("inbound_source/{id}/url_token")
+}
+
+/// Where an integration key is bound when sealed: a sealed key copied to another row does
+/// not open.
+pub(crate) fn integration_key_context(id: &dyn std::fmt::Display) -> String {
+    format!("integration_key/{id}")
+}

@@ -126,7 +126,7 @@ pub struct StatPoint {
 pub(crate) type StatKey = (TenantId, ApplicationId, EndpointId, i64);
 
 pub(crate) fn stats_upserts(
-    backend: crate::Backend,
+    sql: &crate::dialect::Dialect,
     counts: &BTreeMap<StatKey, StatCounts>,
 ) -> Vec<Statement> {
     let mut out = Vec::new();
@@ -156,13 +156,7 @@ pub(crate) fn stats_upserts(
         let mut rows = Vec::with_capacity(chunk.len());
         for ((tenant, app, endpoint, minute), c) in chunk {
             let start = values.len();
-            let marks: Vec<String> = (1..=per_row)
-                .map(|i| match backend {
-                    crate::Backend::Sqlite => format!("?{}", start + i),
-                    crate::Backend::Postgres => format!("${}", start + i),
-                })
-                .collect();
-            rows.push(format!("({})", marks.join(", ")));
+            rows.push(format!("({})", sql.params(start + 1, per_row)));
             values.extend([
                 Value::from(tenant),
                 Value::from(app),
@@ -175,17 +169,13 @@ pub(crate) fn stats_upserts(
             ]);
             values.extend(c.latency.iter().map(|n| Value::from(*n)));
         }
-        let sql = format!(
+        let text = format!(
             "INSERT INTO attempt_stats ({cols}) VALUES {} \
              ON CONFLICT (endpoint_id, minute) DO UPDATE SET {}",
             rows.join(", "),
             updates.join(", ")
         );
-        let db_backend = match backend {
-            crate::Backend::Sqlite => sea_orm::DbBackend::Sqlite,
-            crate::Backend::Postgres => sea_orm::DbBackend::Postgres,
-        };
-        out.push(Statement::from_sql_and_values(db_backend, sql, values));
+        out.push(sql.statement(text, values));
     }
     out
 }
@@ -212,10 +202,7 @@ impl Store {
         let lat_sums: Vec<String> = (0..BUCKETS)
             .map(|i| format!("CAST(SUM(lat_{i}) AS BIGINT) AS lat_{i}"))
             .collect();
-        let p = |n: usize| match self.backend {
-            crate::Backend::Sqlite => format!("?{n}"),
-            crate::Backend::Postgres => format!("${n}"),
-        };
+        let p = self.sql.param;
         // A tenant's charts count its own applications' deliveries: the hidden application
         // of its operational webhooks is hookd's, not one it can open or act on.
         let endpoint_filter = if endpoint_id.is_some() {
@@ -327,15 +314,7 @@ impl crate::System<'_> {
         };
         let oldest_due = row.try_get::<Option<i64>>("", "oldest_due")?;
         let oldest_held = row.try_get::<Option<i64>>("", "oldest_held")?;
-        let size_sql = match self.backend {
-            crate::Backend::Sqlite => {
-                "SELECT p.page_count * s.page_size AS total, f.freelist_count * s.page_size AS free \
-                 FROM pragma_page_count() AS p, pragma_page_size() AS s, pragma_freelist_count() AS f"
-            }
-            crate::Backend::Postgres => {
-                "SELECT pg_database_size(current_database()) AS total, 0::BIGINT AS free"
-            }
-        };
+        let size_sql = self.sql.database_size;
         let size = self
             .db
             .query_one(Statement::from_string(backend, size_sql))
@@ -368,10 +347,7 @@ impl crate::System<'_> {
     /// Deletes per-minute statistics older than `before` (retention); returns how many rows.
     pub async fn prune_attempt_stats(&self, before: Timestamp) -> Result<u64> {
         let _turn = self.write_turn().await;
-        let sql = match self.backend {
-            crate::Backend::Sqlite => "DELETE FROM attempt_stats WHERE minute < ?1",
-            crate::Backend::Postgres => "DELETE FROM attempt_stats WHERE minute < $1",
-        };
+        let sql = self.sql.prune_attempt_stats;
         let res = self
             .db
             .execute(Statement::from_sql_and_values(
@@ -408,7 +384,7 @@ mod tests {
             let store = &db.store;
             // Written twice: the second batch adds to the same rows.
             for _ in 0..2 {
-                for stmt in stats_upserts(store.backend, &one) {
+                for stmt in stats_upserts(store.sql, &one) {
                     store.connection().execute(stmt).await.unwrap();
                 }
             }
@@ -508,7 +484,7 @@ mod tests {
                         .or_insert_with(StatCounts::default)
                         .count(outcome, 5);
                 }
-                for stmt in stats_upserts(store.backend, &rows) {
+                for stmt in stats_upserts(store.sql, &rows) {
                     store.connection().execute(stmt).await.unwrap();
                 }
                 // A window ending mid-bucket, as "now" does: never more than the bound.

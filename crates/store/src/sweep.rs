@@ -11,7 +11,7 @@ use domain::jobs::JobState;
 use sea_orm::sea_query::Value;
 use sea_orm::{ConnectionTrait, Statement};
 
-use crate::{Backend, Result, Store};
+use crate::{Result, Store};
 
 /// Rows deleted per statement.
 pub const SWEEP_BATCH: u64 = 1000;
@@ -81,10 +81,7 @@ impl crate::System<'_> {
     /// horizons, and sessions, sign-ups and inbound digests that expired before `now`. Emails still to be sent
     /// and jobs still running stay whatever their age.
     pub async fn sweep_expired(&self, horizons: Horizons, now: Timestamp) -> Result<Swept> {
-        let p = match self.backend {
-            Backend::Sqlite => "?1",
-            Backend::Postgres => "$1",
-        };
+        let p = (self.sql.param)(1);
         let idempotency = format!(
             "DELETE FROM idempotency_keys WHERE (tenant_id, key) IN ( \
                SELECT tenant_id, key FROM idempotency_keys WHERE created_at < {p} LIMIT {SWEEP_BATCH})"
@@ -155,10 +152,7 @@ impl crate::System<'_> {
     /// Deletes the refused inbound requests recorded before `before` (their ids start with
     /// that time), in bounded batches.
     pub async fn prune_refusals(&self, before: Timestamp) -> Result<u64> {
-        let p = match self.backend {
-            Backend::Sqlite => "?1",
-            Backend::Postgres => "$1",
-        };
+        let p = (self.sql.param)(1);
         let sql = format!(
             "DELETE FROM inbound_refusals WHERE id IN ( \
                SELECT id FROM inbound_refusals WHERE id < {p} LIMIT {SWEEP_BATCH})"

@@ -12,8 +12,8 @@ use sea_orm::{
 
 use crate::entities::Owned;
 use crate::entities::{attempt, delivery, endpoint, message, ordering_sequence};
+use crate::error::check_owner;
 use crate::page::{fetch_page, page_query};
-use crate::resources::check_owner;
 use crate::{ListParams, Page, Result, Store, StoreError};
 
 #[derive(Clone, Debug, Default)]
@@ -427,10 +427,7 @@ pub(crate) fn new_delivery(
 
 /// The database's plan for `stmt`, one line per step.
 pub(crate) async fn explain(db: &impl ConnectionTrait, stmt: sea_orm::Statement) -> Result<String> {
-    let (prefix, column) = match db.get_database_backend() {
-        sea_orm::DbBackend::Postgres => ("EXPLAIN ", "QUERY PLAN"),
-        _ => ("EXPLAIN QUERY PLAN ", "detail"),
-    };
+    let (prefix, column) = crate::dialect_of_connection(db).explain;
     let explain = sea_orm::Statement {
         sql: format!("{prefix}{}", stmt.sql),
         ..stmt

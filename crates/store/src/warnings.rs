@@ -48,7 +48,7 @@ impl System<'_> {
         cutoff: Timestamp,
         limit: u64,
     ) -> Result<Vec<endpoint::Model>> {
-        Ok(crate::queue::failing_before(cutoff)
+        Ok(crate::disable::failing_before(cutoff)
             .filter(
                 Condition::any()
                     .add(endpoint::Column::WarnedFailingSince.is_null())

@@ -19,9 +19,9 @@ use sea_orm::sea_query::Value;
 use sea_orm::{DbBackend, EntityTrait, IdenStatic, Iterable, ModelTrait, Statement};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::connect::{SQLITE_BUSY_TIMEOUT, SQLITE_PRAGMAS};
 use crate::entities::{endpoint, endpoint_secret};
 use crate::ingest::{IngestJob, MAX_BATCH};
+use crate::sqlite::connect::{SQLITE_BUSY_TIMEOUT, SQLITE_PRAGMAS};
 use crate::{Result, Store, StoreError};
 
 /// Opens a connection with the settings of the sea-orm pool (see `connect`).
@@ -324,7 +324,7 @@ fn serve(store: Store, mut conn: Connection, mut rx: mpsc::Receiver<Work>) {
             Work::Run(job) => runs.push(job),
         }
         // This thread is outside any runtime, so it may block on the turn.
-        let turn = store.write_gate.blocking_lock();
+        let turn = store.write_gate.as_ref().map(|g| g.blocking_lock());
         // Whatever arrived while waiting for the turn is done in it: messages in one batch.
         while jobs.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -334,7 +334,7 @@ fn serve(store: Store, mut conn: Connection, mut rx: mpsc::Receiver<Work>) {
             }
         }
         if !jobs.is_empty() {
-            crate::ingest::write_lite_batch(&store, &mut conn, std::mem::take(&mut jobs));
+            crate::sqlite::ingest::write_lite_batch(&store, &mut conn, std::mem::take(&mut jobs));
         }
         for job in runs.drain(..) {
             job(&mut conn);

@@ -1,0 +1,92 @@
+//! hookd on PostgreSQL: its statements (see [`Dialect`]), the group-committing message
+//! writer, the one-statement result write, and the JSON helpers they share.
+
+pub(crate) mod connect;
+pub(crate) mod ingest;
+pub(crate) mod pg;
+pub(crate) mod results;
+
+use crate::dialect::{Dialect, EndpointLeases, ORDERED, claim_window};
+
+pub(crate) static DIALECT: Dialect = Dialect {
+    db: sea_orm::DbBackend::Postgres,
+    param: |n| format!("${n}"),
+    claim,
+    // Skips rows a result write holds right now: they are being finished, and waiting on
+    // them in arbitrary order deadlocks against that write.
+    renew_leases: "UPDATE deliveries SET lease_expires_at = $1 WHERE id IN ( \
+                     SELECT id FROM deliveries WHERE lease_owner = $2 AND state = 'sending' \
+                     AND id IN ({ids}) FOR UPDATE SKIP LOCKED)",
+    // Rows another transaction holds are skipped: that transaction is claiming, deferring or
+    // finishing them. Waiting instead deadlocked against deferring claims, because an UPDATE
+    // locks a row that changed under it before it rechecks its WHERE, and so holds rows it
+    // then does not move.
+    defer_backlog: "UPDATE deliveries SET next_attempt_at = $1 WHERE id IN ( \
+                      SELECT id FROM deliveries \
+                      WHERE endpoint_id = $2 AND state = 'pending' AND next_attempt_at < $1 \
+                      FOR UPDATE SKIP LOCKED)",
+    prune_attempt_stats: "DELETE FROM attempt_stats WHERE minute < $1",
+    database_size: "SELECT pg_database_size(current_database()) AS total, 0::BIGINT AS free",
+    probe: &[
+        "CREATE TEMP TABLE hookd_storage_probe (b bytea) ON COMMIT DROP",
+        "INSERT INTO hookd_storage_probe SELECT decode(repeat('00', 4096), 'hex')",
+    ],
+    begin_write: None,
+    explain: ("EXPLAIN ", "QUERY PLAN"),
+    lock_endpoint_row: true,
+    endpoint_leases: Some(EndpointLeases {
+        renew: "UPDATE endpoint_leases SET expires_at = $1 \
+                WHERE owner = $2 AND endpoint_id IN ({ids}) RETURNING endpoint_id",
+        release: "DELETE FROM endpoint_leases WHERE owner = $1",
+        forget_expired: "DELETE FROM endpoint_leases WHERE expires_at < $1",
+    }),
+    give_back_wal: None,
+    may_need_vacuum: true,
+    id_literal: |u| format!("'{u}'"),
+};
+
+/// Several dispatcher processes: each endpoint is sent to by one of them at a time (see
+/// `endpoint_leases`), so its cap, throttle and breaker, kept in that process, hold for the
+/// deployment. Candidates skip endpoints another process holds; the endpoints of the rest are
+/// taken or renewed (in id order, so two claims never wait on each other crosswise), and only
+/// deliveries of endpoints this claim then holds are claimed. A lease of ours with at least
+/// half its time left is not written again (the renewer extends it while we have its work). A
+/// claim takes new endpoints in proportion to its room, one per default cap's worth and at
+/// least one (`new_endpoints`), oldest work first: a process with little room leaves the
+/// endpoints it could not serve at their caps to the others, which spreads endpoints over
+/// processes by their spare capacity. Two processes racing for a free endpoint meet on its
+/// lease row: the later one sees the winner's row and takes nothing of it.
+fn claim(fresh: Option<usize>) -> String {
+    let (window, order) = claim_window(&DIALECT, fresh);
+    let new_endpoints = format!(
+        "GREATEST(1, $5 / {})",
+        domain::delivery::DEFAULT_MAX_CONCURRENCY
+    );
+    format!(
+        "WITH cand AS ( \
+           SELECT d.id, d.endpoint_id, {order} AS o FROM deliveries d \
+           WHERE d.state = 'pending' AND d.next_attempt_at <= $4{window} AND {ORDERED} \
+             AND NOT EXISTS (SELECT 1 FROM endpoint_leases l WHERE l.endpoint_id = d.endpoint_id \
+               AND l.owner <> $1 AND l.expires_at > $3) \
+           ORDER BY {order} LIMIT $5 FOR UPDATE OF d SKIP LOCKED), \
+         eps AS ( \
+           SELECT c.endpoint_id, min(c.o) AS o, \
+             bool_or(l.owner IS NOT DISTINCT FROM $1 AND l.expires_at > $3) AS mine, \
+             bool_or(l.owner IS NOT DISTINCT FROM $1 AND l.expires_at >= ($2 + $3) / 2) AS fresh \
+           FROM cand c LEFT JOIN endpoint_leases l ON l.endpoint_id = c.endpoint_id \
+           GROUP BY c.endpoint_id), \
+         pick AS ( \
+           SELECT endpoint_id FROM eps WHERE mine AND NOT fresh \
+           UNION ALL (SELECT endpoint_id FROM eps WHERE NOT mine ORDER BY o LIMIT {new_endpoints})), \
+         held AS ( \
+           INSERT INTO endpoint_leases (endpoint_id, owner, expires_at) \
+           SELECT endpoint_id, $1, $2 FROM pick ORDER BY endpoint_id \
+           ON CONFLICT (endpoint_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
+           WHERE endpoint_leases.owner = EXCLUDED.owner OR endpoint_leases.expires_at <= $3 \
+           RETURNING endpoint_id) \
+         UPDATE deliveries SET state = 'sending', lease_owner = $1, lease_expires_at = $2, updated_at = $3 \
+         WHERE id IN (SELECT c.id FROM cand c WHERE c.endpoint_id IN ( \
+           SELECT endpoint_id FROM eps WHERE fresh UNION ALL SELECT endpoint_id FROM held)) \
+         RETURNING *"
+    )
+}

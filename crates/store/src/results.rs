@@ -1,0 +1,234 @@
+//! Attempt results: the attempts, the deliveries' next state, the endpoints' health and the
+//! statistics, written in one go per batch by the database's writer (see `Writer`).
+
+use std::collections::HashMap;
+
+use domain::Timestamp;
+use domain::classify::Classification;
+use domain::delivery::DeliveryState;
+use domain::ids::{AttemptId, DeliveryId, EndpointId};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryTrait, Statement};
+
+use crate::Result;
+use crate::disable::{disable_and_notify, disabled_event};
+use crate::entities::{attempt, delivery, endpoint};
+
+/// What became of a claimed delivery after one attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    Succeeded,
+    /// Try again at this time.
+    Retry {
+        at: Timestamp,
+    },
+    /// Dead letter: retries exhausted or a permanent answer.
+    Failed,
+}
+
+/// One finished attempt, to be written with [`Store::record_results`].
+#[derive(Clone, Debug)]
+pub struct AttemptResult {
+    pub delivery: delivery::Model,
+    pub attempt: attempt::Model,
+    pub next: Next,
+    /// Set on a 410: the endpoint is disabled with this reason.
+    pub disable_endpoint: Option<String>,
+}
+
+/// A delivery's state and next attempt time after its attempt.
+pub(crate) fn finish_of(r: &AttemptResult) -> (DeliveryState, i64) {
+    match &r.next {
+        Next::Succeeded => (DeliveryState::Succeeded, r.delivery.next_attempt_at),
+        Next::Retry { at } => (DeliveryState::Pending, at.as_millis()),
+        Next::Failed => (DeliveryState::Failed, r.delivery.next_attempt_at),
+    }
+}
+
+/// Endpoint health after a batch: any success clears the failure streak; otherwise the
+/// earliest failure starts one (if none is running).
+fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec<Statement> {
+    let mut health: HashMap<EndpointId, (Option<i64>, Option<i64>)> = HashMap::new();
+    for r in results {
+        let d = &r.delivery;
+        let entry = health.entry(d.endpoint_id).or_default();
+        let at = r.attempt.started_at;
+        if Classification::is_success(&r.attempt.classification) {
+            entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
+        } else {
+            entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
+        }
+    }
+    let mut out = Vec::new();
+    for (endpoint_id, (last_success, first_failure)) in health {
+        let update = match (last_success, first_failure) {
+            (Some(ok), _) => endpoint::Entity::update_many()
+                .col_expr(endpoint::Column::LastSuccessAt, Expr::value(ok))
+                .col_expr(
+                    endpoint::Column::FailingSince,
+                    Expr::value(Option::<i64>::None),
+                )
+                .filter(endpoint::Column::Id.eq(endpoint_id)),
+            (None, Some(fail)) => endpoint::Entity::update_many()
+                .col_expr(endpoint::Column::FailingSince, Expr::value(fail))
+                .filter(endpoint::Column::Id.eq(endpoint_id))
+                .filter(endpoint::Column::FailingSince.is_null()),
+            (None, None) => continue,
+        };
+        out.push(update.build(backend));
+    }
+    out
+}
+
+/// The batch's per-minute counts for the charts' rollup.
+fn stats_of(
+    results: &[AttemptResult],
+) -> std::collections::BTreeMap<crate::stats::StatKey, crate::stats::StatCounts> {
+    let mut stats: std::collections::BTreeMap<_, crate::stats::StatCounts> = Default::default();
+    for r in results {
+        let a = &r.attempt;
+        let outcome = match r.next {
+            Next::Succeeded => crate::stats::Outcome::Succeeded,
+            Next::Retry { .. } => crate::stats::Outcome::Retried,
+            Next::Failed => crate::stats::Outcome::Dead,
+        };
+        stats
+            .entry((
+                a.tenant_id,
+                a.app_id,
+                a.endpoint_id,
+                crate::stats::minute_of(a.started_at),
+            ))
+            .or_default()
+            .count(outcome, i64::from(a.duration_ms));
+    }
+    stats
+}
+
+/// `text` with every NUL shown as U+FFFD. A receiver's answer may hold NUL bytes, which
+/// PostgreSQL text cannot store: written as is, the whole batch of results would fail and its
+/// deliveries be sent again.
+fn without_nul(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\u{FFFD}")
+    } else {
+        text
+    }
+}
+
+/// A new attempt row for a claimed delivery.
+#[allow(clippy::too_many_arguments)]
+pub fn attempt_row(
+    d: &delivery::Model,
+    url: &str,
+    started_at: Timestamp,
+    duration_ms: i32,
+    status: Option<u16>,
+    response_excerpt: Option<String>,
+    error_kind: Option<domain::delivery::ErrorKind>,
+    error_detail: Option<String>,
+    classification: &str,
+    retry_after_ms: Option<i64>,
+) -> attempt::Model {
+    attempt::Model {
+        id: AttemptId::new(),
+        tenant_id: d.tenant_id,
+        app_id: d.app_id,
+        endpoint_id: d.endpoint_id,
+        msg_id: d.msg_id,
+        delivery_id: d.id,
+        attempt_number: d.attempt_count + 1,
+        trigger: d.next_trigger,
+        url: url.to_owned(),
+        started_at: started_at.as_millis(),
+        duration_ms,
+        status_code: status.map(i32::from),
+        response_excerpt: response_excerpt.map(without_nul),
+        error_kind,
+        error_detail: error_detail.map(without_nul),
+        classification: classification.to_owned(),
+        retry_after_ms,
+        request_headers: None,
+        response_headers: None,
+    }
+}
+
+/// Cross-tenant work (claims, sweeps, authentication): reached only through
+/// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
+impl crate::System<'_> {
+    /// Writes a batch of attempt results in one transaction: the attempts, each delivery's new
+    /// state (only while the writer still holds its lease), endpoint health, and 410 disables.
+    /// Returns the ids of deliveries whose lease had been lost (their state was left alone).
+    pub async fn record_results(
+        &self,
+        owner: &str,
+        results: &[AttemptResult],
+        public_url: &str,
+    ) -> Result<Vec<DeliveryId>> {
+        let turn = self.write_turn().await;
+        self.record_results_in(turn, owner, results, public_url)
+            .await
+    }
+
+    /// [`Store::record_results`] in a write turn already taken (the turn only batches the
+    /// caller's results; each database's writer takes its own).
+    ///
+    /// One write path per database: on SQLite the writer thread's transaction, on PostgreSQL
+    /// one statement. Endpoints that answered 410 stop at once in this process; their disable
+    /// (pausing their deliveries, the event, the email) follows in a transaction of its own
+    /// once the results are written. Should that fail, it is logged and the results stand: the
+    /// endpoint's next 410 disables it.
+    pub async fn record_results_in(
+        &self,
+        turn: crate::WriteTurn,
+        owner: &str,
+        results: &[AttemptResult],
+        public_url: &str,
+    ) -> Result<Vec<DeliveryId>> {
+        drop(turn);
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.health.may_write()?;
+        let now = Timestamp::now().as_millis();
+        let mut rest = health_updates(results, self.sql.db);
+        rest.extend(crate::stats::stats_upserts(self.sql, &stats_of(results)));
+        let mut gone: HashMap<EndpointId, &str> = HashMap::new();
+        for r in results {
+            if let Some(reason) = &r.disable_endpoint {
+                gone.entry(r.delivery.endpoint_id).or_insert(reason);
+            }
+        }
+        let ids: Vec<EndpointId> = gone.keys().copied().collect();
+        let write = async { self.write_results(owner, results, now, rest).await };
+        let written = self.stopping(&ids, write).await?;
+        if !gone.is_empty() {
+            let disable = async {
+                let txn = self.write_txn().await?;
+                let mut disabled = Vec::new();
+                for (id, reason) in &gone {
+                    disabled.extend(disable_and_notify(&txn, *id, reason, public_url, now).await?);
+                }
+                txn.commit().await?;
+                Ok(disabled)
+            };
+            let disabled = self.stopping(&ids, disable).await;
+            self.endpoints_changed();
+            match disabled {
+                Ok(disabled) => {
+                    for ep in &disabled {
+                        disabled_event(self, ep).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, endpoints = ?ids, "could not disable endpoints that answered 410; their next 410 tries again")
+                }
+            }
+        }
+        Ok(results
+            .iter()
+            .filter(|r| !written.contains(&r.delivery.id))
+            .map(|r| r.delivery.id)
+            .collect())
+    }
+}

@@ -1,0 +1,74 @@
+//! Attempt results on SQLite: one transaction on the writer thread.
+
+use std::collections::HashSet;
+
+use domain::delivery::AttemptTrigger;
+use domain::ids::DeliveryId;
+use sea_orm::Statement;
+
+use crate::Result;
+use crate::entities::attempt;
+use crate::results::{AttemptResult, finish_of};
+
+/// [`Store::record_results_in`] on SQLite: one transaction on the writer thread, which takes
+/// the write turn itself. Returns the ids of the deliveries written (those whose lease the
+/// owner still held).
+pub(crate) async fn write_results_lite(
+    lite: &crate::lite::Lite,
+    owner: &str,
+    results: &[AttemptResult],
+    now: i64,
+    rest: Vec<Statement>,
+) -> Result<HashSet<DeliveryId>> {
+    let attempts: Vec<attempt::Model> = results.iter().map(|r| r.attempt.clone()).collect();
+    let finishes: Vec<_> = results
+        .iter()
+        .map(|r| {
+            let (state, next_at) = finish_of(r);
+            let a = &r.attempt;
+            let row = (state.as_str(), a.attempt_number, next_at, a.status_code);
+            (
+                r.delivery.id,
+                row,
+                a.error_kind.map(|k| k.as_str()),
+                a.started_at,
+            )
+        })
+        .collect();
+    let owner = owner.to_owned();
+    lite.run(move |conn| {
+        use crate::lite;
+        static ATTEMPT_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        static FINISH_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let attempt_sql = ATTEMPT_SQL.get_or_init(|| lite::insert_sql::<attempt::Entity>(""));
+        let finish_sql = FINISH_SQL.get_or_init(|| {
+            format!(
+                "UPDATE deliveries SET state = ?3, attempt_count = ?4, \
+                 next_attempt_at = ?5, next_trigger = '{}', lease_owner = NULL, \
+                 lease_expires_at = NULL, last_status = ?6, last_error = ?7, \
+                 last_attempt_at = ?8, updated_at = ?2 \
+                 WHERE id = ?9 AND lease_owner = ?1 AND state = 'sending'",
+                AttemptTrigger::Scheduled.as_str()
+            )
+        });
+        let txn = lite::begin(conn)?;
+        for a in &attempts {
+            lite::insert_row::<attempt::Entity>(&txn, attempt_sql, a)?;
+        }
+        let mut written = HashSet::new();
+        for (id, (state, count, next_at, status), error, at) in finishes {
+            let params =
+                rusqlite::params![owner, now, state, count, next_at, status, error, at, id];
+            // Written only while this owner still holds the lease.
+            if lite::execute_params(&txn, finish_sql, params)? == 1 {
+                written.insert(id);
+            }
+        }
+        for stmt in &rest {
+            lite::execute(&txn, stmt)?;
+        }
+        txn.commit()?;
+        Ok(written)
+    })
+    .await
+}
