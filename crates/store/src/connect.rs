@@ -53,3 +53,19 @@ impl Default for ConnectOptions {
         }
     }
 }
+
+/// `url` could not be reached (the driver's reason; the URL without its password).
+pub(crate) fn cannot_connect(url: &str, e: sea_orm::sqlx::Error) -> StoreError {
+    StoreError::Connect {
+        url: redact_url(url),
+        detail: e.to_string(),
+    }
+}
+
+/// `url` is not one the driver can use (its reason; the URL without its password).
+pub(crate) fn invalid_url(url: &str, e: sea_orm::sqlx::Error) -> StoreError {
+    StoreError::InvalidUrl {
+        url: redact_url(url),
+        reason: e.to_string(),
+    }
+}

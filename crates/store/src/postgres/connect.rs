@@ -5,8 +5,8 @@ use std::str::FromStr;
 use sea_orm::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sea_orm::{DatabaseConnection, SqlxPostgresConnector};
 
-use crate::connect::{ConnectOptions, STATEMENT_CACHE};
-use crate::error::{StoreError, redact_url};
+use crate::connect::{ConnectOptions, STATEMENT_CACHE, cannot_connect, invalid_url};
+use crate::error::StoreError;
 
 /// The pool on `url`; sessions opened before a storage fault are retired (see `health`).
 pub(crate) async fn open(
@@ -14,16 +14,8 @@ pub(crate) async fn open(
     opts: &ConnectOptions,
     health: &crate::StorageHealth,
 ) -> Result<DatabaseConnection, StoreError> {
-    let connect_err = |e: sea_orm::sqlx::Error| StoreError::Connect {
-        url: redact_url(url),
-        detail: e.to_string(),
-    };
-    let invalid = |e: sea_orm::sqlx::Error| StoreError::InvalidUrl {
-        url: redact_url(url),
-        reason: e.to_string(),
-    };
     let options = PgConnectOptions::from_str(url)
-        .map_err(invalid)?
+        .map_err(|e| invalid_url(url, e))?
         .statement_cache_capacity(STATEMENT_CACHE);
     let health = health.clone();
     let pool = PgPoolOptions::new()
@@ -39,6 +31,6 @@ pub(crate) async fn open(
         .acquire_timeout(opts.acquire_timeout)
         .connect_with(options)
         .await
-        .map_err(connect_err)?;
+        .map_err(|e| cannot_connect(url, e))?;
     Ok(SqlxPostgresConnector::from_sqlx_postgres_pool(pool))
 }

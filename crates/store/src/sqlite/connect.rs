@@ -7,8 +7,8 @@ use std::time::Duration;
 use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sea_orm::{DatabaseConnection, SqlxSqliteConnector};
 
-use crate::connect::{ConnectOptions, STATEMENT_CACHE};
-use crate::error::{StoreError, redact_url};
+use crate::connect::{ConnectOptions, STATEMENT_CACHE, cannot_connect, invalid_url};
+use crate::error::StoreError;
 
 /// How long a SQLite connection waits for another process's write lock.
 pub(crate) const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,16 +35,8 @@ pub(crate) async fn open(
     url: &str,
     opts: &ConnectOptions,
 ) -> Result<(DatabaseConnection, PathBuf), StoreError> {
-    let connect_err = |e: sea_orm::sqlx::Error| StoreError::Connect {
-        url: redact_url(url),
-        detail: e.to_string(),
-    };
-    let invalid = |e: sea_orm::sqlx::Error| StoreError::InvalidUrl {
-        url: redact_url(url),
-        reason: e.to_string(),
-    };
     let mut options = SqliteConnectOptions::from_str(url)
-        .map_err(invalid)?
+        .map_err(|e| invalid_url(url, e))?
         .create_if_missing(true)
         // WAL lets readers run beside the writer.
         .journal_mode(SqliteJournalMode::Wal)
@@ -70,7 +62,7 @@ pub(crate) async fn open(
         .acquire_timeout(opts.acquire_timeout)
         .connect_with(options)
         .await
-        .map_err(connect_err)?;
+        .map_err(|e| cannot_connect(url, e))?;
     Ok((SqlxSqliteConnector::from_sqlx_sqlite_pool(pool), file))
 }
 
