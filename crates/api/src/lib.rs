@@ -203,8 +203,18 @@ async fn trim_trailing_slash(
 pub async fn note_storage_faults(
     req: actix_web::dev::ServiceRequest,
     next: middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    let res = next.call(req).await?;
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    // A store whose reads cannot be trusted (SQLite's WAL index lost) answers nothing but
+    // health: a read from its torn view could say that an existing application is missing.
+    if let Some(store) = req.app_data::<web::Data<store::Store>>()
+        && let Err(refused) = store.storage().may_read()
+        && !req.path().starts_with("/health")
+        && req.path() != "/api/v1/health"
+    {
+        let answer = actix_web::ResponseError::error_response(&ApiError::from(refused));
+        return Ok(req.into_response(answer));
+    }
+    let res = next.call(req).await?.map_into_boxed_body();
     // Only an answer that carries a fault looks up the store: nothing is added to the others.
     let seen = res
         .response()

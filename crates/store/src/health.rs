@@ -223,6 +223,13 @@ impl StorageHealth {
         self.take_messages()
     }
 
+    /// Whether reads can be trusted: not once the WAL index is lost, when this process's
+    /// view of the WAL may miss its newest pages (a just-created application read as
+    /// missing). Requests other than health are then refused with this.
+    pub fn may_read(&self) -> Result<()> {
+        self.may_write()
+    }
+
     /// Refuses every write once the WAL index is lost (see [`WAL_INDEX_LOST`]).
     pub(crate) fn may_write(&self) -> Result<()> {
         // The signal's flag too: the store notes it within a checkpoint pass, and no write
