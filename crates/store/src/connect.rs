@@ -12,6 +12,14 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The database sea-query's `backend` renders for.
+    pub(crate) fn of_db(backend: sea_orm::DbBackend) -> Backend {
+        match backend {
+            sea_orm::DbBackend::Postgres => Backend::Postgres,
+            _ => Backend::Sqlite,
+        }
+    }
+
     pub fn of_url(url: &str) -> Result<Backend, StoreError> {
         if url.starts_with("sqlite:") {
             Ok(Backend::Sqlite)

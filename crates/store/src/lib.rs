@@ -119,10 +119,7 @@ pub(crate) fn dialect_of(backend: Backend) -> &'static dialect::Dialect {
 
 /// The dialect a connection (or transaction) speaks, for code handed only that.
 pub(crate) fn dialect_of_connection(db: &impl ConnectionTrait) -> &'static dialect::Dialect {
-    match db.get_database_backend() {
-        sea_orm::DbBackend::Postgres => &postgres::DIALECT,
-        _ => &sqlite::DIALECT,
-    }
+    dialect_of(Backend::of_db(db.get_database_backend()))
 }
 
 /// Where a database's hot writes (new messages, attempt results) go, chosen once when the

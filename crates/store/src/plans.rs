@@ -51,10 +51,7 @@ mod tests {
         let claim = |fresh: bool| {
             let now = ids.now;
             crate::claims::claim_statement(
-                crate::dialect_of(match backend {
-                    sea_orm::DbBackend::Postgres => crate::Backend::Postgres,
-                    _ => crate::Backend::Sqlite,
-                }),
+                crate::dialect_of(crate::Backend::of_db(backend)),
                 "owner",
                 now,
                 now.plus(std::time::Duration::from_secs(30)),

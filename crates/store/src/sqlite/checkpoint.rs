@@ -148,6 +148,10 @@ fn restart_at(free: Option<u64>) -> i64 {
     quarter.clamp(SHORT_OF_SPACE_FRAMES, RESTART_AT_FRAMES)
 }
 
+/// Copies every frame back and truncates the WAL to nothing (also the health probe's, on a
+/// full disk: the dialect's `give_back_wal`).
+pub(crate) const TRUNCATE: &str = "PRAGMA wal_checkpoint(TRUNCATE)";
+
 /// Copies every frame back and truncates the WAL to nothing, inside a write turn (so no
 /// writer of this process adds frames meanwhile; readers are waited for by the busy handler).
 /// Gives the WAL's space back to the file system when the disk is short of it.
@@ -155,10 +159,7 @@ pub(crate) async fn truncate(store: &Store) -> Result<Option<(i64, i64)>, sea_or
     let _turn = store.write_turn().await;
     let row = store
         .db
-        .query_one(Statement::from_string(
-            DbBackend::Sqlite,
-            "PRAGMA wal_checkpoint(TRUNCATE)",
-        ))
+        .query_one(Statement::from_string(DbBackend::Sqlite, TRUNCATE))
         .await?;
     let Some(row) = row else {
         return Ok(None);

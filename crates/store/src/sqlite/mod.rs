@@ -34,7 +34,7 @@ pub(crate) static DIALECT: Dialect = Dialect {
     explain: ("EXPLAIN QUERY PLAN ", "detail"),
     lock_endpoint_row: false,
     endpoint_leases: None,
-    give_back_wal: Some("PRAGMA wal_checkpoint(TRUNCATE)"),
+    give_back_wal: Some(checkpoint::TRUNCATE),
     may_need_vacuum: false,
     id_literal: |u| format!("x'{}'", u.simple()),
 };
