@@ -6,7 +6,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use domain::Timestamp;
 use domain::attempt::{
-    AttemptFacts, BODY_KEPT_BYTES, DeliveryFacts, HeaderList, Reader, StatusRules, explain,
+    AttemptFacts, BODY_KEPT_BYTES, DeliveryFacts, HeaderList, Reader, SentHeaders, StatusRules,
+    explain,
 };
 use domain::portal::Capability;
 
@@ -120,18 +121,26 @@ pub async fn show(
         Timestamp::now(),
     );
 
-    let stored = |json: &Option<String>| -> Result<Option<HeaderList>, PageError> {
-        json.as_deref()
-            .map(HeaderList::from_json)
-            .transpose()
-            .map_err(|e| {
-                PageError::Store(store::StoreError::Corrupt(format!(
-                    "attempt {}: unreadable headers: {e}",
-                    a.id
-                )))
-            })
+    let unreadable = |e: serde_json::Error| {
+        PageError::Store(store::StoreError::Corrupt(format!(
+            "attempt {}: unreadable headers: {e}",
+            a.id
+        )))
     };
-    let sent = stored(&a.request_headers)?;
+    let msg_id = msg.id.to_string();
+    let sent = a
+        .request_headers
+        .as_deref()
+        .map(|json| {
+            SentHeaders::shown(
+                json,
+                a.attempt_number,
+                &msg_id,
+                Timestamp::from_millis(a.started_at),
+            )
+        })
+        .transpose()
+        .map_err(unreadable)?;
     let mut request_headers = Vec::new();
     if let Some(sent) = &sent {
         request_headers.push(HeaderRow {
@@ -148,13 +157,19 @@ pub async fn show(
             request_headers.extend(endpoint_headers(store, &session, ep)?);
         }
     }
-    let received = stored(&a.response_headers)?.unwrap_or_default();
+    let received = a
+        .response_headers
+        .as_deref()
+        .map(HeaderList::from_json)
+        .transpose()
+        .map_err(unreadable)?
+        .unwrap_or_default();
     let page = AttemptPage {
         csrf: Some(session.csrf.clone()),
         root: session.root,
         app_id: app.id.to_string(),
         app_name: app.name,
-        msg_id: msg.id.to_string(),
+        msg_id,
         number: a.attempt_number,
         trigger: a.trigger.to_string(),
         when: crate::when::When::at_ms(a.started_at),

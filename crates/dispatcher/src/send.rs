@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::Timestamp;
-use domain::attempt::{HeaderList, kept_sent_headers};
+use domain::attempt::{HeaderList, SentHeaders, signing_headers};
 use domain::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
 use domain::delivery::ErrorKind;
 use domain::egress::Egress;
@@ -301,10 +301,8 @@ pub(crate) async fn attempt(
         retry_after.map(|r| r.as_millis() as i64),
     );
     let own = sent.len().saturating_sub(target.headers.len());
-    attempt.request_headers = (own > 0).then(|| {
-        let kept = kept_sent_headers(&sent[..own], target.signature_headers.names());
-        HeaderList::bounded(kept).to_json()
-    });
+    attempt.request_headers =
+        (own > 0).then(|| SentHeaders::keep(target.signature_headers, &sent[..own]).to_json());
     attempt.response_headers = response.headers;
     AttemptResult {
         delivery: d.clone(),
@@ -344,12 +342,13 @@ fn headers<'a>(
     let ts = now.as_secs();
     let msg_id = msg.id.to_string();
     let signature = signature_header(&target.secrets, &msg_id, ts, &msg.payload);
-    let mut out = vec![("webhook-attempt", (d.attempt_count + 1).to_string())];
-    for [id_name, ts_name, sig_name] in target.signature_headers.names() {
-        out.push((id_name, msg_id.clone()));
-        out.push((ts_name, ts.to_string()));
-        out.push((sig_name, signature.clone()));
-    }
+    let mut out = signing_headers(
+        target.signature_headers,
+        d.attempt_count + 1,
+        &msg_id,
+        ts,
+        &signature,
+    );
     if let (Some(key), Some(seq)) = (&d.ordering_key, d.seq) {
         out.push(("webhook-ordering-key", key.clone()));
         out.push(("webhook-sequence", seq.to_string()));

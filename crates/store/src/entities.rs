@@ -320,8 +320,10 @@ pub mod attempt {
         pub error_detail: Option<String>,
         pub classification: String,
         pub retry_after_ms: Option<i64>,
-        /// The headers of this try that cannot be worked out again (timestamp, signature,
-        /// attempt number, under the endpoint's names): a `domain::attempt::HeaderList` as JSON.
+        /// What cannot be worked out again of the headers this try sent: the signature and the
+        /// names it went under, then any ordering or trace headers, as a
+        /// `domain::attempt::SentHeaders` in JSON (decisions 97); rows written before that hold
+        /// the whole list, a `domain::attempt::HeaderList`. Read with `SentHeaders::shown`.
         pub request_headers: Option<String>,
         /// The receiver's response headers, bounded: a `domain::attempt::HeaderList` as JSON.
         pub response_headers: Option<String>,

@@ -212,6 +212,47 @@ async fn a_2xx_on_the_first_try_delivers_the_exact_bytes_signed() {
         assert_eq!(attempts["data"][0]["responseStatusCode"], 200);
         assert_eq!(attempts["data"][0]["response"], "ok");
         assert_eq!(attempts["data"][0]["triggerType"], 0);
+        // Decisions 97: the attempt keeps what cannot be worked out again (the signature and
+        // the names it went under), not the whole list, and still shows what the receiver got.
+        let stored = app
+            .store
+            .list_attempts_by_message(
+                app.tenant,
+                id.parse().unwrap(),
+                &store::AttemptFilter::default(),
+                &store::ListParams::default(),
+            )
+            .await
+            .unwrap()
+            .data;
+        let kept = stored[0].request_headers.as_deref().expect("headers kept");
+        assert!(
+            kept.len() < 100,
+            "{}: {} bytes: {kept}",
+            app.backend,
+            kept.len()
+        );
+        let shown = domain::attempt::SentHeaders::shown(
+            kept,
+            stored[0].attempt_number,
+            &id,
+            Timestamp::from_millis(stored[0].started_at),
+        )
+        .unwrap();
+        for name in [
+            "webhook-attempt",
+            "webhook-id",
+            "webhook-timestamp",
+            "webhook-signature",
+        ] {
+            let value = shown.headers.iter().find(|(k, _)| k == name);
+            assert_eq!(
+                value.map(|(_, v)| v.as_str()),
+                Some(r.headers[name].as_str()),
+                "{}: {name}",
+                app.backend
+            );
+        }
         sink.stop().await;
     }
 }
