@@ -331,7 +331,7 @@ async fn receive(req: HttpRequest, body: web::Bytes, state: web::Data<SinkState>
             inner.log.push(Received {
                 msg_id,
                 path: req.path().to_owned(),
-                attempt: header(&req, "webhook-attempt").and_then(|a| a.parse().ok()),
+                attempt: header(&req, domain::attempt::ATTEMPT_HEADER).and_then(|a| a.parse().ok()),
                 ordering_key: key,
                 sequence: seq,
                 at: now,

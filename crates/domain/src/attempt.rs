@@ -79,15 +79,19 @@ pub fn signing_headers(
     timestamp_secs: i64,
     signature: &str,
 ) -> Vec<(&'static str, String)> {
-    let sets = names.names();
-    let mut out = Vec::with_capacity(1 + 3 * sets.len());
+    let mut out = Vec::with_capacity(signing_header_count(names));
     out.push((ATTEMPT_HEADER, attempt_number.to_string()));
-    for [id, ts, sig] in sets {
+    for [id, ts, sig] in names.names() {
         out.push((*id, msg_id.to_owned()));
         out.push((*ts, timestamp_secs.to_string()));
         out.push((*sig, signature.to_owned()));
     }
     out
+}
+
+/// How many headers [`signing_headers`] makes under `names`.
+fn signing_header_count(names: SignatureHeaders) -> usize {
+    1 + 3 * names.names().len()
 }
 
 /// What an attempt keeps of the headers hookd sent (decisions 97): the signature and the names
@@ -134,7 +138,6 @@ impl SentHeaders {
     /// What to keep of `sent`, the headers [`signing_headers`] opened under `names` followed by
     /// the rest of hookd's own (the endpoint's headers left out).
     pub fn keep(names: SignatureHeaders, sent: &[(&str, String)]) -> SentHeaders {
-        let signing = 1 + 3 * names.names().len();
         let signature = names
             .names()
             .first()
@@ -144,7 +147,11 @@ impl SentHeaders {
         SentHeaders {
             names,
             signature,
-            rest: HeaderList::bounded(sent.iter().skip(signing).map(|(k, v)| (*k, v))),
+            rest: HeaderList::bounded(
+                sent.iter()
+                    .skip(signing_header_count(names))
+                    .map(|(k, v)| (*k, v)),
+            ),
         }
     }
 
