@@ -34,6 +34,7 @@ mod m0027_stats_and_ingest;
 mod m0028_trace_context;
 mod m0029_ingest_url_token;
 pub mod m0030_binary_ids;
+mod m0031_endpoint_history_index;
 
 pub struct Migrator;
 
@@ -68,6 +69,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0028_trace_context::Migration),
             Box::new(m0029_ingest_url_token::Migration),
             Box::new(m0030_binary_ids::Migration),
+            Box::new(m0031_endpoint_history_index::Migration),
         ]
     }
 }

@@ -68,7 +68,8 @@ const DOWN: &[&str] = &[
     "CREATE UNIQUE INDEX uq_messages_event_id ON messages (app_id, event_id)",
 ];
 
-async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
+/// Runs `statements` in order (m0031 too).
+pub(crate) async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
     let db = m.get_connection();
     for sql in statements {
         db.execute_unprepared(sql).await?;

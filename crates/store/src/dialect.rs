@@ -24,6 +24,10 @@ pub(crate) struct Dialect {
     pub renew_leases: &'static str,
     /// Moves an endpoint's due backlog later: `?1` until, `?2` endpoint.
     pub defer_backlog: &'static str,
+    /// The ids of an endpoint's pending and in-flight deliveries, found through the queue's
+    /// partial indexes rather than the endpoint's whole history (m0031), as a sea-query custom
+    /// expression writes parameters (`?` on SQLite, `$n` on PostgreSQL): the endpoint twice.
+    pub open_of_endpoint: &'static str,
     /// Deletes per-minute statistics before `?1`.
     pub prune_attempt_stats: &'static str,
     /// The database's size in bytes (`total`) and the part of it free for reuse (`free`).

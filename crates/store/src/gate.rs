@@ -112,31 +112,44 @@ pub(crate) async fn pause_or_resume<C: ConnectionTrait>(
     disabled: bool,
     now: i64,
 ) -> Result<u64> {
-    Ok(pause_or_resume_update(endpoint_id, disabled, now)
-        .exec(txn)
-        .await?
-        .rows_affected)
+    Ok(pause_or_resume_update(
+        crate::dialect_of_connection(txn),
+        endpoint_id,
+        disabled,
+        now,
+    )
+    .exec(txn)
+    .await?
+    .rows_affected)
 }
 
-/// The statement behind [`pause_or_resume`].
+/// The statement behind [`pause_or_resume`]. A pause finds what it takes through the queue's
+/// indexes (`open_of_endpoint`), a resume through the endpoint's held deliveries (m0031).
 pub(crate) fn pause_or_resume_update(
+    sql: &crate::dialect::Dialect,
     endpoint_id: EndpointId,
     disabled: bool,
     now: i64,
 ) -> sea_orm::UpdateMany<delivery::Entity> {
     use delivery::Column as C;
-    let update = delivery::Entity::update_many()
-        .col_expr(C::UpdatedAt, Expr::value(now))
-        .filter(C::EndpointId.eq(endpoint_id));
+    let update = delivery::Entity::update_many().col_expr(C::UpdatedAt, Expr::value(now));
+    // The endpoint is named inside the pause's subquery only: beside it, SQLite would walk the
+    // endpoint's history instead.
     if disabled {
-        crate::claims::hand_back(update, DeliveryState::Paused).filter(C::State.is_in([
-            DeliveryState::Pending.as_str(),
-            DeliveryState::Sending.as_str(),
-        ]))
+        crate::claims::hand_back(update, DeliveryState::Paused)
+            .filter(C::State.is_in([
+                DeliveryState::Pending.as_str(),
+                DeliveryState::Sending.as_str(),
+            ]))
+            .filter(Expr::cust_with_values(
+                format!("id IN ({})", sql.open_of_endpoint),
+                [endpoint_id, endpoint_id],
+            ))
     } else {
         update
             .col_expr(C::State, Expr::value(DeliveryState::Pending.as_str()))
             .col_expr(C::NextAttemptAt, Expr::value(now))
+            .filter(C::EndpointId.eq(endpoint_id))
             .filter(C::State.eq(DeliveryState::Paused.as_str()))
     }
 }

@@ -48,10 +48,11 @@ mod tests {
         let Ids { t, a, e, m, .. } = ids;
         let now = ids.now.as_millis();
         let skip = [EndpointId::new(), EndpointId::new()];
+        let dialect = crate::dialect_of(crate::Backend::of_db(backend));
         let claim = |fresh: bool| {
             let now = ids.now;
             crate::claims::claim_statement(
-                crate::dialect_of(crate::Backend::of_db(backend)),
+                dialect,
                 "owner",
                 now,
                 now.plus(std::time::Duration::from_secs(30)),
@@ -98,7 +99,7 @@ mod tests {
                 vec![
                     "idx_deliveries_due",
                     "idx_deliveries_leased",
-                    "idx_deliveries_failed",
+                    "idx_deliveries_held",
                 ],
             ),
             (
@@ -144,7 +145,30 @@ mod tests {
                 "dashboard: an endpoint's dead letters",
                 crate::recovery::endpoint_deliveries(t, e, Some(DeliveryState::Failed))
                     .build(backend),
-                vec!["idx_deliveries_endpoint"],
+                vec!["idx_deliveries_held"],
+            ),
+            (
+                "dashboard: an endpoint's deliveries",
+                crate::recovery::endpoint_deliveries(t, e, None).build(backend),
+                vec!["idx_deliveries_of_endpoint"],
+            ),
+            (
+                "breaker: defer an endpoint's due backlog",
+                dialect.statement(
+                    dialect.defer_backlog,
+                    vec![ids.now.as_millis().into(), e.into()],
+                ),
+                vec!["idx_deliveries_due"],
+            ),
+            (
+                "gate: pause an endpoint's deliveries",
+                crate::gate::pause_or_resume_update(dialect, e, true, now).build(backend),
+                vec!["idx_deliveries_due", "idx_deliveries_leased"],
+            ),
+            (
+                "gate: resume an endpoint's deliveries",
+                crate::gate::pause_or_resume_update(dialect, e, false, now).build(backend),
+                vec!["idx_deliveries_held"],
             ),
             (
                 "retention: the next batch of an application's messages",
@@ -346,10 +370,6 @@ mod tests {
                     .build(backend),
             ),
             (
-                "dashboard: an endpoint's deliveries",
-                crate::recovery::endpoint_deliveries(t, e, None).build(backend),
-            ),
-            (
                 "recover: an endpoint's failed deliveries since a time",
                 crate::recovery::recoverable(
                     t,
@@ -360,14 +380,6 @@ mod tests {
                 .order_by_asc(delivery::Column::Id)
                 .limit(100)
                 .build(backend),
-            ),
-            (
-                "gate: pause an endpoint's deliveries",
-                crate::gate::pause_or_resume_update(e, true, now.as_millis()).build(backend),
-            ),
-            (
-                "gate: resume an endpoint's deliveries",
-                crate::gate::pause_or_resume_update(e, false, now.as_millis()).build(backend),
             ),
             (
                 "retention: delete a batch's attempts",
@@ -414,25 +426,6 @@ mod tests {
                     .filter(attempt::Column::MsgId.eq(m))
                     .filter(attempt::Column::Id.eq(domain::ids::AttemptId::new()))
                     .build(backend),
-            ),
-            (
-                "breaker: defer an endpoint's due backlog (SQL of `defer_endpoint_backlog`)",
-                Statement::from_sql_and_values(
-                    backend,
-                    match backend {
-                        sea_orm::DbBackend::Postgres => {
-                            "UPDATE deliveries SET next_attempt_at = $1 WHERE id IN ( \
-                               SELECT id FROM deliveries \
-                               WHERE endpoint_id = $2 AND state = 'pending' AND next_attempt_at < $1 \
-                               FOR UPDATE SKIP LOCKED)"
-                        }
-                        _ => {
-                            "UPDATE deliveries SET next_attempt_at = ?1 \
-                             WHERE endpoint_id = ?2 AND state = 'pending' AND next_attempt_at < ?1"
-                        }
-                    },
-                    [now.as_millis().into(), e.into()],
-                ),
             ),
             (
                 "usage: deliveries per application in a period (as `usage` builds it)",

@@ -658,7 +658,8 @@ impl Store {
     }
 }
 
-/// An endpoint's deliveries, in one state or all (through `idx_deliveries_endpoint`).
+/// An endpoint's deliveries, in one state or all: through `idx_deliveries_of_endpoint`, or for
+/// a dead, paused or canceled state `idx_deliveries_held` (m0031).
 pub(crate) fn endpoint_deliveries(
     tenant: TenantId,
     endpoint_id: EndpointId,

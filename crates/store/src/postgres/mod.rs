@@ -25,6 +25,8 @@ pub(crate) static DIALECT: Dialect = Dialect {
                       SELECT id FROM deliveries \
                       WHERE endpoint_id = $2 AND state = 'pending' AND next_attempt_at < $1 \
                       FOR UPDATE SKIP LOCKED)",
+    open_of_endpoint: "SELECT id FROM deliveries WHERE state = 'pending' AND endpoint_id = $1 \
+                       UNION ALL SELECT id FROM deliveries WHERE state = 'sending' AND endpoint_id = $2",
     prune_attempt_stats: "DELETE FROM attempt_stats WHERE minute < $1",
     database_size: "SELECT pg_database_size(current_database()) AS total, 0::BIGINT AS free",
     probe: &[

@@ -15,8 +15,14 @@ pub(crate) static DIALECT: Dialect = Dialect {
     claim,
     renew_leases: "UPDATE deliveries SET lease_expires_at = ?1 \
                    WHERE lease_owner = ?2 AND state = 'sending' AND id IN ({ids})",
-    defer_backlog: "UPDATE deliveries SET next_attempt_at = ?1 \
-                    WHERE endpoint_id = ?2 AND state = 'pending' AND next_attempt_at < ?1",
+    // Through the queue's index: the endpoint's own (m0031) would walk its whole history.
+    defer_backlog: "UPDATE deliveries SET next_attempt_at = ?1 WHERE id IN ( \
+                      SELECT id FROM deliveries INDEXED BY idx_deliveries_due \
+                      WHERE state = 'pending' AND next_attempt_at < ?1 AND endpoint_id = ?2)",
+    open_of_endpoint: "SELECT id FROM deliveries INDEXED BY idx_deliveries_due \
+                         WHERE state = 'pending' AND endpoint_id = ? \
+                       UNION ALL SELECT id FROM deliveries INDEXED BY idx_deliveries_leased \
+                         WHERE state = 'sending' AND endpoint_id = ?",
     prune_attempt_stats: "DELETE FROM attempt_stats WHERE minute < ?1",
     database_size: "SELECT p.page_count * s.page_size AS total, f.freelist_count * s.page_size AS free \
                      FROM pragma_page_count() AS p, pragma_page_size() AS s, pragma_freelist_count() AS f",
