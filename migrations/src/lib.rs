@@ -7,6 +7,44 @@
 
 pub use sea_orm_migration::prelude::*;
 
+/// Runs `statements` in order, each as written: migrations whose SQL is the same on both
+/// databases.
+pub(crate) async fn run_statements(
+    m: &SchemaManager<'_>,
+    statements: &[&str],
+) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::ConnectionTrait;
+    let db = m.get_connection();
+    for sql in statements {
+        db.execute_unprepared(sql).await?;
+    }
+    Ok(())
+}
+
+/// A migration named `$name` that runs the module's `UP` statements, and `DOWN` to undo them.
+macro_rules! statements_migration {
+    ($name:literal) => {
+        pub struct Migration;
+
+        impl MigrationName for Migration {
+            fn name(&self) -> &str {
+                $name
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl MigrationTrait for Migration {
+            async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
+                crate::run_statements(m, UP).await
+            }
+
+            async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+                crate::run_statements(m, DOWN).await
+            }
+        }
+    };
+}
+
 mod m0001_initial;
 mod m0002_attempt_stats;
 mod m0003_pending_signups;

@@ -20,13 +20,7 @@
 
 use sea_orm_migration::prelude::*;
 
-pub struct Migration;
-
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m0007_lean_indexes"
-    }
-}
+statements_migration!("m0007_lean_indexes");
 
 const UP: &[&str] = &[
     "DROP INDEX uq_messages_event_id",
@@ -67,23 +61,3 @@ const DOWN: &[&str] = &[
     "DROP INDEX uq_messages_app_event",
     "CREATE UNIQUE INDEX uq_messages_event_id ON messages (app_id, event_id)",
 ];
-
-/// Runs `statements` in order (m0031 too).
-pub(crate) async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
-    let db = m.get_connection();
-    for sql in statements {
-        db.execute_unprepared(sql).await?;
-    }
-    Ok(())
-}
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, UP).await
-    }
-
-    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, DOWN).await
-    }
-}

@@ -18,15 +18,7 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::m0007_lean_indexes::run;
-
-pub struct Migration;
-
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m0031_endpoint_history_index"
-    }
-}
+statements_migration!("m0031_endpoint_history_index");
 
 const UP: &[&str] = &[
     "DROP INDEX idx_deliveries_endpoint",
@@ -42,14 +34,3 @@ const DOWN: &[&str] = &[
     "DROP INDEX idx_deliveries_of_endpoint",
     "CREATE INDEX idx_deliveries_endpoint ON deliveries (endpoint_id, state, id)",
 ];
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, UP).await
-    }
-
-    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, DOWN).await
-    }
-}
