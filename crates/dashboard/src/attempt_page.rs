@@ -107,7 +107,7 @@ pub async fn show(
             status: a.status_code.and_then(|c| u16::try_from(c).ok()),
             error: a.error_kind,
             error_detail: a.error_detail.as_deref(),
-            classification: &a.classification,
+            classification: a.classification,
             duration_ms: a.duration_ms,
         },
         &DeliveryFacts {
@@ -178,7 +178,7 @@ pub async fn show(
         )),
         endpoint_id: endpoint.as_ref().map(|e| e.id.to_string()),
         outcome: views::AttemptRow::of(&a).outcome,
-        ok: domain::classify::Classification::is_success(&a.classification),
+        ok: a.classification == domain::classify::Verdict::Success,
         happened: explained.happened,
         next: explained.next,
         url: a.url.clone(),

@@ -996,8 +996,8 @@ impl AttemptRow {
                 (None, Some(kind)) => kind.to_string(),
                 (None, None) => "—".to_owned(),
             },
-            ok: domain::classify::Classification::is_success(&a.classification),
-            classification: a.classification.replace('_', " "),
+            ok: a.classification == domain::classify::Verdict::Success,
+            classification: a.classification.to_string(),
             duration_ms: a.duration_ms,
             detail: a
                 .error_detail

@@ -297,7 +297,7 @@ pub(crate) async fn attempt(
         response.excerpt,
         error_kind,
         error_detail,
-        class.as_str(),
+        class.verdict(),
         retry_after.map(|r| r.as_millis() as i64),
     );
     let own = sent.len().saturating_sub(target.headers.len());

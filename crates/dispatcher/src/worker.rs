@@ -784,8 +784,7 @@ impl Slots {
             let result = send::attempt(&self.http, &job.ep, &job.msg, &job.d)
                 .instrument(span.clone())
                 .await;
-            let success =
-                domain::classify::Classification::is_success(&result.attempt.classification);
+            let success = result.attempt.classification == domain::classify::Verdict::Success;
             let took = Duration::from_millis(result.attempt.duration_ms.max(0) as u64);
             record_metrics(&self.metrics, &result, &job.msg, took);
             record_outcome(span, &result);
@@ -1346,7 +1345,7 @@ mod untraced {
                 None,
                 None,
                 None,
-                "success",
+                domain::classify::Verdict::Success,
                 None,
             ),
             next: Next::Succeeded,

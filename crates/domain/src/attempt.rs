@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::Timestamp;
-use crate::classify::{Classification, Outcome, StatusOverrides, StatusPreset, classify};
+use crate::classify::{Classification, Outcome, StatusOverrides, StatusPreset, Verdict, classify};
 use crate::delivery::{DeliveryState, ErrorKind};
 use crate::signing::SignatureHeaders;
 
@@ -252,8 +252,7 @@ pub struct AttemptFacts<'a> {
     pub status: Option<u16>,
     pub error: Option<ErrorKind>,
     pub error_detail: Option<&'a str>,
-    /// The stored verdict: `success`, `retry` or `permanent`.
-    pub classification: &'a str,
+    pub classification: Verdict,
     pub duration_ms: i32,
 }
 
@@ -323,7 +322,7 @@ fn happened(a: &AttemptFacts<'_>) -> String {
             )
         }
         (Some(code), _) => format!("The endpoint answered {} after {took}.", status_words(code)),
-        (None, None) if Classification::is_success(a.classification) => {
+        (None, None) if a.classification == Verdict::Success => {
             format!("Delivered: the broker confirmed the message in {took}.")
         }
         (None, Some(ErrorKind::Timeout)) => {
@@ -368,7 +367,7 @@ fn next(
     now: Timestamp,
 ) -> String {
     if !d.latest {
-        return if Classification::is_success(a.classification) {
+        return if a.classification == Verdict::Success {
             String::new()
         } else {
             "Another attempt followed this one.".to_owned()
@@ -399,7 +398,7 @@ fn gave_up(a: &AttemptFacts<'_>, d: &DeliveryFacts, rules: &StatusRules, reader:
         1 => "1 attempt".to_owned(),
         n => format!("{n} attempts"),
     };
-    if a.classification != "permanent" {
+    if a.classification != Verdict::Permanent {
         return format!("Gave up after {tries}: no attempt is left under the retry schedule.");
     }
     if detail.contains(ABORT_MARK) {
@@ -640,7 +639,7 @@ mod tests {
     fn attempt(
         status: Option<u16>,
         error: Option<ErrorKind>,
-        class: &'static str,
+        class: Verdict,
     ) -> AttemptFacts<'static> {
         AttemptFacts {
             url: URL,
@@ -684,7 +683,7 @@ mod tests {
     #[test]
     fn a_dead_delivery_that_ran_out_of_retries_says_it_gave_up_after_its_attempts() {
         let e = say(
-            &attempt(Some(503), None, "retry"),
+            &attempt(Some(503), None, Verdict::Retry),
             &failed(3),
             &rules(),
             Reader::Tenant,
@@ -698,7 +697,7 @@ mod tests {
 
     #[test]
     fn a_401_points_the_tenant_to_the_setting_that_decides_it_and_the_customer_to_nothing() {
-        let a = attempt(Some(401), None, "permanent");
+        let a = attempt(Some(401), None, Verdict::Permanent);
         let tenant = say(&a, &failed(1), &rules(), Reader::Tenant);
         assert_eq!(
             tenant.next,
@@ -769,7 +768,7 @@ mod tests {
 
     #[test]
     fn network_failures_name_the_place_in_plain_words() {
-        let mut a = attempt(None, Some(ErrorKind::Connect), "retry");
+        let mut a = attempt(None, Some(ErrorKind::Connect), Verdict::Retry);
         a.error_detail = Some(
             "error sending request for url (https://10.0.0.5/hook): client error (Connect): \
              tcp connect error: Connection refused (os error 111)",
@@ -796,7 +795,7 @@ mod tests {
         assert!(happened(&a).starts_with("Not sent: nowhere.invalid:8080 is on a network"));
         let t = AttemptFacts {
             duration_ms: 15_000,
-            ..attempt(None, Some(ErrorKind::Timeout), "retry")
+            ..attempt(None, Some(ErrorKind::Timeout), Verdict::Retry)
         };
         assert_eq!(
             happened(&t),
@@ -812,7 +811,7 @@ mod tests {
             next_attempt_at: now().plus(Duration::from_secs(25)),
             latest: true,
         };
-        let a = attempt(None, Some(ErrorKind::Connect), "retry");
+        let a = attempt(None, Some(ErrorKind::Connect), Verdict::Retry);
         assert_eq!(
             say(&a, &d, &rules(), Reader::Tenant).next,
             "Next attempt in 25 s."
@@ -822,7 +821,7 @@ mod tests {
             say(&a, &older, &rules(), Reader::Tenant).next,
             "Another attempt followed this one."
         );
-        let ok = attempt(Some(200), None, "success");
+        let ok = attempt(Some(200), None, Verdict::Success);
         let done = DeliveryFacts {
             state: DeliveryState::Succeeded,
             ..d
@@ -838,13 +837,13 @@ mod tests {
     #[test]
     fn gone_and_abort_explain_why_retries_ended() {
         let gone = say(
-            &attempt(Some(410), None, "permanent"),
+            &attempt(Some(410), None, Verdict::Permanent),
             &failed(2),
             &rules(),
             Reader::Tenant,
         );
         assert!(gone.next.contains("disables the endpoint"), "{}", gone.next);
-        let mut a = attempt(Some(500), None, "permanent");
+        let mut a = attempt(Some(500), None, Verdict::Permanent);
         a.error_detail = Some(
             "the receiver asked to stop retrying this message (webhook-delivery: abort-message)",
         );

@@ -162,21 +162,32 @@ pub enum Classification {
 }
 
 impl Classification {
-    /// The stored form (`success`, `retry`, `permanent`).
-    pub const fn as_str(self) -> &'static str {
+    /// What an attempt stores of it (`attempts.classification`).
+    pub const fn verdict(self) -> Verdict {
         match self {
-            Classification::Success => "success",
-            Classification::Retry => "retry",
-            Classification::Permanent { .. } => "permanent",
+            Classification::Success => Verdict::Success,
+            Classification::Retry => Verdict::Retry,
+            Classification::Permanent { .. } => Verdict::Permanent,
         }
     }
-
-    /// Whether a stored classification (`attempts.classification`) is a success: the one
-    /// comparison every reader of that column makes.
-    pub fn is_success(stored: &str) -> bool {
-        stored == Classification::Success.as_str()
-    }
 }
+
+/// The verdict an attempt stores (`attempts.classification`): a [`Classification`] without
+/// the 410's disabling, which acted when the attempt was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Success,
+    Retry,
+    Permanent,
+}
+
+crate::delivery::text_enum!(Verdict { Success => "success", Retry => "retry", Permanent => "permanent" });
 
 fn is_success(code: u16) -> bool {
     (200..=299).contains(&code)

@@ -176,6 +176,11 @@ mod tests {
 
 /// Where a notification in the outbox stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::DeriveValueType),
+    sea_orm(value_type = "String")
+)]
 pub enum EmailState {
     /// Waiting to be sent (again).
     Pending,

@@ -318,7 +318,7 @@ pub mod attempt {
         pub response_excerpt: Option<String>,
         pub error_kind: Option<ErrorKind>,
         pub error_detail: Option<String>,
-        pub classification: String,
+        pub classification: domain::classify::Verdict,
         pub retry_after_ms: Option<i64>,
         /// What cannot be worked out again of the headers this try sent: the signature and the
         /// names it went under, then any ordering or trace headers, as a
@@ -402,7 +402,7 @@ pub mod email {
         pub to_addr: String,
         pub subject: String,
         pub body_text: String,
-        pub state: String,
+        pub state: domain::email::EmailState,
         pub attempts: i32,
         pub next_attempt_at: i64,
         pub last_error: Option<String>,

@@ -35,7 +35,7 @@ pub(crate) fn email_row(
         to_addr: Set(to.to_owned()),
         subject: Set(subject.to_owned()),
         body_text: Set(body.to_owned()),
-        state: Set(EmailState::Pending.as_str().to_owned()),
+        state: Set(EmailState::Pending),
         attempts: Set(0),
         next_attempt_at: Set(now),
         last_error: Set(None),
@@ -297,7 +297,7 @@ impl crate::System<'_> {
     /// Scheduler sweep (all tenants): pending emails that are due, oldest first.
     pub async fn due_emails(&self, now: Timestamp, limit: u64) -> Result<Vec<email::Model>> {
         Ok(email::Entity::find()
-            .filter(email::Column::State.eq(EmailState::Pending.as_str()))
+            .filter(email::Column::State.eq(EmailState::Pending))
             .filter(email::Column::NextAttemptAt.lte(now.as_millis()))
             .order_by_asc(email::Column::NextAttemptAt)
             .limit(limit)
@@ -321,7 +321,7 @@ impl crate::System<'_> {
             .filter(email::Column::Id.eq(email_id));
         update = match outcome {
             Ok(()) => update
-                .col_expr(email::Column::State, Expr::value(EmailState::Sent.as_str()))
+                .col_expr(email::Column::State, Expr::value(EmailState::Sent))
                 .col_expr(email::Column::SentAt, Expr::value(now.as_millis()))
                 .col_expr(
                     email::Column::BodyText,
@@ -341,10 +341,7 @@ impl crate::System<'_> {
                 ),
             Err((reason, None)) => update
                 .col_expr(email::Column::LastError, Expr::value(reason))
-                .col_expr(
-                    email::Column::State,
-                    Expr::value(EmailState::Failed.as_str()),
-                ),
+                .col_expr(email::Column::State, Expr::value(EmailState::Failed)),
         };
         update.exec(&self.db).await?;
         Ok(())

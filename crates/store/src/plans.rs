@@ -415,7 +415,7 @@ mod tests {
                 "warnings: an endpoint's last errors (as `warnings` builds it)",
                 attempt::Entity::find()
                     .filter(attempt::Column::EndpointId.eq(e))
-                    .filter(attempt::Column::Classification.ne("success"))
+                    .filter(attempt::Column::Classification.ne(domain::classify::Verdict::Success))
                     .order_by_desc(attempt::Column::Id)
                     .limit(5)
                     .build(backend),
@@ -591,7 +591,7 @@ mod tests {
                             response_excerpt: None,
                             error_kind: None,
                             error_detail: None,
-                            classification: "success".into(),
+                            classification: domain::classify::Verdict::Success,
                             retry_after_ms: None,
                             request_headers: None,
                             response_headers: None,

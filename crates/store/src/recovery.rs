@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use domain::Timestamp;
-use domain::classify::Classification;
+use domain::classify::Verdict;
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::{DeliveryId, EndpointId, JobId, MessageId, TenantId};
 use domain::jobs::JobState;
@@ -55,12 +55,8 @@ impl AttemptFilter {
         use attempt::Column as C;
         select = select.filter(self.messages.on_rows(tenant, C::MsgId));
         match self.success {
-            Some(true) => {
-                select = select.filter(C::Classification.eq(Classification::Success.as_str()))
-            }
-            Some(false) => {
-                select = select.filter(C::Classification.ne(Classification::Success.as_str()))
-            }
+            Some(true) => select = select.filter(C::Classification.eq(Verdict::Success)),
+            Some(false) => select = select.filter(C::Classification.ne(Verdict::Success)),
             None => {}
         }
         match self.status_code_class {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use domain::Timestamp;
-use domain::classify::Classification;
+use domain::classify::Verdict;
 use domain::delivery::DeliveryState;
 use domain::ids::{AttemptId, DeliveryId, EndpointId};
 use sea_orm::sea_query::Expr;
@@ -53,7 +53,7 @@ fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec
         let d = &r.delivery;
         let entry = health.entry(d.endpoint_id).or_default();
         let at = r.attempt.started_at;
-        if Classification::is_success(&r.attempt.classification) {
+        if r.attempt.classification == Verdict::Success {
             entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
         } else {
             entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
@@ -127,7 +127,7 @@ pub fn attempt_row(
     response_excerpt: Option<String>,
     error_kind: Option<domain::delivery::ErrorKind>,
     error_detail: Option<String>,
-    classification: &str,
+    classification: domain::classify::Verdict,
     retry_after_ms: Option<i64>,
 ) -> attempt::Model {
     attempt::Model {
@@ -146,7 +146,7 @@ pub fn attempt_row(
         response_excerpt: response_excerpt.map(without_nul),
         error_kind,
         error_detail: error_detail.map(without_nul),
-        classification: classification.to_owned(),
+        classification,
         retry_after_ms,
         request_headers: None,
         response_headers: None,

@@ -54,7 +54,7 @@ pub struct NewAttempt {
     pub response_excerpt: Option<String>,
     pub error_kind: Option<ErrorKind>,
     pub error_detail: Option<String>,
-    pub classification: String,
+    pub classification: domain::classify::Verdict,
     pub retry_after_ms: Option<i64>,
 }
 

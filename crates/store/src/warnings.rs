@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use domain::Timestamp;
-use domain::classify::Classification;
+use domain::classify::Verdict;
 use domain::health::{EndpointHealth, RecentError, disable_at};
 use domain::ids::TenantId;
 use domain::operational::OperationalEvent;
@@ -97,7 +97,7 @@ impl System<'_> {
         }
         let last_errors: Vec<RecentError> = attempt::Entity::find()
             .filter(attempt::Column::EndpointId.eq(ep.id))
-            .filter(attempt::Column::Classification.ne(Classification::Success.as_str()))
+            .filter(attempt::Column::Classification.ne(Verdict::Success))
             .order_by_desc(attempt::Column::Id)
             .limit(WARNING_ERRORS)
             .all(&*txn)

@@ -13,7 +13,7 @@ use crate::ApiError;
 
 /// How an attempt is shown: `with_content` false leaves out the response body (Svix: `{}`).
 fn out(a: attempt::Model, with_content: bool) -> MessageAttemptOut {
-    let success = domain::classify::Classification::is_success(&a.classification);
+    let success = a.classification == domain::classify::Verdict::Success;
     MessageAttemptOut {
         id: a.id.to_string(),
         msg_id: a.msg_id.to_string(),

@@ -806,7 +806,7 @@ pub async fn list_emails(
             id: m.id.to_string(),
             to: m.to_addr,
             subject: m.subject,
-            state: m.state,
+            state: m.state.to_string(),
             attempts: m.attempts,
             last_error: m.last_error,
             created_at: time(m.created_at),

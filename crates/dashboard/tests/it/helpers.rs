@@ -270,7 +270,7 @@ pub async fn fail_due_deliveries(app: &TestApp, response: &str) -> usize {
                 Some(response.to_owned()),
                 None,
                 None,
-                "permanent",
+                domain::classify::Verdict::Permanent,
                 None,
             ),
             next: Next::Failed,

@@ -93,7 +93,7 @@ async fn a_sent_sign_up_link_does_not_stay_in_the_outbox() {
             .await
             .unwrap()
             .expect("the row stays for the record");
-        assert_eq!(row.state, "sent");
+        assert_eq!(row.state, domain::email::EmailState::Sent);
         assert!(!row.body_text.contains("s3cr3t"), "{}", row.body_text);
         assert_eq!(row.body_text, store::SENT_SIGNUP_BODY);
         let kept = outbox(&store, t).await;
@@ -139,7 +139,7 @@ async fn a_queued_email_is_delivered_over_smtp_with_recipient_subject_and_link()
         assert!(body.contains(r#"{"disabled": false}"#), "{body}");
 
         let row = &outbox(&store, t).await[0];
-        assert_eq!(row.state, "sent");
+        assert_eq!(row.state, domain::email::EmailState::Sent);
         assert!(row.sent_at.is_some());
         // Sent mail is not sent again.
         let again = send_due(
@@ -238,7 +238,7 @@ async fn a_refused_recipient_is_given_up_after_three_tries_and_tenants_never_see
         assert_eq!(received[0].recipients, [TO]);
         let rows = outbox(&store, t).await;
         let row = |id: EmailId| rows.iter().find(|m| m.id == id).unwrap().clone();
-        assert_eq!(row(good.id).state, "sent");
+        assert_eq!(row(good.id).state, domain::email::EmailState::Sent);
         let first = row(bad.id);
         assert_eq!((first.state.as_str(), first.attempts), ("pending", 1));
         assert_eq!(
@@ -262,7 +262,7 @@ async fn a_refused_recipient_is_given_up_after_three_tries_and_tenants_never_see
         }
         let rows = outbox(&store, t).await;
         let gone = rows.iter().find(|m| m.id == bad.id).unwrap();
-        assert_eq!(gone.state, "failed");
+        assert_eq!(gone.state, domain::email::EmailState::Failed);
         let much_later = now.plus(Duration::from_secs(30 * 86_400));
         assert!(
             store
@@ -329,7 +329,10 @@ async fn the_outbox_loop_sends_queued_mail_and_stops_when_told() {
             .await
             .expect("the outbox loop stopped")
             .unwrap();
-        assert_eq!(outbox(&store, t).await[0].state, "sent");
+        assert_eq!(
+            outbox(&store, t).await[0].state,
+            domain::email::EmailState::Sent
+        );
     })
     .await;
 }

@@ -47,7 +47,7 @@ async fn the_outbox_keeps_mail_until_it_is_sent() {
                 .is_empty()
         );
         let listed = store.list_emails(t, &ListParams::default()).await.unwrap();
-        assert_eq!(listed.data[0].state, "sent");
+        assert_eq!(listed.data[0].state, domain::email::EmailState::Sent);
         assert_eq!(listed.data[0].attempts, 2);
         let other = tenant(&store, "o").await;
         assert!(

@@ -65,7 +65,7 @@ async fn message_in(
                 response_excerpt: Some("thanks, card 4242".into()),
                 error_kind: None,
                 error_detail: None,
-                classification: "success".into(),
+                classification: domain::classify::Verdict::Success,
                 retry_after_ms: None,
             },
         )

@@ -2,6 +2,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use domain::Timestamp;
+use domain::classify::Verdict;
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::EndpointId;
 use sea_orm::{EntityTrait, PaginatorTrait};
@@ -245,7 +246,7 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
                         response_excerpt: Some("busy".into()),
                         error_kind: None,
                         error_detail: None,
-                        classification: "retry".into(),
+                        classification: Verdict::Retry,
                         retry_after_ms: Some(5000),
                     },
                 )
@@ -927,7 +928,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
             .map(|d| {
                 let ok = d.msg_id == kept.message.id;
                 let status = if ok { 200 } else { 503 };
-                let class = if ok { "success" } else { "retryable" };
+                let class = if ok { Verdict::Success } else { Verdict::Retry };
                 AttemptResult {
                     delivery: d.clone(),
                     attempt: attempt_row(
@@ -1044,7 +1045,7 @@ async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
                 body,
                 None,
                 detail,
-                "success",
+                Verdict::Success,
                 None,
             ),
             next: Next::Succeeded,
@@ -1349,7 +1350,7 @@ async fn deliveries_and_attempts_filter_on_their_messages() {
                         response_excerpt: None,
                         error_kind: None,
                         error_detail: None,
-                        classification: "success".into(),
+                        classification: Verdict::Success,
                         retry_after_ms: None,
                     },
                 )
