@@ -7,12 +7,12 @@ use domain::Timestamp;
 use domain::classify::Verdict;
 use domain::delivery::DeliveryState;
 use domain::ids::{AttemptId, DeliveryId, EndpointId};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryTrait, Statement};
+use sea_orm::Statement;
 
 use crate::Result;
+use crate::dialect::Dialect;
 use crate::disable::{disable_and_notify, disabled_event};
-use crate::entities::{attempt, delivery, endpoint};
+use crate::entities::{attempt, delivery};
 
 /// What became of a claimed delivery after one attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,8 +46,10 @@ pub(crate) fn finish_of(r: &AttemptResult) -> (DeliveryState, i64) {
 }
 
 /// Endpoint health after a batch: any success clears the failure streak; otherwise the
-/// earliest failure starts one (if none is running).
-fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec<Statement> {
+/// earliest failure starts one (if none is running). At most two statements whatever the
+/// number of endpoints (a fan-out's batch spans hundreds), each endpoint's value bound from a
+/// list: a statement per endpoint cost every delivery of a fan-out one more statement.
+fn health_updates(results: &[AttemptResult], sql: &Dialect) -> Vec<Statement> {
     let mut health: HashMap<EndpointId, (Option<i64>, Option<i64>)> = HashMap::new();
     for r in results {
         let d = &r.delivery;
@@ -59,26 +61,51 @@ fn health_updates(results: &[AttemptResult], backend: sea_orm::DbBackend) -> Vec
             entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
         }
     }
-    let mut out = Vec::new();
+    let mut succeeded = Vec::new();
+    let mut failed = Vec::new();
     for (endpoint_id, (last_success, first_failure)) in health {
-        let update = match (last_success, first_failure) {
-            (Some(ok), _) => endpoint::Entity::update_many()
-                .col_expr(endpoint::Column::LastSuccessAt, Expr::value(ok))
-                .col_expr(
-                    endpoint::Column::FailingSince,
-                    Expr::value(Option::<i64>::None),
-                )
-                .filter(endpoint::Column::Id.eq(endpoint_id)),
-            (None, Some(fail)) => endpoint::Entity::update_many()
-                .col_expr(endpoint::Column::FailingSince, Expr::value(fail))
-                .filter(endpoint::Column::Id.eq(endpoint_id))
-                .filter(endpoint::Column::FailingSince.is_null()),
-            (None, None) => continue,
-        };
-        out.push(update.build(backend));
+        match (last_success, first_failure) {
+            (Some(ok), _) => succeeded.push((endpoint_id, ok)),
+            (None, Some(fail)) => failed.push((endpoint_id, fail)),
+            (None, None) => {}
+        }
+    }
+    let mut out = Vec::new();
+    // A success ends the streak; a failure starts one only where none runs.
+    for (rows, set, only) in [
+        (
+            succeeded,
+            "last_success_at = v.at, failing_since = NULL",
+            "",
+        ),
+        (
+            failed,
+            "failing_since = v.at",
+            " AND endpoints.failing_since IS NULL",
+        ),
+    ] {
+        for chunk in rows.chunks(HEALTH_CHUNK) {
+            let list = (0..chunk.len())
+                .map(|i| format!("({})", sql.params(2 * i + 1, 2)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let values = chunk
+                .iter()
+                .flat_map(|(id, at)| [sea_orm::Value::from(*id), sea_orm::Value::from(*at)]);
+            out.push(sql.statement(
+                format!(
+                    "WITH v (id, at) AS (VALUES {list}) UPDATE endpoints SET {set} \
+                     FROM v WHERE endpoints.id = v.id{only}"
+                ),
+                values,
+            ));
+        }
     }
     out
 }
+
+/// Endpoints per health statement: two parameters each, well under either database's limit.
+const HEALTH_CHUNK: usize = 200;
 
 /// The batch's per-minute counts for the charts' rollup.
 fn stats_of(
@@ -191,7 +218,7 @@ impl crate::System<'_> {
         }
         self.health.may_write()?;
         let now = Timestamp::now().as_millis();
-        let mut rest = health_updates(results, self.sql.db);
+        let mut rest = health_updates(results, self.sql);
         rest.extend(crate::stats::stats_upserts(self.sql, &stats_of(results)));
         let mut gone: HashMap<EndpointId, &str> = HashMap::new();
         for r in results {

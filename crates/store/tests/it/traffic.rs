@@ -1405,3 +1405,122 @@ async fn deliveries_and_attempts_filter_on_their_messages() {
     })
     .await;
 }
+
+/// One batch of results across endpoints writes each endpoint's health: a success ends its
+/// streak, a first failure starts one, a failure during a streak leaves its start alone.
+#[tokio::test]
+async fn a_batch_of_results_across_endpoints_writes_each_endpoints_health() {
+    each_backend(|store| async move {
+        use store::{AttemptResult, Next, attempt_row};
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let mut eps = Vec::new();
+        for name in ["recovers", "starts", "goes-on"] {
+            eps.push(endpoint(&store, t, &a, url(name)).await);
+        }
+        let result =
+            |d: &store::entities::delivery::Model, at: Timestamp, ok: bool| AttemptResult {
+                delivery: d.clone(),
+                attempt: attempt_row(
+                    d,
+                    "http://x",
+                    at,
+                    7,
+                    Some(if ok { 200 } else { 503 }),
+                    None,
+                    None,
+                    None,
+                    if ok { Verdict::Success } else { Verdict::Retry },
+                    None,
+                ),
+                next: if ok {
+                    Next::Succeeded
+                } else {
+                    Next::Retry {
+                        at: at.plus(Duration::from_secs(1)),
+                    }
+                },
+                disable_endpoint: None,
+            };
+        // (On PostgreSQL a claim of 30 takes up to three endpoints it does not hold yet.)
+        // First round: "recovers" and "goes-on" fail, which starts their streaks.
+        let m = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        assert_eq!(m.deliveries.len(), 3);
+        let first = Timestamp::now().plus(Duration::from_secs(1));
+        let claimed = store
+            .system()
+            .claim_due("w", first, first.plus(Duration::from_secs(60)), 30, None)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 3, "on {:?}", store.backend());
+        let round: Vec<AttemptResult> = claimed
+            .iter()
+            .filter(|d| d.endpoint_id != eps[1].id)
+            .map(|d| result(d, first, false))
+            .collect();
+        store
+            .system()
+            .record_results("w", &round, "http://localhost")
+            .await
+            .unwrap();
+        // Second round, one batch: "recovers" succeeds, "starts" and "goes-on" fail.
+        let second = first.plus(Duration::from_secs(5));
+        let round: Vec<AttemptResult> = claimed
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                if d.endpoint_id != eps[1].id {
+                    d.attempt_count = 1;
+                }
+                result(&d, second, d.endpoint_id == eps[0].id)
+            })
+            .collect();
+        // The first round's retries are pending again: claim them back for "w".
+        let again = store
+            .system()
+            .claim_due(
+                "w",
+                second.plus(Duration::from_secs(1)),
+                second.plus(Duration::from_secs(60)),
+                10,
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(again.len(), 2, "on {:?}", store.backend());
+        store
+            .system()
+            .record_results("w", &round, "http://localhost")
+            .await
+            .unwrap();
+        let health = |i: usize| {
+            let store = store.clone();
+            let id = eps[i].id.to_string();
+            let app = a.id;
+            async move {
+                let ep = store.get_endpoint(t, app, &id).await.unwrap();
+                (ep.failing_since, ep.last_success_at)
+            }
+        };
+        let ms = |t: Timestamp| Some(t.as_millis());
+        assert_eq!(
+            health(0).await,
+            (None, ms(second)),
+            "on {:?}",
+            store.backend()
+        );
+        assert_eq!(
+            health(1).await,
+            (ms(second), None),
+            "on {:?}",
+            store.backend()
+        );
+        assert_eq!(
+            health(2).await,
+            (ms(first), None),
+            "on {:?}",
+            store.backend()
+        );
+    })
+    .await;
+}
