@@ -70,6 +70,10 @@ fn health_updates(results: &[AttemptResult], sql: &Dialect) -> Vec<Statement> {
             (None, None) => {}
         }
     }
+    // In the endpoints' order, so that two writers that share endpoints (a lease passing on
+    // while its old holder reports late) lock their rows in the same order.
+    succeeded.sort_unstable();
+    failed.sort_unstable();
     let mut out = Vec::new();
     // A success ends the streak; a failure starts one only where none runs.
     for (rows, set, only) in [
