@@ -1524,3 +1524,64 @@ async fn a_batch_of_results_across_endpoints_writes_each_endpoints_health() {
     })
     .await;
 }
+
+/// A batch over more endpoints than one health statement lists writes every endpoint's.
+#[tokio::test]
+async fn a_batch_of_results_over_hundreds_of_endpoints_writes_each_ones_health() {
+    each_backend(|store| async move {
+        use store::{AttemptResult, Next, attempt_row};
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let mut eps = Vec::new();
+        for i in 0..250 {
+            eps.push(endpoint(&store, t, &a, url(&format!("e{i}"))).await);
+        }
+        store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let at = Timestamp::now().plus(Duration::from_secs(1));
+        // (On PostgreSQL a claim takes a tenth of its limit in endpoints it does not hold yet.)
+        let claimed = store
+            .system()
+            .claim_due("w", at, at.plus(Duration::from_secs(60)), 2500, None)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 250, "on {:?}", store.backend());
+        let results: Vec<AttemptResult> = claimed
+            .iter()
+            .map(|d| AttemptResult {
+                delivery: d.clone(),
+                attempt: attempt_row(
+                    d,
+                    "http://x",
+                    at,
+                    7,
+                    Some(200),
+                    None,
+                    None,
+                    None,
+                    Verdict::Success,
+                    None,
+                ),
+                next: Next::Succeeded,
+                disable_endpoint: None,
+            })
+            .collect();
+        store
+            .system()
+            .record_results("w", &results, "http://localhost")
+            .await
+            .unwrap();
+        for ep in &eps {
+            let ep = store
+                .get_endpoint(t, a.id, &ep.id.to_string())
+                .await
+                .unwrap();
+            assert_eq!(
+                ep.last_success_at,
+                Some(at.as_millis()),
+                "on {:?}",
+                store.backend()
+            );
+        }
+    })
+    .await;
+}
