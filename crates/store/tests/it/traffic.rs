@@ -1406,42 +1406,46 @@ async fn deliveries_and_attempts_filter_on_their_messages() {
     .await;
 }
 
+/// The result of one attempt at `d` made at `at`: a 200, or a 503 retried a second later.
+fn result(d: &store::entities::delivery::Model, at: Timestamp, ok: bool) -> store::AttemptResult {
+    use store::{AttemptResult, Next, attempt_row};
+    AttemptResult {
+        delivery: d.clone(),
+        attempt: attempt_row(
+            d,
+            "http://x",
+            at,
+            7,
+            Some(if ok { 200 } else { 503 }),
+            None,
+            None,
+            None,
+            if ok { Verdict::Success } else { Verdict::Retry },
+            None,
+        ),
+        next: if ok {
+            Next::Succeeded
+        } else {
+            Next::Retry {
+                at: at.plus(Duration::from_secs(1)),
+            }
+        },
+        disable_endpoint: None,
+    }
+}
+
 /// One batch of results across endpoints writes each endpoint's health: a success ends its
 /// streak, a first failure starts one, a failure during a streak leaves its start alone.
 #[tokio::test]
 async fn a_batch_of_results_across_endpoints_writes_each_endpoints_health() {
     each_backend(|store| async move {
-        use store::{AttemptResult, Next, attempt_row};
+        use store::AttemptResult;
         let t = tenant(&store, "t").await;
         let a = app(&store, t, "a").await;
         let mut eps = Vec::new();
         for name in ["recovers", "starts", "goes-on"] {
             eps.push(endpoint(&store, t, &a, url(name)).await);
         }
-        let result =
-            |d: &store::entities::delivery::Model, at: Timestamp, ok: bool| AttemptResult {
-                delivery: d.clone(),
-                attempt: attempt_row(
-                    d,
-                    "http://x",
-                    at,
-                    7,
-                    Some(if ok { 200 } else { 503 }),
-                    None,
-                    None,
-                    None,
-                    if ok { Verdict::Success } else { Verdict::Retry },
-                    None,
-                ),
-                next: if ok {
-                    Next::Succeeded
-                } else {
-                    Next::Retry {
-                        at: at.plus(Duration::from_secs(1)),
-                    }
-                },
-                disable_endpoint: None,
-            };
         // (On PostgreSQL a claim of 30 takes up to three endpoints it does not hold yet.)
         // First round: "recovers" and "goes-on" fail, which starts their streaks.
         let m = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
@@ -1529,7 +1533,6 @@ async fn a_batch_of_results_across_endpoints_writes_each_endpoints_health() {
 #[tokio::test]
 async fn a_batch_of_results_over_hundreds_of_endpoints_writes_each_ones_health() {
     each_backend(|store| async move {
-        use store::{AttemptResult, Next, attempt_row};
         let t = tenant(&store, "t").await;
         let a = app(&store, t, "a").await;
         let mut eps = Vec::new();
@@ -1545,26 +1548,8 @@ async fn a_batch_of_results_over_hundreds_of_endpoints_writes_each_ones_health()
             .await
             .unwrap();
         assert_eq!(claimed.len(), 250, "on {:?}", store.backend());
-        let results: Vec<AttemptResult> = claimed
-            .iter()
-            .map(|d| AttemptResult {
-                delivery: d.clone(),
-                attempt: attempt_row(
-                    d,
-                    "http://x",
-                    at,
-                    7,
-                    Some(200),
-                    None,
-                    None,
-                    None,
-                    Verdict::Success,
-                    None,
-                ),
-                next: Next::Succeeded,
-                disable_endpoint: None,
-            })
-            .collect();
+        let results: Vec<store::AttemptResult> =
+            claimed.iter().map(|d| result(d, at, true)).collect();
         store
             .system()
             .record_results("w", &results, "http://localhost")
