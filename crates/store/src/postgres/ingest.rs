@@ -97,7 +97,7 @@ impl Store {
                 now,
             ));
         }
-        let messages = messages_json(&rows);
+        let (messages, payloads) = messages_param(&rows);
         // Assembled as if every message were new; those whose eventId turns out to be taken
         // are taken back out below (their deliveries are not inserted either).
         let every: HashSet<MessageId> = rows.iter().map(|m| m.id).collect();
@@ -121,6 +121,7 @@ impl Store {
             )
             .to_string()
             .into(),
+            payloads.into(),
         ];
         // One text for every batch, so it is parsed and planned once per connection.
         static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -165,7 +166,8 @@ impl Store {
 /// The statement of [`Store::create_messages_at_once`]. Only ordered deliveries are ranked
 /// (each key's counter ends at its last number; this batch's share counts up to it), so a
 /// batch without ordering keys sorts nothing: `$1` the messages, `$2` their
-/// deliveries (ordered ones with their batch rank as `seq`), `$3` the handed-off endpoints.
+/// deliveries (ordered ones with their batch rank as `seq`), `$3` the handed-off endpoints,
+/// `$4` the messages' payloads one after another (see [`messages_param`]).
 /// Returns the inserted message ids, the handed endpoints' secrets and each ordered delivery's
 /// number, as JSON texts.
 fn create_messages_sql() -> String {
@@ -184,12 +186,12 @@ fn create_messages_sql() -> String {
         "WITH m AS (INSERT INTO messages (id, tenant_id, app_id, event_type, event_id, \
            payload, channels, tags, ordering_key, created_at, deliver_at, trace_parent) \
          SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
-           COALESCE(convert_to(r.payload, 'UTF8'), decode(r.payload_b64, 'base64')), \
+           substring(CAST($4 AS bytea) FROM r.payload_at FOR r.payload_len), \
            r.channels, r.tags, r.ordering_key, r.created_at, r.deliver_at, r.trace_parent \
          FROM json_to_recordset(CAST($1 AS json)) AS r(id uuid, tenant_id uuid, \
-           app_id uuid, event_type varchar, event_id varchar, payload text, \
-           payload_b64 text, channels text, tags text, ordering_key varchar, created_at bigint, \
-           deliver_at bigint, trace_parent varchar) \
+           app_id uuid, event_type varchar, event_id varchar, payload_at integer, \
+           payload_len integer, channels text, tags text, ordering_key varchar, \
+           created_at bigint, deliver_at bigint, trace_parent varchar) \
          ON CONFLICT DO NOTHING RETURNING id), \
        r AS (SELECT * FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) \
          WHERE msg_id IN (SELECT id FROM m)), \
@@ -218,21 +220,25 @@ fn create_messages_sql() -> String {
     )
 }
 
-/// Messages as one JSON array for `json_to_recordset`: the payload as text where its bytes
-/// are UTF-8 without NUL (see [`carried_as_text`]), as base64 otherwise.
-fn messages_json(rows: &[&message::Model]) -> String {
+/// Messages as one JSON array for `json_to_recordset`, and their payloads one after another
+/// as one binary parameter: each row names where its payload starts (from 1, as `substring`
+/// counts) and how long it is. Payloads inside the JSON were escaped by hookd and unescaped by
+/// PostgreSQL character by character, and those that were not UTF-8 went as base64.
+fn messages_param(rows: &[&message::Model]) -> (String, Vec<u8>) {
+    let mut payloads = Vec::with_capacity(rows.iter().map(|m| m.payload.len()).sum());
     let rows: Vec<serde_json::Value> = rows
         .iter()
         .map(|m| {
+            let at = payloads.len() + 1;
+            payloads.extend_from_slice(&m.payload);
             serde_json::json!({
                 "id": crate::pg::uuid_text(m.id),
                 "tenant_id": crate::pg::uuid_text(m.tenant_id),
                 "app_id": crate::pg::uuid_text(m.app_id),
                 "event_type": m.event_type,
                 "event_id": m.event_id,
-                "payload": carried_as_text(&m.payload).then(|| String::from_utf8_lossy(&m.payload)),
-                "payload_b64": (!carried_as_text(&m.payload))
-                    .then(|| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &m.payload)),
+                "payload_at": at,
+                "payload_len": m.payload.len(),
                 "channels": m.channels,
                 "tags": m.tags,
                 "ordering_key": m.ordering_key,
@@ -242,13 +248,7 @@ fn messages_json(rows: &[&message::Model]) -> String {
             })
         })
         .collect();
-    serde_json::Value::Array(rows).to_string()
-}
-
-/// Whether a payload survives being carried as PostgreSQL text: UTF-8 (as every JSON body is)
-/// and without NUL, which text cannot hold.
-fn carried_as_text(payload: &[u8]) -> bool {
-    !payload.contains(&0) && std::str::from_utf8(payload).is_ok()
+    (serde_json::Value::Array(rows).to_string(), payloads)
 }
 
 /// `endpoint_secrets` rows from PostgreSQL's `json_agg`.

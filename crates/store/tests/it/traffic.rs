@@ -1015,6 +1015,45 @@ async fn a_payload_that_is_not_text_is_stored_byte_for_byte() {
     .await;
 }
 
+/// One batch writes many messages at once (on PostgreSQL their payloads travel together in one
+/// parameter): each message keeps its own payload, whatever the lengths and bytes beside it.
+#[tokio::test]
+async fn messages_written_in_one_batch_each_keep_their_own_payload() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        endpoint(&store, t, &a, url("one")).await;
+        let payloads: Vec<Vec<u8>> = vec![
+            b"{}".to_vec(),
+            b"{\"quote\":\"\\\"x\\\"\",\"u\":\"\xc3\xa9\"}".to_vec(),
+            b"{\"a\":\"\0\xff\"}".to_vec(),
+            format!("{{\"big\":\"{}\"}}", "y".repeat(70_000)).into_bytes(),
+            b"[1]".to_vec(),
+        ];
+        let news = payloads
+            .iter()
+            .map(|p| NewMessage {
+                payload: p.clone(),
+                ..msg("x")
+            })
+            .collect();
+        let created = store
+            .create_messages_in_bulk(t, &a, news, ttl)
+            .await
+            .unwrap();
+        assert_eq!(created.len(), payloads.len());
+        for (m, payload) in created.into_iter().zip(&payloads) {
+            let m = m.unwrap();
+            let stored = store
+                .get_message(t, a.id, &m.message.id.to_string())
+                .await
+                .unwrap();
+            assert_eq!(&stored.payload, payload);
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
     each_backend(|store| async move {
