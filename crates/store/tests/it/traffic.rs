@@ -891,7 +891,7 @@ async fn a_claim_of_new_work_skips_the_endpoints_it_is_told_to_and_the_claim_of_
 #[tokio::test]
 async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held() {
     each_backend(|store| async move {
-        use store::{AttemptResult, Next, attempt_row};
+        use store::AttemptResult;
         let t = tenant(&store, "t").await;
         let a = app(&store, t, "a").await;
         let ep = endpoint(&store, t, &a, url("one")).await;
@@ -925,34 +925,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
         );
         let results: Vec<AttemptResult> = claimed
             .iter()
-            .map(|d| {
-                let ok = d.msg_id == kept.message.id;
-                let status = if ok { 200 } else { 503 };
-                let class = if ok { Verdict::Success } else { Verdict::Retry };
-                AttemptResult {
-                    delivery: d.clone(),
-                    attempt: attempt_row(
-                        d,
-                        &ep.url,
-                        now,
-                        7,
-                        Some(status),
-                        None,
-                        None,
-                        None,
-                        class,
-                        None,
-                    ),
-                    next: if ok {
-                        Next::Succeeded
-                    } else {
-                        Next::Retry {
-                            at: now.plus(Duration::from_secs(5)),
-                        }
-                    },
-                    disable_endpoint: None,
-                }
-            })
+            .map(|d| result(d, now, d.msg_id == kept.message.id))
             .collect();
         let not_written = store
             .system()
