@@ -154,7 +154,7 @@ async fn delivery_state(app: &TestApp, a: &str, e: &str, msg: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-async fn wait_final(app: &TestApp, a: &str, e: &str, msg: &str) -> Value {
+pub async fn wait_final(app: &TestApp, a: &str, e: &str, msg: &str) -> Value {
     let mut last = Value::Null;
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {

@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::delivery::{
-    apps_with, arrival_times, endpoint_at, eventually, most_in_one_second, send, sink,
+    apps_with, arrival_times, endpoint_at, eventually, most_in_one_second, send, sink, wait_final,
 };
 use testkit::new_tenant;
 
@@ -188,7 +188,10 @@ async fn an_open_breaker_defers_without_counting_attempts_and_a_probe_closes_it(
         })
         .await;
         // The deferral counted no attempts: each message's attempts are what reached the sink.
+        // The sink counts a request before the dispatcher records its result, so each
+        // delivery's result is awaited first.
         for id in &ids {
+            assert_eq!(wait_final(&app, &a, &e, id).await["statusText"], "success");
             let attempts = app.get(&format!("/app/{a}/attempt/msg/{id}")).await.body;
             let recorded = attempts["data"].as_array().unwrap().len();
             let received = s
