@@ -73,6 +73,7 @@ mod m0028_trace_context;
 mod m0029_ingest_url_token;
 pub mod m0030_binary_ids;
 mod m0031_endpoint_history_index;
+mod m0032_lean_attempts;
 
 pub struct Migrator;
 
@@ -108,6 +109,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0029_ingest_url_token::Migration),
             Box::new(m0030_binary_ids::Migration),
             Box::new(m0031_endpoint_history_index::Migration),
+            Box::new(m0032_lean_attempts::Migration),
         ]
     }
 }

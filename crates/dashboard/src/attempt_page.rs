@@ -76,7 +76,8 @@ pub async fn show(
         .deliveries_of_message(t, msg.id)
         .await?
         .into_iter()
-        .find(|d| d.id == a.delivery_id)
+        // A message has one delivery per endpoint.
+        .find(|d| d.endpoint_id == a.endpoint_id)
         .ok_or(PageError::NotFound)?;
     let endpoint = match store
         .get_endpoint(t, app.id, &a.endpoint_id.to_string())

@@ -11,7 +11,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use domain::Timestamp;
 use domain::delivery::DeliveryState;
-use domain::ids::{DeliveryId, EndpointId};
+use domain::ids::EndpointId;
 use domain::jobs::EndpointJob;
 use serde::Deserialize;
 use store::entities::endpoint;
@@ -420,11 +420,12 @@ async fn deliveries_of(
             &ListParams::first(ATTEMPTS_PER_MESSAGE),
         )
         .await?;
-    // Newest attempt first within each delivery, as listed.
-    let mut by_delivery: HashMap<DeliveryId, Vec<AttemptRow>> = HashMap::new();
+    // Newest attempt first within each delivery, as listed. A message has one delivery per
+    // endpoint, so its attempts are grouped by endpoint.
+    let mut by_endpoint: HashMap<EndpointId, Vec<AttemptRow>> = HashMap::new();
     for a in &attempts.data {
-        by_delivery
-            .entry(a.delivery_id)
+        by_endpoint
+            .entry(a.endpoint_id)
             .or_default()
             .push(AttemptRow::of(a));
     }
@@ -437,7 +438,7 @@ async fn deliveries_of(
             class: views::state_class(d.state),
             next_attempt: (d.state == DeliveryState::Pending)
                 .then(|| When::at_ms(d.next_attempt_at)),
-            attempts: by_delivery.remove(&d.id).unwrap_or_default(),
+            attempts: by_endpoint.remove(&d.endpoint_id).unwrap_or_default(),
         })
         .collect();
     Ok(DeliveriesFragment {

@@ -900,10 +900,10 @@ fn log_attempt(r: &AttemptResult) {
         ($level:ident, $cause:expr) => {
             tracing::$level!(
                 tenant_id = %a.tenant_id,
-                app_id = %a.app_id,
+                app_id = %r.delivery.app_id,
                 endpoint_id = %a.endpoint_id,
                 msg_id = %a.msg_id,
-                delivery_id = %a.delivery_id,
+                delivery_id = %r.delivery.id,
                 attempt = a.attempt_number,
                 status = a.status_code,
                 error = a.error_kind.map(|k| k.as_str()),
@@ -1040,13 +1040,13 @@ async fn send_operational(store: Store, events: Vec<(AttemptResult, MessageEvent
         store
             .emit_for_message(
                 a.tenant_id,
-                a.app_id,
+                r.delivery.app_id,
                 source.as_deref(),
                 |app_uid, source_id| {
                     OperationalEvent::Attempt(
                         kind,
                         AttemptEvent {
-                            app_id: a.app_id,
+                            app_id: r.delivery.app_id,
                             app_uid,
                             msg_id: a.msg_id,
                             msg_event_id: event_id,

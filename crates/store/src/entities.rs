@@ -297,18 +297,18 @@ pub mod ordering_sequence {
 
 pub mod attempt {
     use domain::delivery::{AttemptTrigger, ErrorKind};
-    use domain::ids::{ApplicationId, AttemptId, DeliveryId, EndpointId, MessageId, TenantId};
+    use domain::ids::{AttemptId, EndpointId, MessageId, TenantId};
     use sea_orm::entity::prelude::*;
+    /// One try of a delivery. Its delivery is the one of `(msg_id, endpoint_id)`, and its
+    /// application the endpoint's: neither is stored again here (m0032).
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "attempts")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
         pub id: AttemptId,
         pub tenant_id: TenantId,
-        pub app_id: ApplicationId,
         pub endpoint_id: EndpointId,
         pub msg_id: MessageId,
-        pub delivery_id: DeliveryId,
         pub attempt_number: i32,
         pub trigger: AttemptTrigger,
         pub url: String,

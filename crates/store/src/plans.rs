@@ -449,7 +449,7 @@ mod tests {
             (
                 "application delete: its attempts",
                 attempt::Entity::delete_many()
-                    .filter(attempt::Column::AppId.eq(a))
+                    .filter(attempt::Column::EndpointId.is_in([e]))
                     .build(backend),
             ),
             (
@@ -578,10 +578,8 @@ mod tests {
                         atts.push(attempt::Model {
                             id: AttemptId::from_bytes(minted(created + 50, &mut rng)),
                             tenant_id: tenant.id,
-                            app_id: app.id,
                             endpoint_id: *ep,
                             msg_id: id,
-                            delivery_id: did,
                             attempt_number: 1,
                             trigger: AttemptTrigger::Scheduled,
                             url: "https://example.com/hook".into(),

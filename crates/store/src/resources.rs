@@ -270,8 +270,9 @@ impl Store {
             .map(|e| e.id)
             .collect();
         self.stopping(&endpoint_ids, async {
+            // By its endpoints, through the attempts' endpoint index (m0032).
             attempt::Entity::delete_many()
-                .filter(attempt::Column::AppId.eq(app.id))
+                .filter(attempt::Column::EndpointId.is_in(endpoint_ids.clone()))
                 .exec(&*txn)
                 .await?;
             delivery::Entity::delete_many()

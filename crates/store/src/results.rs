@@ -126,7 +126,7 @@ fn stats_of(
         stats
             .entry((
                 a.tenant_id,
-                a.app_id,
+                r.delivery.app_id,
                 a.endpoint_id,
                 crate::stats::minute_of(a.started_at),
             ))
@@ -164,10 +164,8 @@ pub fn attempt_row(
     attempt::Model {
         id: AttemptId::new(),
         tenant_id: d.tenant_id,
-        app_id: d.app_id,
         endpoint_id: d.endpoint_id,
         msg_id: d.msg_id,
-        delivery_id: d.id,
         attempt_number: d.attempt_count + 1,
         trigger: d.next_trigger,
         url: url.to_owned(),

@@ -293,10 +293,8 @@ impl Store {
         let model = attempt::ActiveModel {
             id: Set(AttemptId::new()),
             tenant_id: Set(tenant),
-            app_id: Set(dlv.app_id),
             endpoint_id: Set(dlv.endpoint_id),
             msg_id: Set(dlv.msg_id),
-            delivery_id: Set(dlv.id),
             attempt_number: Set(new.attempt_number),
             trigger: Set(new.trigger),
             url: Set(new.url),

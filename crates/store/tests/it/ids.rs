@@ -47,3 +47,101 @@ async fn m0030_decodes_the_text_of_an_id_to_the_bytes_the_domain_stores() {
     })
     .await;
 }
+
+/// m0032 drops an attempt's copies of its application's and delivery's ids (they follow from
+/// its endpoint, and from its message and endpoint); undone, it gives each attempt back the
+/// ids it had, on each database.
+#[tokio::test]
+async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
+    use std::time::Duration;
+
+    use domain::Timestamp;
+    use domain::delivery::AttemptTrigger;
+    use migration::MigratorTrait;
+    use store::{NewAttempt, NewMessage};
+
+    use crate::helpers::{app, endpoint, tenant, url};
+
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let mut expected = Vec::new();
+        for name in ["a", "b"] {
+            let a = app(&store, t, name).await;
+            for path in ["one", "two"] {
+                endpoint(&store, t, &a, url(path)).await;
+            }
+            let created = store
+                .create_message(
+                    t,
+                    &a,
+                    NewMessage {
+                        event_type: "x".into(),
+                        payload: b"{}".to_vec(),
+                        ..Default::default()
+                    },
+                    |_, now| now.plus(Duration::from_secs(60)),
+                )
+                .await
+                .unwrap();
+            assert_eq!(created.deliveries.len(), 2);
+            for d in &created.deliveries {
+                let attempt = store
+                    .record_attempt(
+                        t,
+                        d,
+                        NewAttempt {
+                            attempt_number: 1,
+                            trigger: AttemptTrigger::Scheduled,
+                            url: "http://example.com/".into(),
+                            started_at: Timestamp::now(),
+                            duration_ms: 3,
+                            status_code: Some(500),
+                            response_excerpt: None,
+                            error_kind: None,
+                            error_detail: None,
+                            classification: domain::classify::Verdict::Retry,
+                            retry_after_ms: None,
+                        },
+                    )
+                    .await
+                    .unwrap();
+                expected.push((
+                    attempt.id.to_bytes().to_vec(),
+                    a.id.to_bytes().to_vec(),
+                    d.id.to_bytes().to_vec(),
+                ));
+            }
+        }
+        expected.sort();
+        let conn = store.connection();
+        migration::Migrator::down(conn, Some(1)).await.unwrap();
+        let rows = conn
+            .query_all(Statement::from_string(
+                conn.get_database_backend(),
+                "SELECT id, app_id, delivery_id FROM attempts ORDER BY id",
+            ))
+            .await
+            .unwrap();
+        let mut found: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> = rows
+            .iter()
+            .map(|r| {
+                let bytes = |c: &str| -> Vec<u8> {
+                    match conn.get_database_backend() {
+                        sea_orm::DbBackend::Postgres => r
+                            .try_get::<sea_orm::prelude::Uuid>("", c)
+                            .unwrap()
+                            .as_bytes()
+                            .to_vec(),
+                        _ => r.try_get::<Vec<u8>>("", c).unwrap(),
+                    }
+                };
+                (bytes("id"), bytes("app_id"), bytes("delivery_id"))
+            })
+            .collect();
+        found.sort();
+        assert_eq!(found, expected);
+        // And forward again, as an upgrade would run it.
+        migration::Migrator::up(conn, None).await.unwrap();
+    })
+    .await;
+}

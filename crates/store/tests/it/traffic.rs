@@ -6,7 +6,7 @@ use domain::classify::Verdict;
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::EndpointId;
 use sea_orm::{EntityTrait, PaginatorTrait};
-use store::entities::{delivery, message};
+use store::entities::{attempt, delivery, message};
 use store::{
     AttemptFilter, ListParams, MessageFilter, NewAttempt, NewEndpoint, NewMessage, StoreError,
 };
@@ -542,10 +542,38 @@ async fn deleting_an_application_removes_its_traffic() {
         let t = tenant(&store, "t").await;
         let a = app(&store, t, "a").await;
         let keep = app(&store, t, "keep").await;
-        endpoint(&store, t, &a, url("x")).await;
+        let gone = endpoint(&store, t, &a, url("x")).await;
         endpoint(&store, t, &keep, url("y")).await;
-        store.create_message(t, &a, msg("x"), ttl).await.unwrap();
-        store.create_message(t, &keep, msg("x"), ttl).await.unwrap();
+        let mut kept_attempts = Vec::new();
+        for application in [&a, &keep] {
+            let created = store
+                .create_message(t, application, msg("x"), ttl)
+                .await
+                .unwrap();
+            let attempt = store
+                .record_attempt(
+                    t,
+                    &created.deliveries[0],
+                    NewAttempt {
+                        attempt_number: 1,
+                        trigger: AttemptTrigger::Scheduled,
+                        url: gone.url.clone(),
+                        started_at: Timestamp::now(),
+                        duration_ms: 12,
+                        status_code: Some(200),
+                        response_excerpt: None,
+                        error_kind: None,
+                        error_detail: None,
+                        classification: Verdict::Success,
+                        retry_after_ms: None,
+                    },
+                )
+                .await
+                .unwrap();
+            if application.id == keep.id {
+                kept_attempts.push(attempt.id);
+            }
+        }
         store
             .delete_application(t, &a.id.to_string())
             .await
@@ -553,6 +581,15 @@ async fn deleting_an_application_removes_its_traffic() {
         let db = store.connection();
         assert_eq!(message::Entity::find().count(db).await.unwrap(), 1);
         assert_eq!(delivery::Entity::find().count(db).await.unwrap(), 1);
+        // Its attempts go with it (found through its endpoints); the other application's stay.
+        let left: Vec<_> = attempt::Entity::find()
+            .all(db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.id)
+            .collect();
+        assert_eq!(left, kept_attempts);
         assert!(
             store
                 .list_endpoints(t, a.id, &ListParams::default())
