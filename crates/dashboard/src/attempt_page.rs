@@ -122,7 +122,7 @@ pub async fn show(
         Timestamp::now(),
     );
 
-    let unreadable = |e: serde_json::Error| {
+    let unreadable = |e: domain::attempt::UnreadableHeaders| {
         PageError::Store(store::StoreError::Corrupt(format!(
             "attempt {}: unreadable headers: {e}",
             a.id
@@ -132,9 +132,9 @@ pub async fn show(
     let sent = a
         .request_headers
         .as_deref()
-        .map(|json| {
+        .map(|stored| {
             SentHeaders::shown(
-                json,
+                stored,
                 a.attempt_number,
                 &msg_id,
                 Timestamp::from_millis(a.started_at),
@@ -161,7 +161,7 @@ pub async fn show(
     let received = a
         .response_headers
         .as_deref()
-        .map(HeaderList::from_json)
+        .map(HeaderList::from_stored)
         .transpose()
         .map_err(unreadable)?
         .unwrap_or_default();

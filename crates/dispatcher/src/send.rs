@@ -302,7 +302,7 @@ pub(crate) async fn attempt(
     );
     let own = sent.len().saturating_sub(target.headers.len());
     attempt.request_headers =
-        (own > 0).then(|| SentHeaders::keep(target.signature_headers, &sent[..own]).to_json());
+        (own > 0).then(|| SentHeaders::keep(target.signature_headers, &sent[..own]).to_stored());
     attempt.response_headers = response.headers;
     AttemptResult {
         delivery: d.clone(),
@@ -437,7 +437,7 @@ async fn execute(req: reqwest::RequestBuilder) -> Response {
                     .iter()
                     .map(|(k, v)| (k.as_str(), String::from_utf8_lossy(v.as_bytes()))),
             )
-            .to_json();
+            .to_stored();
             let mut body = Vec::new();
             loop {
                 match resp.chunk().await {
