@@ -322,10 +322,12 @@ pub mod attempt {
         pub retry_after_ms: Option<i64>,
         /// What cannot be worked out again of the headers this try sent: the signature and the
         /// names it went under, then any ordering or trace headers, as a
-        /// `domain::attempt::SentHeaders` in JSON (decisions 97); rows written before that hold
-        /// the whole list, a `domain::attempt::HeaderList`. Read with `SentHeaders::shown`.
+        /// `domain::attempt::SentHeaders` in its text form (decisions 99); older rows hold it
+        /// as JSON (decisions 97), or the whole list as a `domain::attempt::HeaderList` in JSON.
+        /// Read with `SentHeaders::shown`.
         pub request_headers: Option<String>,
-        /// The receiver's response headers, bounded: a `domain::attempt::HeaderList` as JSON.
+        /// The receiver's response headers, bounded: a `domain::attempt::HeaderList` in its
+        /// text form (JSON in older rows). Read with `HeaderList::from_stored`.
         pub response_headers: Option<String>,
     }
     entity_boilerplate!();

@@ -1,6 +1,6 @@
 use domain::ids::TenantId;
 use store::entities::{application, endpoint};
-use store::{NewApplication, NewEndpoint, NewTenant, Store};
+use store::{NewApplication, NewAttempt, NewEndpoint, NewTenant, Store};
 
 pub use store::testing::each_backend;
 
@@ -48,5 +48,28 @@ pub fn url(path: &str) -> NewEndpoint {
     NewEndpoint {
         url: format!("https://example.com/{path}"),
         ..Default::default()
+    }
+}
+
+/// A first scheduled try at `url` answered with `status` in 12 ms: a success for a 2xx, else
+/// one to retry.
+pub fn first_try(url: &str, status: u16) -> NewAttempt {
+    use domain::classify::Verdict;
+    NewAttempt {
+        attempt_number: 1,
+        trigger: domain::delivery::AttemptTrigger::Scheduled,
+        url: url.to_owned(),
+        started_at: domain::Timestamp::now(),
+        duration_ms: 12,
+        status_code: Some(status),
+        response_excerpt: None,
+        error_kind: None,
+        error_detail: None,
+        classification: if (200..300).contains(&status) {
+            Verdict::Success
+        } else {
+            Verdict::Retry
+        },
+        retry_after_ms: None,
     }
 }

@@ -55,12 +55,10 @@ async fn m0030_decodes_the_text_of_an_id_to_the_bytes_the_domain_stores() {
 async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
     use std::time::Duration;
 
-    use domain::Timestamp;
-    use domain::delivery::AttemptTrigger;
     use migration::MigratorTrait;
-    use store::{NewAttempt, NewMessage};
+    use store::NewMessage;
 
-    use crate::helpers::{app, endpoint, tenant, url};
+    use crate::helpers::{app, endpoint, first_try, tenant, url};
 
     each_backend(|store| async move {
         let t = tenant(&store, "t").await;
@@ -86,23 +84,7 @@ async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
             assert_eq!(created.deliveries.len(), 2);
             for d in &created.deliveries {
                 let attempt = store
-                    .record_attempt(
-                        t,
-                        d,
-                        NewAttempt {
-                            attempt_number: 1,
-                            trigger: AttemptTrigger::Scheduled,
-                            url: "http://example.com/".into(),
-                            started_at: Timestamp::now(),
-                            duration_ms: 3,
-                            status_code: Some(500),
-                            response_excerpt: None,
-                            error_kind: None,
-                            error_detail: None,
-                            classification: domain::classify::Verdict::Retry,
-                            retry_after_ms: None,
-                        },
-                    )
+                    .record_attempt(t, d, first_try("http://example.com/", 500))
                     .await
                     .unwrap();
                 expected.push((

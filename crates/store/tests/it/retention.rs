@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use domain::Timestamp;
-use domain::delivery::{AttemptTrigger, DeliveryState};
+use domain::delivery::DeliveryState;
 use domain::ids::MessageId;
 use domain::retention::{Retention, RetentionDays};
 use sea_orm::sea_query::Expr;
@@ -56,17 +56,8 @@ async fn message_in(
             a.tenant_id,
             d,
             NewAttempt {
-                attempt_number: 1,
-                trigger: AttemptTrigger::Scheduled,
-                url: "https://example.com/x".into(),
-                started_at: Timestamp::now(),
-                duration_ms: 3,
-                status_code: Some(200),
                 response_excerpt: Some("thanks, card 4242".into()),
-                error_kind: None,
-                error_detail: None,
-                classification: domain::classify::Verdict::Success,
-                retry_after_ms: None,
+                ..first_try("https://example.com/x", 200)
             },
         )
         .await

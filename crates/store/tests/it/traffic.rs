@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use domain::Timestamp;
 use domain::classify::Verdict;
-use domain::delivery::{AttemptTrigger, DeliveryState};
+use domain::delivery::DeliveryState;
 use domain::ids::EndpointId;
 use sea_orm::{EntityTrait, PaginatorTrait};
 use store::entities::{attempt, delivery, message};
@@ -238,16 +238,9 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
                     dlv,
                     NewAttempt {
                         attempt_number: n,
-                        trigger: AttemptTrigger::Scheduled,
-                        url: ep.url.clone(),
-                        started_at: Timestamp::now(),
-                        duration_ms: 12,
-                        status_code: Some(503),
                         response_excerpt: Some("busy".into()),
-                        error_kind: None,
-                        error_detail: None,
-                        classification: Verdict::Retry,
                         retry_after_ms: Some(5000),
+                        ..first_try(&ep.url, 503)
                     },
                 )
                 .await
@@ -551,23 +544,7 @@ async fn deleting_an_application_removes_its_traffic() {
                 .await
                 .unwrap();
             let attempt = store
-                .record_attempt(
-                    t,
-                    &created.deliveries[0],
-                    NewAttempt {
-                        attempt_number: 1,
-                        trigger: AttemptTrigger::Scheduled,
-                        url: gone.url.clone(),
-                        started_at: Timestamp::now(),
-                        duration_ms: 12,
-                        status_code: Some(200),
-                        response_excerpt: None,
-                        error_kind: None,
-                        error_detail: None,
-                        classification: Verdict::Success,
-                        retry_after_ms: None,
-                    },
-                )
+                .record_attempt(t, &created.deliveries[0], first_try(&gone.url, 200))
                 .await
                 .unwrap();
             if application.id == keep.id {
@@ -1386,23 +1363,7 @@ async fn deliveries_and_attempts_filter_on_their_messages() {
 
         for c in &made {
             store
-                .record_attempt(
-                    t,
-                    &c.deliveries[0],
-                    NewAttempt {
-                        attempt_number: 1,
-                        trigger: AttemptTrigger::Scheduled,
-                        url: ep.url.clone(),
-                        started_at: Timestamp::now(),
-                        duration_ms: 1,
-                        status_code: Some(200),
-                        response_excerpt: None,
-                        error_kind: None,
-                        error_detail: None,
-                        classification: Verdict::Success,
-                        retry_after_ms: None,
-                    },
-                )
+                .record_attempt(t, &c.deliveries[0], first_try(&ep.url, 200))
                 .await
                 .unwrap();
         }
