@@ -341,13 +341,10 @@ fn unescape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
-        match (c, c == '\\') {
-            (_, true) => match chars.next() {
-                Some('n') => out.push('\n'),
-                Some(next) => out.push(next),
-                None => {}
-            },
-            (c, false) => out.push(c),
+        if c != '\\' {
+            out.push(c);
+        } else if let Some(next) = chars.next() {
+            out.push(if next == 'n' { '\n' } else { next });
         }
     }
     out
