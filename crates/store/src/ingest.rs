@@ -357,16 +357,19 @@ pub(crate) fn assemble(
         }
         // A scheduled message's deliveries wait in the table until due; never handed off.
         let due = new.deliver_at.filter(|at| *at > now);
+        // A delivery starts when its message was made: the message's id may carry a
+        // millisecond later than `now` (ids increase strictly), and the TTL counts from here.
+        let made = now.max(Timestamp::from_millis(message.created_at));
         let mut mine = Vec::with_capacity(targets.len());
         for (j, ep) in targets.into_iter().enumerate() {
             let seq = seqs.get(&(i, j)).copied();
-            let starts = due.unwrap_or(now);
+            let starts = due.unwrap_or(made);
             let mut d = new_delivery(
                 *tenant,
                 &message,
                 ep,
                 seq,
-                now,
+                made,
                 give_up_at(ep, starts),
                 AttemptTrigger::Scheduled,
             );

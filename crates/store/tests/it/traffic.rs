@@ -75,6 +75,12 @@ async fn a_message_fans_out_to_matching_enabled_endpoints_only() {
         let other_app = app(&store, t, "other").await;
         endpoint(&store, t, &other_app, url("other")).await;
 
+        // Ids increase strictly, so the message minted next carries this id's later time, as
+        // one minted in a burst can: its deliveries' TTL still counts from their creation.
+        domain::ids::MessageId::new_at(
+            Timestamp::now().plus(Duration::from_millis(30)),
+            &mut rand::rng(),
+        );
         let created = store
             .create_message(t, &a, msg("user.created"), ttl)
             .await
