@@ -92,18 +92,18 @@ impl Brokers {
         let Some(dest) = url.destination() else {
             return Err((ErrorKind::Http, "not a broker URL".into()));
         };
+        let key = Key {
+            kind: dest.kind(),
+            host: url.host().to_owned(),
+            port: url.port(),
+            vhost: match dest {
+                Destination::Amqp { vhost, .. } => vhost.clone(),
+                _ => String::new(),
+            },
+            credentials: credentials(dest.kind(), auth)?,
+        };
+        let slot = self.slot(&key);
         let work = async {
-            let key = Key {
-                kind: dest.kind(),
-                host: url.host().to_owned(),
-                port: url.port(),
-                vhost: match dest {
-                    Destination::Amqp { vhost, .. } => vhost.clone(),
-                    _ => String::new(),
-                },
-                credentials: credentials(dest.kind(), auth)?,
-            };
-            let slot = self.slot(&key);
             let mut held = slot.lock().await;
             let conn = match held.as_ref() {
                 Some((c, ip)) => {
@@ -120,14 +120,9 @@ impl Brokers {
                 }
             };
             drop(held);
-            let sent = send(&conn, dest, &out).await;
-            if sent.is_err() {
-                // Whatever failed, the next attempt starts from a new connection.
-                *slot.lock().await = None;
-            }
-            sent
+            send(&conn, dest, &out).await
         };
-        match tokio::time::timeout(timeout, work).await {
+        let sent = match tokio::time::timeout(timeout, work).await {
             Ok(r) => r,
             Err(_) => Err((
                 ErrorKind::Timeout,
@@ -137,7 +132,13 @@ impl Brokers {
                     timeout.as_millis()
                 ),
             )),
+        };
+        if sent.is_err() {
+            // Whatever failed, a timeout included (a connection that stopped answering, or a
+            // broker that holds publishers back), the next attempt starts from a new one.
+            *slot.lock().await = None;
         }
+        sent
     }
 
     fn slot(&self, key: &Key) -> Slot {

@@ -526,6 +526,26 @@ impl OwnBroker {
         c
     }
 
+    /// The last `lines` lines of each log file the broker wrote (RabbitMQ's, under `dir/log`),
+    /// for a failure's message.
+    fn log_tail(&self, lines: usize) -> String {
+        let mut out = String::new();
+        let files = std::fs::read_dir(self.dir.path().join("log"))
+            .into_iter()
+            .flatten();
+        for f in files.flatten() {
+            let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+            let all: Vec<&str> = text.lines().collect();
+            let from = all.len().saturating_sub(lines);
+            out.push_str(&format!(
+                "\n--- {}\n{}",
+                f.path().display(),
+                all[from..].join("\n")
+            ));
+        }
+        out
+    }
+
     /// Stopped as a crash stops it (SIGKILL): what it confirmed must survive.
     fn stop(&mut self) {
         if self.kind == "rabbitmq" {
@@ -668,12 +688,23 @@ async fn a_broker_stopped_for_ten_seconds_loses_nothing() {
         // recovers its store after a SIGKILL before it takes connections again, which on a
         // loaded two-core CI machine once took longer than 30 s: the wait bounds a loss, not
         // speed.
-        eventually(
-            Duration::from_secs(60),
-            "all fifteen in the queue",
-            || async { rabbit_count(&rabbitmq.addr(), &queue).await >= 15 },
-        )
-        .await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while rabbit_count(&rabbitmq.addr(), &queue).await < 15 {
+            if std::time::Instant::now() > deadline {
+                let said: Vec<_> = attempts(&app, &qa, &qe)
+                    .await
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect();
+                panic!(
+                    "RabbitMQ holds {} of 15 after a minute; the attempts said: {said:#?}\n\
+                     RabbitMQ's log ends: {}",
+                    rabbit_count(&rabbitmq.addr(), &queue).await,
+                    rabbitmq.log_tail(40)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let mut q = ids(&rabbit_take(&rabbit_at(&rabbitmq.addr()).await.1, &queue).await);
         q.dedup();
         assert_eq!(q, sent_q, "RabbitMQ: every message, a copy at most allowed");
