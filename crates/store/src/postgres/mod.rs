@@ -2,7 +2,6 @@
 //! writer, the one-statement result write, and the JSON helpers they share.
 
 pub(crate) mod connect;
-pub(crate) mod fault;
 pub(crate) mod ingest;
 pub(crate) mod pg;
 pub(crate) mod results;

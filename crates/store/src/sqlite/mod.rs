@@ -3,7 +3,6 @@
 
 pub(crate) mod checkpoint;
 pub(crate) mod connect;
-pub(crate) mod fault;
 pub(crate) mod ingest;
 pub(crate) mod lite;
 pub(crate) mod results;
