@@ -74,6 +74,7 @@ mod m0029_ingest_url_token;
 pub mod m0030_binary_ids;
 mod m0031_endpoint_history_index;
 mod m0032_lean_attempts;
+mod m0033_lean_deliveries;
 
 pub struct Migrator;
 
@@ -110,6 +111,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0030_binary_ids::Migration),
             Box::new(m0031_endpoint_history_index::Migration),
             Box::new(m0032_lean_attempts::Migration),
+            Box::new(m0033_lean_deliveries::Migration),
         ]
     }
 }

@@ -306,6 +306,7 @@ pub(crate) async fn attempt(
     attempt.response_headers = response.headers;
     AttemptResult {
         delivery: d.clone(),
+        app_id: e.app_id,
         attempt,
         next,
         disable_endpoint: disable,

@@ -860,7 +860,7 @@ fn attempt_span(d: &delivery::Model, msg: &store::entities::message::Model) -> t
         parent: None,
         "delivery",
         tenant = %d.tenant_id,
-        app = %d.app_id,
+        app = %msg.app_id,
         endpoint = %d.endpoint_id,
         msg = %d.msg_id,
         delivery = %d.id,
@@ -900,7 +900,7 @@ fn log_attempt(r: &AttemptResult) {
         ($level:ident, $cause:expr) => {
             tracing::$level!(
                 tenant_id = %a.tenant_id,
-                app_id = %r.delivery.app_id,
+                app_id = %r.app_id,
                 endpoint_id = %a.endpoint_id,
                 msg_id = %a.msg_id,
                 delivery_id = %r.delivery.id,
@@ -1040,13 +1040,13 @@ async fn send_operational(store: Store, events: Vec<(AttemptResult, MessageEvent
         store
             .emit_for_message(
                 a.tenant_id,
-                r.delivery.app_id,
+                r.app_id,
                 source.as_deref(),
                 |app_uid, source_id| {
                     OperationalEvent::Attempt(
                         kind,
                         AttemptEvent {
-                            app_id: r.delivery.app_id,
+                            app_id: r.app_id,
                             app_uid,
                             msg_id: a.msg_id,
                             msg_event_id: event_id,
@@ -1336,6 +1336,7 @@ mod untraced {
         };
         let result = AttemptResult {
             delivery: d.clone(),
+            app_id: msg.app_id,
             attempt: store::attempt_row(
                 &d,
                 "http://127.0.0.1:9/h",

@@ -247,7 +247,7 @@ pub mod message {
 
 pub mod delivery {
     use domain::delivery::{AttemptTrigger, DeliveryState};
-    use domain::ids::{ApplicationId, DeliveryId, EndpointId, MessageId, TenantId};
+    use domain::ids::{DeliveryId, EndpointId, MessageId, TenantId};
     use sea_orm::entity::prelude::*;
     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
     #[sea_orm(table_name = "deliveries")]
@@ -255,7 +255,7 @@ pub mod delivery {
         #[sea_orm(primary_key, auto_increment = false)]
         pub id: DeliveryId,
         pub tenant_id: TenantId,
-        pub app_id: ApplicationId,
+        /// Its application is its endpoint's (m0033).
         pub endpoint_id: EndpointId,
         pub msg_id: MessageId,
         pub state: DeliveryState,

@@ -541,3 +541,53 @@ impl Store {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+    use std::time::Duration;
+
+    use domain::Timestamp;
+
+    use super::{Input, Planned, assemble};
+    use crate::entities::{application, endpoint};
+    use crate::testing::{endpoint_model, message_model, named};
+
+    fn day(_: &endpoint::Model, from: Timestamp) -> Timestamp {
+        from.plus(Duration::from_secs(86_400))
+    }
+
+    /// Ids increase strictly, so a message minted in a burst can carry a millisecond later
+    /// than the batch's clock: its deliveries start then, and their TTL counts from there.
+    #[test]
+    fn a_deliverys_ttl_counts_from_its_creation_when_its_messages_id_ran_ahead() {
+        let now = Timestamp::from_millis(1_800_000_000_000);
+        let message = crate::entities::message::Model {
+            created_at: now.as_millis() + 3,
+            ..message_model()
+        };
+        let ep = endpoint_model("ep_1", "https://example.com/");
+        let app = application::Model {
+            id: named("app_1"),
+            tenant_id: named("tnt_1"),
+            uid: None,
+            name: "a".into(),
+            rate_limit: None,
+            metadata: "{}".into(),
+            created_at: 0,
+            updated_at: 0,
+            payload_retention_days: None,
+            metadata_retention_days: None,
+            payload_expunged_before: None,
+            internal: false,
+        };
+        let inserted = HashSet::from([message.id]);
+        let inputs: Vec<Input> = vec![(named("tnt_1"), app, Default::default(), day)];
+        let planned: Vec<Planned<'_>> = vec![Ok((message, vec![&ep]))];
+        let created = assemble(planned, &inputs, &inserted, &HashMap::new(), None, now);
+        let d = &created.deliveries[0];
+        assert_eq!(d.created_at, now.as_millis() + 3);
+        assert_eq!(d.next_attempt_at, d.created_at);
+        assert_eq!(d.give_up_at - d.created_at, 86_400_000);
+    }
+}

@@ -428,16 +428,14 @@ mod tests {
                     .build(backend),
             ),
             (
-                "usage: deliveries per application in a period (as `usage` builds it)",
-                delivery::Entity::find_in(t)
-                    .select_only()
-                    .column(delivery::Column::AppId)
-                    .column_as(delivery::Column::Id.count(), "n")
-                    .filter(delivery::Column::AppId.is_in([a]))
-                    .filter(delivery::Column::CreatedAt.gte(now.as_millis() - 86_400_000))
-                    .filter(delivery::Column::CreatedAt.lt(now.as_millis()))
-                    .group_by(delivery::Column::AppId)
-                    .build(backend),
+                "usage: an application's deliveries in a period, per endpoint",
+                crate::usage::deliveries_per_endpoint(
+                    t,
+                    [e],
+                    Timestamp::from_millis(now.as_millis() - 86_400_000),
+                    now,
+                )
+                .build(backend),
             ),
             (
                 "a tenant's delivery count (as `count_deliveries` builds it)",
@@ -455,7 +453,7 @@ mod tests {
             (
                 "application delete: its deliveries",
                 delivery::Entity::delete_many()
-                    .filter(delivery::Column::AppId.eq(a))
+                    .filter(delivery::Column::EndpointId.is_in([e]))
                     .build(backend),
             ),
             (
@@ -555,7 +553,6 @@ mod tests {
                         dlvs.push(delivery::Model {
                             id: did,
                             tenant_id: tenant.id,
-                            app_id: app.id,
                             endpoint_id: *ep,
                             msg_id: id,
                             state,

@@ -275,8 +275,10 @@ impl Store {
                 .filter(attempt::Column::EndpointId.is_in(endpoint_ids.clone()))
                 .exec(&*txn)
                 .await?;
+            // Likewise through their endpoints' index (m0033: a delivery's application is its
+            // endpoint's; an endpoint's deletion takes its deliveries with it).
             delivery::Entity::delete_many()
-                .filter(delivery::Column::AppId.eq(app.id))
+                .filter(delivery::Column::EndpointId.is_in(endpoint_ids.clone()))
                 .exec(&*txn)
                 .await?;
             message::Entity::delete_many()

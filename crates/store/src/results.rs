@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use domain::Timestamp;
 use domain::classify::Verdict;
 use domain::delivery::DeliveryState;
-use domain::ids::{AttemptId, DeliveryId, EndpointId};
+use domain::ids::{ApplicationId, AttemptId, DeliveryId, EndpointId};
 use sea_orm::Statement;
 
 use crate::Result;
@@ -30,6 +30,8 @@ pub enum Next {
 #[derive(Clone, Debug)]
 pub struct AttemptResult {
     pub delivery: delivery::Model,
+    /// The delivery's application (its endpoint's, and its message's).
+    pub app_id: ApplicationId,
     pub attempt: attempt::Model,
     pub next: Next,
     /// Set on a 410: the endpoint is disabled with this reason.
@@ -126,7 +128,7 @@ fn stats_of(
         stats
             .entry((
                 a.tenant_id,
-                r.delivery.app_id,
+                r.app_id,
                 a.endpoint_id,
                 crate::stats::minute_of(a.started_at),
             ))

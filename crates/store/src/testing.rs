@@ -255,7 +255,6 @@ pub fn delivery_model() -> crate::entities::delivery::Model {
     crate::entities::delivery::Model {
         id: named("dlv_1"),
         tenant_id: named("tnt_1"),
-        app_id: named("app_1"),
         endpoint_id: named("ep_1"),
         msg_id: named("msg_1"),
         state: domain::delivery::DeliveryState::Pending,

@@ -402,7 +402,6 @@ pub(crate) fn new_delivery(
     delivery::Model {
         id: DeliveryId::new(),
         tenant_id: tenant,
-        app_id: msg.app_id,
         endpoint_id: ep.id,
         msg_id: msg.id,
         state: DeliveryState::Pending,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use domain::Timestamp;
-use domain::ids::{ApplicationId, TenantId};
+use domain::ids::{ApplicationId, DeliveryId, EndpointId, TenantId};
 use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::entities::{Owned, application, delivery, endpoint};
@@ -17,6 +17,43 @@ pub struct AppUsage {
     pub app_id: ApplicationId,
     pub app_uid: Option<String>,
     pub message_destinations: u64,
+}
+
+/// How many deliveries each of `endpoints` had created in `[since, until)`: (endpoint, n).
+pub(crate) fn deliveries_per_endpoint(
+    tenant: TenantId,
+    endpoints: impl IntoIterator<Item = EndpointId>,
+    since: Timestamp,
+    until: Timestamp,
+) -> sea_orm::Select<delivery::Entity> {
+    delivery::Entity::find_in(tenant)
+        .select_only()
+        .column(delivery::Column::EndpointId)
+        .column_as(delivery::Column::Id.count(), "n")
+        .filter(delivery::Column::EndpointId.is_in(endpoints))
+        .filter(delivery_id_range(since, until))
+        .filter(delivery::Column::CreatedAt.gte(since.as_millis()))
+        .filter(delivery::Column::CreatedAt.lt(until.as_millis()))
+        .group_by(delivery::Column::EndpointId)
+}
+
+/// Where the ids of deliveries created in `[since, until)` lie, for the endpoints' index
+/// `(endpoint_id, id)`: an id carries the time it was minted, at most moments after its
+/// delivery's `created_at`; a minute either side leaves room for a slow batch and a clock
+/// step, and `created_at` itself decides.
+fn delivery_id_range(since: Timestamp, until: Timestamp) -> sea_orm::Condition {
+    const MINUTE: i64 = 60_000;
+    // An id holds 48 bits of milliseconds (until the year 10889): no bound past them.
+    const LAST: i64 = (1 << 48) - 1;
+    let from = since.as_millis().saturating_sub(MINUTE).clamp(0, LAST);
+    let to = until.as_millis().saturating_add(MINUTE);
+    let mut range = sea_orm::Condition::all()
+        .add(delivery::Column::Id.gte(DeliveryId::lower_bound(Timestamp::from_millis(from))));
+    if (0..=LAST).contains(&to) {
+        range =
+            range.add(delivery::Column::Id.lt(DeliveryId::lower_bound(Timestamp::from_millis(to))));
+    }
+    range
 }
 
 /// The event types one application's endpoints subscribe to by name, and whether one of them
@@ -70,18 +107,28 @@ impl Store {
         since: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<AppUsage>> {
-        let counts: Vec<(ApplicationId, i64)> = delivery::Entity::find_in(tenant)
+        // A delivery's application is its endpoint's (m0033).
+        let endpoints: BTreeMap<EndpointId, ApplicationId> = endpoint::Entity::find_in(tenant)
             .select_only()
-            .column(delivery::Column::AppId)
-            .column_as(delivery::Column::Id.count(), "n")
-            .filter(delivery::Column::AppId.is_in(apps.iter().map(|a| a.id)))
-            .filter(delivery::Column::CreatedAt.gte(since.as_millis()))
-            .filter(delivery::Column::CreatedAt.lt(until.as_millis()))
-            .group_by(delivery::Column::AppId)
+            .column(endpoint::Column::Id)
+            .column(endpoint::Column::AppId)
+            .filter(endpoint::Column::AppId.is_in(apps.iter().map(|a| a.id)))
             .into_tuple()
             .all(&self.db)
-            .await?;
-        let counts: BTreeMap<ApplicationId, i64> = counts.into_iter().collect();
+            .await?
+            .into_iter()
+            .collect();
+        let per_endpoint: Vec<(EndpointId, i64)> =
+            deliveries_per_endpoint(tenant, endpoints.keys().copied(), since, until)
+                .into_tuple()
+                .all(&self.db)
+                .await?;
+        let mut counts: BTreeMap<ApplicationId, i64> = BTreeMap::new();
+        for (e, n) in per_endpoint {
+            if let Some(app) = endpoints.get(&e) {
+                *counts.entry(*app).or_default() += n;
+            }
+        }
         Ok(apps
             .iter()
             .map(|a| AppUsage {

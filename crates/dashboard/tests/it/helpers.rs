@@ -257,10 +257,18 @@ pub async fn fail_due_deliveries(app: &TestApp, response: &str) -> usize {
         .claim_due("test", due, due.plus(Duration::from_secs(60)), 100, None)
         .await
         .expect("claim");
+    // Each delivery's application, as the dispatcher has it: its endpoint's.
+    let ids: Vec<_> = claimed.iter().map(|d| d.endpoint_id).collect();
+    let endpoints = store
+        .system()
+        .dispatch_endpoints(&ids, now)
+        .await
+        .expect("the deliveries' endpoints");
     let results: Vec<AttemptResult> = claimed
         .iter()
         .map(|d| AttemptResult {
             delivery: d.clone(),
+            app_id: endpoints[&d.endpoint_id].endpoint.app_id,
             attempt: attempt_row(
                 d,
                 "http://127.0.0.1:9/hook",

@@ -382,7 +382,6 @@ async fn backlog(app: &testkit::TestApp, app_id: &str, endpoint_id: &str, n: usi
             dels.push(delivery::ActiveModel::from(delivery::Model {
                 id: domain::ids::DeliveryId::new(),
                 tenant_id: app.tenant,
-                app_id: app_id.parse().unwrap(),
                 endpoint_id: endpoint_id.parse().unwrap(),
                 msg_id: id,
                 state: domain::delivery::DeliveryState::Pending,

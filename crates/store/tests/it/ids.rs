@@ -49,10 +49,11 @@ async fn m0030_decodes_the_text_of_an_id_to_the_bytes_the_domain_stores() {
 }
 
 /// m0032 drops an attempt's copies of its application's and delivery's ids (they follow from
-/// its endpoint, and from its message and endpoint); undone, it gives each attempt back the
-/// ids it had, on each database.
+/// its endpoint, and from its message and endpoint), m0033 a delivery's copy of its
+/// application's; undone, they give each attempt and each delivery back the ids it had, on
+/// each database.
 #[tokio::test]
-async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
+async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
     use std::time::Duration;
 
     use migration::MigratorTrait;
@@ -63,6 +64,7 @@ async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
     each_backend(|store| async move {
         let t = tenant(&store, "t").await;
         let mut expected = Vec::new();
+        let mut expected_deliveries = Vec::new();
         for name in ["a", "b"] {
             let a = app(&store, t, name).await;
             for path in ["one", "two"] {
@@ -83,6 +85,7 @@ async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
                 .unwrap();
             assert_eq!(created.deliveries.len(), 2);
             for d in &created.deliveries {
+                expected_deliveries.push((d.id.to_bytes().to_vec(), a.id.to_bytes().to_vec()));
                 let attempt = store
                     .record_attempt(t, d, first_try("http://example.com/", 500))
                     .await
@@ -95,8 +98,19 @@ async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
             }
         }
         expected.sort();
+        expected_deliveries.sort();
         let conn = store.connection();
-        migration::Migrator::down(conn, Some(1)).await.unwrap();
+        migration::Migrator::down(conn, Some(2)).await.unwrap();
+        let bytes = |r: &sea_orm::QueryResult, c: &str| -> Vec<u8> {
+            match conn.get_database_backend() {
+                sea_orm::DbBackend::Postgres => r
+                    .try_get::<sea_orm::prelude::Uuid>("", c)
+                    .unwrap()
+                    .as_bytes()
+                    .to_vec(),
+                _ => r.try_get::<Vec<u8>>("", c).unwrap(),
+            }
+        };
         let rows = conn
             .query_all(Statement::from_string(
                 conn.get_database_backend(),
@@ -106,22 +120,23 @@ async fn m0032_undone_gives_each_attempt_its_application_and_delivery_back() {
             .unwrap();
         let mut found: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> = rows
             .iter()
-            .map(|r| {
-                let bytes = |c: &str| -> Vec<u8> {
-                    match conn.get_database_backend() {
-                        sea_orm::DbBackend::Postgres => r
-                            .try_get::<sea_orm::prelude::Uuid>("", c)
-                            .unwrap()
-                            .as_bytes()
-                            .to_vec(),
-                        _ => r.try_get::<Vec<u8>>("", c).unwrap(),
-                    }
-                };
-                (bytes("id"), bytes("app_id"), bytes("delivery_id"))
-            })
+            .map(|r| (bytes(r, "id"), bytes(r, "app_id"), bytes(r, "delivery_id")))
             .collect();
         found.sort();
         assert_eq!(found, expected);
+        let rows = conn
+            .query_all(Statement::from_string(
+                conn.get_database_backend(),
+                "SELECT id, app_id FROM deliveries ORDER BY id",
+            ))
+            .await
+            .unwrap();
+        let mut found: Vec<(Vec<u8>, Vec<u8>)> = rows
+            .iter()
+            .map(|r| (bytes(r, "id"), bytes(r, "app_id")))
+            .collect();
+        found.sort();
+        assert_eq!(found, expected_deliveries);
         // And forward again, as an upgrade would run it.
         migration::Migrator::up(conn, None).await.unwrap();
     })

@@ -4,7 +4,7 @@ use std::time::Duration;
 use domain::Timestamp;
 use domain::classify::Verdict;
 use domain::delivery::DeliveryState;
-use domain::ids::EndpointId;
+use domain::ids::{ApplicationId, EndpointId};
 use sea_orm::{EntityTrait, PaginatorTrait};
 use store::entities::{attempt, delivery, message};
 use store::{
@@ -75,12 +75,6 @@ async fn a_message_fans_out_to_matching_enabled_endpoints_only() {
         let other_app = app(&store, t, "other").await;
         endpoint(&store, t, &other_app, url("other")).await;
 
-        // Ids increase strictly, so the message minted next carries this id's later time, as
-        // one minted in a burst can: its deliveries' TTL still counts from their creation.
-        domain::ids::MessageId::new_at(
-            Timestamp::now().plus(Duration::from_millis(30)),
-            &mut rand::rng(),
-        );
         let created = store
             .create_message(t, &a, msg("user.created"), ttl)
             .await
@@ -945,7 +939,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
         );
         let results: Vec<AttemptResult> = claimed
             .iter()
-            .map(|d| result(d, now, d.msg_id == kept.message.id))
+            .map(|d| result(a.id, d, now, d.msg_id == kept.message.id))
             .collect();
         let not_written = store
             .system()
@@ -1068,6 +1062,7 @@ async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
         let detail = Some("odd\0error".to_owned());
         let results = [AttemptResult {
             delivery: d.clone(),
+            app_id: ep.app_id,
             attempt: attempt_row(
                 d,
                 &ep.url,
@@ -1423,10 +1418,16 @@ async fn deliveries_and_attempts_filter_on_their_messages() {
 }
 
 /// The result of one attempt at `d` made at `at`: a 200, or a 503 retried a second later.
-fn result(d: &store::entities::delivery::Model, at: Timestamp, ok: bool) -> store::AttemptResult {
+fn result(
+    app: ApplicationId,
+    d: &store::entities::delivery::Model,
+    at: Timestamp,
+    ok: bool,
+) -> store::AttemptResult {
     use store::{AttemptResult, Next, attempt_row};
     AttemptResult {
         delivery: d.clone(),
+        app_id: app,
         attempt: attempt_row(
             d,
             "http://x",
@@ -1476,7 +1477,7 @@ async fn a_batch_of_results_across_endpoints_writes_each_endpoints_health() {
         let round: Vec<AttemptResult> = claimed
             .iter()
             .filter(|d| d.endpoint_id != eps[1].id)
-            .map(|d| result(d, first, false))
+            .map(|d| result(a.id, d, first, false))
             .collect();
         store
             .system()
@@ -1492,7 +1493,7 @@ async fn a_batch_of_results_across_endpoints_writes_each_endpoints_health() {
                 if d.endpoint_id != eps[1].id {
                     d.attempt_count = 1;
                 }
-                result(&d, second, d.endpoint_id == eps[0].id)
+                result(a.id, &d, second, d.endpoint_id == eps[0].id)
             })
             .collect();
         // The first round's retries are pending again: claim them back for "w".
@@ -1565,7 +1566,7 @@ async fn a_batch_of_results_over_hundreds_of_endpoints_writes_each_ones_health()
             .unwrap();
         assert_eq!(claimed.len(), 250, "on {:?}", store.backend());
         let results: Vec<store::AttemptResult> =
-            claimed.iter().map(|d| result(d, at, true)).collect();
+            claimed.iter().map(|d| result(a.id, d, at, true)).collect();
         store
             .system()
             .record_results("w", &results, "http://localhost")
@@ -1583,6 +1584,68 @@ async fn a_batch_of_results_over_hundreds_of_endpoints_writes_each_ones_health()
                 store.backend()
             );
         }
+    })
+    .await;
+}
+
+/// Usage statistics count an application's deliveries through its endpoints (m0033: a
+/// delivery no longer names its application): every endpoint's, in the period and only
+/// there, to the millisecond at both ends; an application without endpoints has none, and
+/// another tenant's application is not counted.
+#[tokio::test]
+async fn usage_counts_each_applications_deliveries_through_its_endpoints_within_the_period() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let b = app(&store, t, "b").await;
+        let c = app(&store, t, "c").await;
+        for path in ["a1", "a2"] {
+            endpoint(&store, t, &a, url(path)).await;
+        }
+        endpoint(&store, t, &b, url("b1")).await;
+        let mut created_of_a = Vec::new();
+        for _ in 0..3 {
+            let m = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+            created_of_a.extend(m.deliveries.iter().map(|d| d.created_at));
+        }
+        store.create_message(t, &b, msg("x"), ttl).await.unwrap();
+        // Another tenant's deliveries, in the same period.
+        let other = tenant(&store, "other").await;
+        let oa = app(&store, other, "a").await;
+        endpoint(&store, other, &oa, url("o")).await;
+        store
+            .create_message(other, &oa, msg("x"), ttl)
+            .await
+            .unwrap();
+
+        let apps = [a.clone(), b.clone(), c.clone()];
+        let counts = |since: i64, until: i64| {
+            let (store, apps) = (&store, &apps);
+            async move {
+                store
+                    .app_usage(
+                        t,
+                        apps,
+                        Timestamp::from_millis(since),
+                        Timestamp::from_millis(until),
+                    )
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|u| u.message_destinations)
+                    .collect::<Vec<_>>()
+            }
+        };
+        let now = Timestamp::now().as_millis();
+        assert_eq!(counts(now - 3_600_000, now + 3_600_000).await, [6, 1, 0]);
+        // The first millisecond of a's deliveries, alone: [first, first + 1).
+        let first = *created_of_a.iter().min().unwrap();
+        let at_first = created_of_a.iter().filter(|&&c| c == first).count() as u64;
+        assert_eq!(counts(first, first + 1).await[0], at_first);
+        assert_eq!(counts(first - 3_600_000, first).await[0], 0);
+        let last = *created_of_a.iter().max().unwrap();
+        assert_eq!(counts(first, last + 1).await[0], 6);
+        assert_eq!(counts(last + 1, last + 3_600_000).await[0], 0);
     })
     .await;
 }
