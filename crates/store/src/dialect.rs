@@ -89,6 +89,21 @@ impl Dialect {
     }
 }
 
+/// The columns a claim returns: every column of `deliveries`, by name. Not `RETURNING *`: a
+/// connection keeps each statement prepared with the columns `*` stood for then, and after a
+/// column is dropped (m0033) under it (a migration run by another connection) the names it
+/// kept no longer line up with the values (a claim read `msg_id` from `state`).
+pub(crate) fn delivery_columns() -> &'static str {
+    use sea_orm::{IdenStatic, Iterable};
+    static COLUMNS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    COLUMNS.get_or_init(|| {
+        crate::entities::delivery::Column::iter()
+            .map(|c| format!("\"{}\"", c.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
 /// The part of the claim both databases share: a delivery whose ordering key has an earlier
 /// one still unfinished waits for it.
 pub(crate) const ORDERED: &str = "(d.seq IS NULL OR NOT EXISTS ( \

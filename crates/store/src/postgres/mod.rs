@@ -6,7 +6,7 @@ pub(crate) mod ingest;
 pub(crate) mod pg;
 pub(crate) mod results;
 
-use crate::dialect::{Dialect, EndpointLeases, ORDERED, claim_window};
+use crate::dialect::{Dialect, EndpointLeases, ORDERED, claim_window, delivery_columns};
 
 pub(crate) static DIALECT: Dialect = Dialect {
     db: sea_orm::DbBackend::Postgres,
@@ -89,6 +89,7 @@ fn claim(fresh: Option<usize>) -> String {
          UPDATE deliveries SET state = 'sending', lease_owner = $1, lease_expires_at = $2, updated_at = $3 \
          WHERE id IN (SELECT c.id FROM cand c WHERE c.endpoint_id IN ( \
            SELECT endpoint_id FROM eps WHERE fresh UNION ALL SELECT endpoint_id FROM held)) \
-         RETURNING *"
+         RETURNING {columns}",
+        columns = delivery_columns(),
     )
 }

@@ -7,7 +7,7 @@ pub(crate) mod ingest;
 pub(crate) mod lite;
 pub(crate) mod results;
 
-use crate::dialect::{Dialect, ORDERED, claim_window};
+use crate::dialect::{Dialect, ORDERED, claim_window, delivery_columns};
 
 pub(crate) static DIALECT: Dialect = Dialect {
     db: sea_orm::DbBackend::Sqlite,
@@ -54,6 +54,7 @@ fn claim(fresh: Option<usize>) -> String {
            SELECT d.id FROM deliveries d \
            WHERE d.state = 'pending' AND d.next_attempt_at <= ?4{window} AND {ORDERED} \
            ORDER BY {order} LIMIT ?5) \
-         RETURNING *"
+         RETURNING {columns}",
+        columns = delivery_columns(),
     )
 }
