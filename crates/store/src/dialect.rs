@@ -89,6 +89,10 @@ impl Dialect {
     }
 }
 
+/// Ids bound in one `IN (…)` list: well under every database's limit on a statement's bound
+/// parameters (SQLite 32,766, PostgreSQL 65,535); longer lists go in chunks of this many.
+pub(crate) const IDS_PER_STATEMENT: usize = 1000;
+
 /// The columns a claim returns: every column of `deliveries`, by name. Not `RETURNING *`: a
 /// connection keeps each statement prepared with the columns `*` stood for then, and after a
 /// column is dropped (m0033) under it (a migration run by another connection) the names it

@@ -233,7 +233,7 @@ impl crate::System<'_> {
     pub async fn refresh_stopped(&self, endpoint_ids: &[EndpointId]) -> Result<()> {
         // Bounded by the dispatcher's in-flight permits, which may be set up to 100,000: read
         // in chunks under every database's limit on bound parameters.
-        for chunk in endpoint_ids.chunks(1000) {
+        for chunk in endpoint_ids.chunks(crate::dialect::IDS_PER_STATEMENT) {
             let rows: Vec<(EndpointId, bool)> = endpoint::Entity::find()
                 .select_only()
                 .column(endpoint::Column::Id)

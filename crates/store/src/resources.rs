@@ -270,23 +270,26 @@ impl Store {
             .map(|e| e.id)
             .collect();
         self.stopping(&endpoint_ids, async {
-            // By its endpoints, through the attempts' endpoint index (m0032).
-            attempt::Entity::delete_many()
-                .filter(attempt::Column::EndpointId.is_in(endpoint_ids.clone()))
-                .exec(&*txn)
-                .await?;
-            // Likewise through their endpoints' index (m0033: a delivery's application is its
-            // endpoint's; an endpoint's deletion takes its deliveries with it).
-            delivery::Entity::delete_many()
-                .filter(delivery::Column::EndpointId.is_in(endpoint_ids.clone()))
-                .exec(&*txn)
-                .await?;
+            // By its endpoints: its attempts through their endpoint index (m0032), its
+            // deliveries through theirs (m0033: a delivery's application is its endpoint's, and
+            // an endpoint's deletion takes its deliveries with it). An application may have
+            // more endpoints than a statement may bind: in chunks.
+            for ids in endpoint_ids.chunks(crate::dialect::IDS_PER_STATEMENT) {
+                attempt::Entity::delete_many()
+                    .filter(attempt::Column::EndpointId.is_in(ids.iter().copied()))
+                    .exec(&*txn)
+                    .await?;
+                delivery::Entity::delete_many()
+                    .filter(delivery::Column::EndpointId.is_in(ids.iter().copied()))
+                    .exec(&*txn)
+                    .await?;
+                ordering_sequence::Entity::delete_many()
+                    .filter(ordering_sequence::Column::EndpointId.is_in(ids.iter().copied()))
+                    .exec(&*txn)
+                    .await?;
+            }
             message::Entity::delete_many()
                 .filter(message::Column::AppId.eq(app.id))
-                .exec(&*txn)
-                .await?;
-            ordering_sequence::Entity::delete_many()
-                .filter(ordering_sequence::Column::EndpointId.is_in(endpoint_ids.clone()))
                 .exec(&*txn)
                 .await?;
             // The inbound sources forwarding to it go with it, with their ordering state.

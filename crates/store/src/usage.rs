@@ -118,15 +118,18 @@ impl Store {
             .await?
             .into_iter()
             .collect();
-        let per_endpoint: Vec<(EndpointId, i64)> =
-            deliveries_per_endpoint(tenant, endpoints.keys().copied(), since, until)
-                .into_tuple()
-                .all(&self.db)
-                .await?;
+        let ids: Vec<EndpointId> = endpoints.keys().copied().collect();
         let mut counts: BTreeMap<ApplicationId, i64> = BTreeMap::new();
-        for (e, n) in per_endpoint {
-            if let Some(app) = endpoints.get(&e) {
-                *counts.entry(*app).or_default() += n;
+        for chunk in ids.chunks(crate::dialect::IDS_PER_STATEMENT) {
+            let per_endpoint: Vec<(EndpointId, i64)> =
+                deliveries_per_endpoint(tenant, chunk.iter().copied(), since, until)
+                    .into_tuple()
+                    .all(&self.db)
+                    .await?;
+            for (e, n) in per_endpoint {
+                if let Some(app) = endpoints.get(&e) {
+                    *counts.entry(*app).or_default() += n;
+                }
             }
         }
         Ok(apps

@@ -579,6 +579,79 @@ async fn deleting_an_application_removes_its_traffic() {
     .await;
 }
 
+/// An application may have more endpoints than one statement may bind (SQLite 32,766
+/// parameters, PostgreSQL 65,535): its usage is still counted and it is still deleted, with
+/// its deliveries and attempts, since both go by its endpoints (m0032, m0033).
+#[tokio::test]
+async fn an_application_with_66000_endpoints_is_counted_and_deleted() {
+    use sea_orm::{ConnectionTrait, Iterable};
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let first = endpoint(&store, t, &a, url("first")).await;
+        let created = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        store
+            .record_attempt(t, &created.deliveries[0], first_try(&first.url, 200))
+            .await
+            .unwrap();
+        // 65,999 copies of its endpoint, each with an id of its own, written in one statement.
+        let db = store.connection();
+        let postgres = db.get_database_backend() == sea_orm::DbBackend::Postgres;
+        let columns: Vec<String> = store::entities::endpoint::Column::iter()
+            .map(|c| format!("\"{}\"", sea_orm::IdenStatic::as_str(&c)))
+            .collect();
+        let new_id = if postgres {
+            "gen_random_uuid()"
+        } else {
+            "randomblob(16)"
+        };
+        let copied: Vec<String> = columns
+            .iter()
+            .map(|c| {
+                if c == "\"id\"" {
+                    new_id.to_owned()
+                } else {
+                    format!("e.{c}")
+                }
+            })
+            .collect();
+        db.execute_unprepared(&format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 65999) \
+             INSERT INTO endpoints ({}) SELECT {} FROM endpoints e, n WHERE e.id = {}",
+            columns.join(", "),
+            copied.join(", "),
+            store.id_sql(first.id),
+        ))
+        .await
+        .unwrap();
+        let now = Timestamp::now();
+        let usage = store
+            .app_usage(
+                t,
+                std::slice::from_ref(&a),
+                Timestamp::from_millis(now.as_millis() - 3_600_000),
+                now.plus(Duration::from_secs(3600)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(usage[0].message_destinations, 1);
+        store
+            .delete_application(t, &a.id.to_string())
+            .await
+            .unwrap();
+        assert_eq!(delivery::Entity::find().count(db).await.unwrap(), 0);
+        assert_eq!(attempt::Entity::find().count(db).await.unwrap(), 0);
+        assert_eq!(
+            store::entities::endpoint::Entity::find()
+                .count(db)
+                .await
+                .unwrap(),
+            0
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
     use sea_orm::ConnectionTrait;
