@@ -438,13 +438,6 @@ mod tests {
                 .build(backend),
             ),
             (
-                "a tenant's delivery count (as `count_deliveries` builds it)",
-                delivery::Entity::find_in(t)
-                    .select_only()
-                    .column_as(delivery::Column::Id.count(), "n")
-                    .build(backend),
-            ),
-            (
                 "application delete: its attempts",
                 attempt::Entity::delete_many()
                     .filter(attempt::Column::EndpointId.is_in([e]))

@@ -646,12 +646,6 @@ impl Store {
             .await?
             .ok_or(StoreError::not_found("attempt"))
     }
-
-    /// How many deliveries a tenant has, in any state.
-    pub async fn count_deliveries(&self, tenant: TenantId) -> Result<u64> {
-        use sea_orm::PaginatorTrait;
-        Ok(delivery::Entity::find_in(tenant).count(&self.db).await?)
-    }
 }
 
 /// An endpoint's deliveries, in one state or all: through `idx_deliveries_of_endpoint`, or for
