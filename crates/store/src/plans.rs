@@ -288,6 +288,8 @@ mod tests {
         use crate::entities::{Owned, attempt, delivery, message};
         use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
         let Ids { t, a, e, m, now } = ids;
+        // As `delete_application` builds them, for one chunk of its endpoints.
+        let app_delete = crate::resources::traffic_of_endpoints(&[e]);
         let first = ListParams {
             limit: 50,
             iterator: None,
@@ -439,15 +441,11 @@ mod tests {
             ),
             (
                 "application delete: its attempts",
-                attempt::Entity::delete_many()
-                    .filter(attempt::Column::EndpointId.is_in([e]))
-                    .build(backend),
+                app_delete.0.build(backend),
             ),
             (
                 "application delete: its deliveries",
-                delivery::Entity::delete_many()
-                    .filter(delivery::Column::EndpointId.is_in([e]))
-                    .build(backend),
+                app_delete.1.build(backend),
             ),
             (
                 "application delete: its messages",

@@ -127,6 +127,22 @@ where
     }
 }
 
+/// The deletes of `ids`' attempts and deliveries, as an application's deletion runs them for
+/// each chunk of its endpoints: each through its table's endpoint index (m0032, m0033).
+pub(crate) fn traffic_of_endpoints(
+    ids: &[EndpointId],
+) -> (
+    sea_orm::DeleteMany<attempt::Entity>,
+    sea_orm::DeleteMany<delivery::Entity>,
+) {
+    (
+        attempt::Entity::delete_many()
+            .filter(attempt::Column::EndpointId.is_in(ids.iter().copied())),
+        delivery::Entity::delete_many()
+            .filter(delivery::Column::EndpointId.is_in(ids.iter().copied())),
+    )
+}
+
 impl Store {
     // --- applications -----------------------------------------------------------------------
 
@@ -275,14 +291,9 @@ impl Store {
             // an endpoint's deletion takes its deliveries with it). An application may have
             // more endpoints than a statement may bind: in chunks.
             for ids in endpoint_ids.chunks(crate::dialect::IDS_PER_STATEMENT) {
-                attempt::Entity::delete_many()
-                    .filter(attempt::Column::EndpointId.is_in(ids.iter().copied()))
-                    .exec(&*txn)
-                    .await?;
-                delivery::Entity::delete_many()
-                    .filter(delivery::Column::EndpointId.is_in(ids.iter().copied()))
-                    .exec(&*txn)
-                    .await?;
+                let (attempts, deliveries) = traffic_of_endpoints(ids);
+                attempts.exec(&*txn).await?;
+                deliveries.exec(&*txn).await?;
                 ordering_sequence::Entity::delete_many()
                     .filter(ordering_sequence::Column::EndpointId.is_in(ids.iter().copied()))
                     .exec(&*txn)
