@@ -5,7 +5,6 @@ use std::collections::{HashMap, HashSet};
 
 use domain::Timestamp;
 use domain::ids::{DeliveryId, EndpointId, MessageId, SecretId, TenantId};
-use sea_orm::ConnectionTrait;
 use tokio::sync::mpsc;
 
 use crate::entities::{delivery, endpoint_secret, message};
@@ -13,6 +12,7 @@ use crate::ingest::{
     Created, Handoff, IngestJob, Input, MAX_BATCH, answer_one, answer_or_split, assemble, by_app,
     enabled_endpoints, ordered_targets, plan, split, to_insert,
 };
+use crate::pg::ColumnArray;
 use crate::{Result, Store, StoreError};
 
 /// Starts the writer for `store` on the pool (PostgreSQL; SQLite's is the `lite` thread).
@@ -97,7 +97,7 @@ impl Store {
                 now,
             ));
         }
-        let (messages, payloads) = messages_param(&rows);
+        let mut arrays = crate::pg::columns_of::<message::Entity>(rows.iter().copied());
         // Assembled as if every message were new; those whose eventId turns out to be taken
         // are taken back out below (their deliveries are not inserted either).
         let every: HashSet<MessageId> = rows.iter().map(|m| m.id).collect();
@@ -109,28 +109,16 @@ impl Store {
             .map(|(rank, (at, _))| (at, rank as i64))
             .collect();
         let mut created = assemble(planned, inputs, &every, &ranks, handoff, now);
-        let handed: Vec<EndpointId> = created.handed_endpoints().into_iter().collect();
-        let values = vec![
-            messages.into(),
-            crate::pg::rows_param::<delivery::Entity>(created.deliveries.iter()),
-            serde_json::json!(
-                handed
-                    .iter()
-                    .map(|&e| crate::pg::uuid_text(e))
-                    .collect::<Vec<_>>()
-            )
-            .to_string()
-            .into(),
-            payloads.into(),
-        ];
+        arrays.extend(crate::pg::columns_of::<delivery::Entity>(
+            created.deliveries.iter(),
+        ));
+        arrays.push(ColumnArray::Uuid(Vec::new()).filled(created.handed_endpoints().into_iter()));
         // One text for every batch, so it is parsed and planned once per connection.
         static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         let sql = SQL.get_or_init(create_messages_sql).as_str();
-        let stmt = crate::postgres::DIALECT.statement(sql, values);
-        let row = self
-            .db
-            .query_one(stmt)
+        let row = crate::pg::query_with_arrays(&self.db, sql, Vec::new(), arrays)
             .await?
+            .pop()
             .ok_or_else(|| StoreError::Corrupt("the message write returned no row".into()))?;
         let parse = |col: &str| -> Result<serde_json::Value> {
             let text: String = row.try_get("", col)?;
@@ -165,16 +153,18 @@ impl Store {
 
 /// The statement of [`Store::create_messages_at_once`]. Only ordered deliveries are ranked
 /// (each key's counter ends at its last number; this batch's share counts up to it), so a
-/// batch without ordering keys sorts nothing: `$1` the messages, `$2` their
-/// deliveries (ordered ones with their batch rank as `seq`), `$3` the handed-off endpoints,
-/// `$4` the messages' payloads one after another (see [`messages_param`]).
-/// Returns the inserted message ids, the handed endpoints' secrets and each ordered delivery's
-/// number, as JSON texts.
+/// batch without ordering keys sorts nothing. Its parameters are binary arrays, one per column
+/// (see [`ColumnArray`]): the messages' in their entity's column order, payloads included, then
+/// their deliveries' (ordered ones with their batch rank as `seq`), then the handed-off
+/// endpoints. Returns the inserted message ids, the handed endpoints' secrets and each ordered
+/// delivery's number, as JSON texts.
 fn create_messages_sql() -> String {
-    use sea_orm::{IdenStatic, Iterable};
-    let columns: Vec<String> = delivery::Column::iter()
-        .map(|c| c.as_str().to_owned())
-        .collect();
+    use crate::pg::{column_names, columns_of, unnest};
+    let message_names = column_names::<message::Entity>();
+    let messages = columns_of::<message::Entity>(std::iter::empty());
+    let columns = column_names::<delivery::Entity>();
+    let deliveries = columns_of::<delivery::Entity>(std::iter::empty());
+    let handed = 1 + messages.len() + deliveries.len();
     let values: Vec<String> = columns
         .iter()
         .map(|c| match c.as_str() {
@@ -183,18 +173,9 @@ fn create_messages_sql() -> String {
         })
         .collect();
     format!(
-        "WITH m AS (INSERT INTO messages (id, tenant_id, app_id, event_type, event_id, \
-           payload, channels, tags, ordering_key, created_at, deliver_at, trace_parent) \
-         SELECT r.id, r.tenant_id, r.app_id, r.event_type, r.event_id, \
-           substring(CAST($4 AS bytea) FROM r.payload_at FOR r.payload_len), \
-           r.channels, r.tags, r.ordering_key, r.created_at, r.deliver_at, r.trace_parent \
-         FROM json_to_recordset(CAST($1 AS json)) AS r(id uuid, tenant_id uuid, \
-           app_id uuid, event_type varchar, event_id varchar, payload_at integer, \
-           payload_len integer, channels text, tags text, ordering_key varchar, \
-           created_at bigint, deliver_at bigint, trace_parent varchar) \
+        "WITH m AS (INSERT INTO messages ({message_columns}) SELECT * FROM {message_rows} \
          ON CONFLICT DO NOTHING RETURNING id), \
-       r AS (SELECT * FROM json_populate_recordset(NULL::deliveries, CAST($2 AS json)) \
-         WHERE msg_id IN (SELECT id FROM m)), \
+       r AS (SELECT * FROM {delivery_rows} WHERE msg_id IN (SELECT id FROM m)), \
        k AS (SELECT endpoint_id, ordering_key, tenant_id, COUNT(*) AS n \
          FROM r WHERE ordering_key IS NOT NULL GROUP BY endpoint_id, ordering_key, tenant_id), \
        s AS (INSERT INTO ordering_sequences (endpoint_id, ordering_key, tenant_id, last_seq) \
@@ -211,44 +192,16 @@ fn create_messages_sql() -> String {
          RETURNING id, seq) \
        SELECT CAST(COALESCE((SELECT json_agg(id) FROM m), '[]') AS text) AS ids, \
          CAST(COALESCE((SELECT json_agg(s) FROM endpoint_secrets s WHERE s.endpoint_id \
-           IN (SELECT CAST(json_array_elements_text(CAST($3 AS json)) AS uuid))), '[]') \
+           = ANY(CAST(${handed} AS uuid[]))), '[]') \
            AS text) AS secrets, \
          CAST(COALESCE((SELECT json_agg(json_build_array(id, seq)) FROM d \
            WHERE seq IS NOT NULL), '[]') AS text) AS seqs",
+        message_columns = message_names.join(", "),
+        message_rows = unnest(&messages, 1, "r", &message_names),
+        delivery_rows = unnest(&deliveries, 1 + messages.len(), "r", &columns),
         columns = columns.join(", "),
         values = values.join(", "),
     )
-}
-
-/// Messages as one JSON array for `json_to_recordset`, and their payloads one after another
-/// as one binary parameter: each row names where its payload starts (from 1, as `substring`
-/// counts) and how long it is. Payloads inside the JSON were escaped by hookd and unescaped by
-/// PostgreSQL character by character, and those that were not UTF-8 went as base64.
-fn messages_param(rows: &[&message::Model]) -> (String, Vec<u8>) {
-    let mut payloads = Vec::with_capacity(rows.iter().map(|m| m.payload.len()).sum());
-    let rows: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|m| {
-            let at = payloads.len() + 1;
-            payloads.extend_from_slice(&m.payload);
-            serde_json::json!({
-                "id": crate::pg::uuid_text(m.id),
-                "tenant_id": crate::pg::uuid_text(m.tenant_id),
-                "app_id": crate::pg::uuid_text(m.app_id),
-                "event_type": m.event_type,
-                "event_id": m.event_id,
-                "payload_at": at,
-                "payload_len": m.payload.len(),
-                "channels": m.channels,
-                "tags": m.tags,
-                "ordering_key": m.ordering_key,
-                "created_at": m.created_at,
-                "deliver_at": m.deliver_at,
-                "trace_parent": m.trace_parent,
-            })
-        })
-        .collect();
-    (serde_json::Value::Array(rows).to_string(), payloads)
 }
 
 /// `endpoint_secrets` rows from PostgreSQL's `json_agg`.

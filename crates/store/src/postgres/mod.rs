@@ -1,5 +1,5 @@
 //! hookd on PostgreSQL: its statements (see [`Dialect`]), the group-committing message
-//! writer, the one-statement result write, and the JSON helpers they share.
+//! writer, the one-statement result write, and the helpers they share (batches as binary arrays).
 
 pub(crate) mod connect;
 pub(crate) mod ingest;
