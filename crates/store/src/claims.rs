@@ -135,10 +135,14 @@ impl crate::System<'_> {
     ) -> Result<Vec<delivery::Model>> {
         let stmt = claim_statement(self.sql, owner, now, lease_until, limit, fresh);
         let _turn = self.write_turn().await;
-        let rows = delivery::Model::find_by_statement(stmt)
-            .all(&self.db)
-            .await?;
-        Ok(rows)
+        // Planned for each claim: the queue swings from empty to a backlog and back, and a
+        // plan kept from an empty table reads a backlog whole (see `query_planned_now`).
+        let rows = (self.sql.query_planned_now)(&self.db, stmt).await?;
+        let claimed = rows
+            .iter()
+            .map(|row| delivery::Model::from_query_result(row, ""))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(claimed)
     }
 
     /// Returns deliveries whose lease ran out (their worker died) to pending, without counting

@@ -52,7 +52,21 @@ pub(crate) struct Dialect {
     pub may_need_vacuum: bool,
     /// An id as an SQL literal of its stored form (decisions 94).
     pub id_literal: fn(&sea_orm::prelude::Uuid) -> String,
+    /// Runs a claim planned for the tables as they are at this moment (see `claims`).
+    pub query_planned_now: QueryPlannedNow,
 }
+
+/// A query run with a plan made for this execution, never one kept from earlier ones.
+pub(crate) type QueryPlannedNow = for<'a> fn(
+    &'a sea_orm::DatabaseConnection,
+    sea_orm::Statement,
+) -> std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<Vec<sea_orm::QueryResult>, sea_orm::DbErr>>
+            + Send
+            + 'a,
+    >,
+>;
 
 /// Endpoint leases (PostgreSQL: several dispatcher processes; see `queue`).
 pub(crate) struct EndpointLeases {

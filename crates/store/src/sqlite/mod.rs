@@ -43,6 +43,9 @@ pub(crate) static DIALECT: Dialect = Dialect {
     give_back_wal: Some(checkpoint::TRUNCATE),
     may_need_vacuum: false,
     id_literal: |u| format!("x'{}'", u.simple()),
+    // SQLite plans a statement when it prepares it, from the schema and never from sizes
+    // it has not been told (hookd runs no ANALYZE): nothing kept can go stale.
+    query_planned_now: |db, stmt| Box::pin(sea_orm::ConnectionTrait::query_all(db, stmt)),
 };
 
 /// One dispatcher process per database: the claim takes the oldest due deliveries.
