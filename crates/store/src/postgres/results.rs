@@ -37,8 +37,19 @@ impl Store {
     }
 }
 
+/// The columns of [`finished`], in its order.
+const FINISHED: [&str; 7] = [
+    "id",
+    "state",
+    "attempt_count",
+    "next_attempt_at",
+    "last_status",
+    "last_error",
+    "last_attempt_at",
+];
+
 /// The deliveries' new states after their attempts, as the arrays `v` of
-/// [`finish_statement`] reads, in its column order.
+/// [`finish_statement`] reads, one per column of [`FINISHED`].
 fn finished(results: &[AttemptResult]) -> Vec<ColumnArray> {
     let n = results.len();
     let finish: Vec<_> = results.iter().map(finish_of).collect();
@@ -87,20 +98,7 @@ fn finish_statement(owner: &str, now: i64) -> Statement {
              RETURNING deliveries.id",
             cols = names.join(", "),
             rows = unnest(&attempts, 3, "r", &names),
-            states = unnest(
-                &finished,
-                first,
-                "v",
-                &[
-                    "id",
-                    "state",
-                    "attempt_count",
-                    "next_attempt_at",
-                    "last_status",
-                    "last_error",
-                    "last_attempt_at"
-                ]
-            ),
+            states = unnest(&finished, first, "v", &FINISHED),
             scheduled = AttemptTrigger::Scheduled.as_str(),
         )
     });
