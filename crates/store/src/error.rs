@@ -33,9 +33,13 @@ pub enum StoreError {
     Corrupt(String),
     #[error("database error: {0}")]
     Db(#[from] DbErr),
-    /// From the SQLite hot path, which runs on rusqlite rather than sqlx (decisions 25).
-    #[error("database error: {0}")]
-    Lite(#[from] rusqlite::Error),
+    /// From a database driver the store uses beside sea-orm (SQLite's hot path, decisions
+    /// 25), judged by its implementation when it was raised (see `sqlite`).
+    #[error("database error: {source}")]
+    Driver {
+        fault: Option<StorageFault>,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Refused without trying, because the store already knows the write cannot or must not
     /// happen now (below the free-space floor, the WAL index lost, a batch that already failed
     /// with a fault). The store's health has noted the state; callers only answer 503.
@@ -49,12 +53,13 @@ impl StoreError {
     }
 
     /// Whether this error means the database cannot take writes right now (full, read-only,
-    /// unreachable) rather than that this request was wrong. Judged by driver error codes
-    /// (SQLite's extended result codes, PostgreSQL's SQLSTATE), never by message text.
+    /// unreachable) rather than that this request was wrong. Judged by the database's own
+    /// error codes, each by its implementation (`Dialect::database_fault`), never by message
+    /// text.
     pub fn storage_fault(&self) -> Option<StorageFault> {
         match self {
             StoreError::Db(e) => db_fault(e),
-            StoreError::Lite(e) => lite_fault(e),
+            StoreError::Driver { fault, .. } => *fault,
             StoreError::Refused { fault, .. } => Some(*fault),
             _ => None,
         }
@@ -70,9 +75,9 @@ impl StoreError {
 /// Why the database cannot take writes (see [`StoreError::storage_fault`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StorageFault {
-    /// No space left for the database (SQLITE_FULL, SQLSTATE 53100).
+    /// No space left for the database.
     Full,
-    /// The database, its file or the session is read-only (SQLITE_READONLY*, SQLSTATE 25006).
+    /// The database, its file or the session is read-only.
     ReadOnly,
     /// The database cannot be reached, opened or read right now (I/O errors, lost or
     /// refused connections, an exhausted or closed pool).
@@ -108,51 +113,11 @@ impl StorageFault {
     }
 }
 
-/// SQLite primary result codes (the low byte of an extended code).
-const SQLITE_READONLY: i32 = 8;
-const SQLITE_IOERR: i32 = 10;
-const SQLITE_FULL: i32 = 13;
-const SQLITE_CANTOPEN: i32 = 14;
-/// A commit turned into a rollback by the commit hook: only ever after the WAL index was
-/// lost (see `health::refuse_commit`).
-const SQLITE_CONSTRAINT_COMMITHOOK: i32 = 19 | (2 << 8);
-
-fn sqlite_fault(extended: i32) -> Option<StorageFault> {
-    if extended == SQLITE_CONSTRAINT_COMMITHOOK {
-        return Some(StorageFault::Unavailable);
-    }
-    match extended & 0xff {
-        SQLITE_FULL => Some(StorageFault::Full),
-        SQLITE_READONLY => Some(StorageFault::ReadOnly),
-        SQLITE_IOERR | SQLITE_CANTOPEN => Some(StorageFault::Unavailable),
-        _ => None,
-    }
-}
-
-fn sqlstate_fault(state: &str) -> Option<StorageFault> {
-    match state {
-        "25006" => Some(StorageFault::ReadOnly),
-        "53100" => Some(StorageFault::Full),
-        "57P01" | "57P02" | "57P03" => Some(StorageFault::Unavailable),
-        s if s.starts_with("08") => Some(StorageFault::Unavailable),
-        _ => None,
-    }
-}
-
 fn sqlx_fault(e: &sea_orm::sqlx::Error) -> Option<StorageFault> {
     use sea_orm::sqlx::Error as X;
     match e {
-        X::Database(db) => {
-            let code = db.code()?;
-            if db
-                .try_downcast_ref::<sea_orm::sqlx::postgres::PgDatabaseError>()
-                .is_some()
-            {
-                sqlstate_fault(&code)
-            } else {
-                sqlite_fault(code.parse().ok()?)
-            }
-        }
+        // Only the error's type says which database raised it.
+        X::Database(db) => crate::database_fault(db.as_ref()),
         X::PoolTimedOut | X::PoolClosed | X::Io(_) | X::WorkerCrashed => {
             Some(StorageFault::Unavailable)
         }
@@ -171,16 +136,8 @@ fn db_fault(e: &DbErr) -> Option<StorageFault> {
     }
 }
 
-fn lite_fault(e: &rusqlite::Error) -> Option<StorageFault> {
-    match e {
-        rusqlite::Error::SqliteFailure(f, _) => sqlite_fault(f.extended_code),
-        _ => None,
-    }
-}
-
-/// Whether a database error is a unique-key violation, judged by the driver's error kind
-/// (SQLSTATE 23505 on PostgreSQL, SQLITE_CONSTRAINT_UNIQUE/PRIMARYKEY on SQLite), never by
-/// message text.
+/// Whether a database error is a unique-key violation, judged by the driver's error kind,
+/// never by message text.
 pub(crate) fn is_unique_violation(err: &DbErr) -> bool {
     let runtime = match err {
         DbErr::Exec(e) | DbErr::Query(e) | DbErr::Conn(e) => e,
@@ -242,58 +199,7 @@ pub(crate) fn check_owner(
 
 #[cfg(test)]
 mod tests {
-    use super::{StorageFault, StoreError, redact_url, sqlstate_fault};
-
-    /// A SQLite file with one table, and a write to it over a read-only connection from both
-    /// drivers hookd uses: each is judged ReadOnly by its code.
-    #[tokio::test]
-    async fn a_write_to_a_read_only_sqlite_file_is_a_read_only_fault() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ro.db");
-        let rw = rusqlite::Connection::open(&path).unwrap();
-        rw.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
-        drop(rw);
-
-        let ro = rusqlite::Connection::open_with_flags(
-            &path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .unwrap();
-        let e = StoreError::from(ro.execute("INSERT INTO t VALUES (1)", []).unwrap_err());
-        assert_eq!(e.storage_fault(), Some(StorageFault::ReadOnly), "{e}");
-
-        use sea_orm::ConnectionTrait;
-        let url = format!("sqlite://{}?mode=ro", path.display());
-        let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        let e = StoreError::from(
-            db.execute_unprepared("INSERT INTO t VALUES (1)")
-                .await
-                .unwrap_err(),
-        );
-        assert_eq!(e.storage_fault(), Some(StorageFault::ReadOnly), "{e}");
-
-        // A mistake of the statement is not a storage fault.
-        let e = StoreError::from(
-            db.execute_unprepared("SELECT nope FROM t")
-                .await
-                .unwrap_err(),
-        );
-        assert_eq!(e.storage_fault(), None, "{e}");
-        let e = StoreError::from(ro.execute("SELECT nope FROM t", []).unwrap_err());
-        assert_eq!(e.storage_fault(), None, "{e}");
-    }
-
-    #[test]
-    fn postgres_states_are_judged_by_sqlstate() {
-        assert_eq!(sqlstate_fault("25006"), Some(StorageFault::ReadOnly));
-        assert_eq!(sqlstate_fault("53100"), Some(StorageFault::Full));
-        for s in ["57P01", "57P02", "57P03", "08006", "08001"] {
-            assert_eq!(sqlstate_fault(s), Some(StorageFault::Unavailable), "{s}");
-        }
-        for s in ["23505", "42P01", "40001", "53200"] {
-            assert_eq!(sqlstate_fault(s), None, "{s}");
-        }
-    }
+    use super::redact_url;
 
     #[test]
     fn passwords_never_reach_messages() {

@@ -117,6 +117,17 @@ pub(crate) fn dialect_of(backend: Backend) -> &'static dialect::Dialect {
     }
 }
 
+/// Which storage fault a database's own error means. An error carries no dialect, only its
+/// type says which database raised it, so each implementation is asked and judges only its
+/// own (see `error::StoreError::storage_fault`).
+pub(crate) fn database_fault(
+    e: &(dyn sea_orm::sqlx::error::DatabaseError + 'static),
+) -> Option<error::StorageFault> {
+    [&sqlite::DIALECT, &postgres::DIALECT]
+        .into_iter()
+        .find_map(|d| (d.database_fault)(e))
+}
+
 /// The dialect a connection (or transaction) speaks, for code handed only that.
 pub(crate) fn dialect_of_connection(db: &impl ConnectionTrait) -> &'static dialect::Dialect {
     dialect_of(Backend::of_db(db.get_database_backend()))

@@ -2,6 +2,7 @@
 //! writer, the one-statement result write, and the helpers they share (batches as binary arrays).
 
 pub(crate) mod connect;
+pub(crate) mod fault;
 pub(crate) mod ingest;
 pub(crate) mod pg;
 pub(crate) mod results;
@@ -46,6 +47,7 @@ pub(crate) static DIALECT: Dialect = Dialect {
     may_need_vacuum: true,
     id_literal: |u| format!("'{u}'"),
     query_planned_now: |db, stmt| Box::pin(pg::query_planned_now(db, stmt)),
+    database_fault: fault::database_fault,
 };
 
 /// Several dispatcher processes: each endpoint is sent to by one of them at a time (see

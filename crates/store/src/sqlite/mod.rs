@@ -3,6 +3,7 @@
 
 pub(crate) mod checkpoint;
 pub(crate) mod connect;
+pub(crate) mod fault;
 pub(crate) mod ingest;
 pub(crate) mod lite;
 pub(crate) mod results;
@@ -46,6 +47,7 @@ pub(crate) static DIALECT: Dialect = Dialect {
     // SQLite plans a statement when it prepares it, from the schema and never from sizes
     // it has not been told (hookd runs no ANALYZE): nothing kept can go stale.
     query_planned_now: |db, stmt| Box::pin(sea_orm::ConnectionTrait::query_all(db, stmt)),
+    database_fault: fault::database_fault,
 };
 
 /// One dispatcher process per database: the claim takes the oldest due deliveries.
