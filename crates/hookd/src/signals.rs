@@ -4,7 +4,7 @@
 //! truncates that file under a running hookd, the next touch of a mapped page past the new end
 //! raises SIGBUS, whose default action killed hookd within 0.2 s without a line of log. The
 //! handler installed here instead maps a private zero page over the one that faulted, so the
-//! touch completes, and raises [`store::WAL_INDEX_LOST`]: the store then stops writing and says
+//! touch completes, and raises [`store::VIEW_LOST`]: the store then stops writing and says
 //! so once, loudly (see `store::StorageHealth`). This process's view of the WAL no longer
 //! matches other processes', so it stays that way until a restart; nothing accepted is lost,
 //! since every commit is in the WAL file, which SQLite indexes afresh on the next start.
@@ -42,7 +42,7 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
                 0,
             );
             if mapped != libc::MAP_FAILED {
-                store::WAL_INDEX_LOST.store(true, Ordering::Release);
+                store::VIEW_LOST.store(true, Ordering::Release);
                 return;
             }
         }

@@ -9,7 +9,7 @@
 //! handed out again (see `connect`), so a session that was read-only (or belongs to a server
 //! that shut down or failed over) leaves the pool at once rather than at its lifetime's end.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,7 +51,9 @@ impl StorageState {
     }
 }
 
-const LOST_CAUSE: &str = "SQLite's WAL index file (-shm) was truncated or replaced by another \
+/// Why writes stop when [`VIEW_LOST`] is raised, until the store has noted the database's
+/// own words for it (see [`StorageHealth::view_lost`]).
+const VIEW_LOST_CAUSE: &str = "the database's files were changed under hookd by another \
      program; hookd stopped writing and must be restarted";
 
 /// Bytes in MiB with one decimal, for people.
@@ -69,24 +71,12 @@ pub struct FaultSeen {
     pub cause: String,
 }
 
-/// Set (from a signal handler: an atomic store and nothing else) when SQLite's WAL index,
-/// the `-shm` file it maps, was truncated under this process and the page it touched was
-/// replaced by a private one instead of killing the process with SIGBUS (see hookd's
-/// `signals`). This process's view of the WAL no longer matches other processes': it stops
-/// writing until restarted.
-pub static WAL_INDEX_LOST: AtomicBool = AtomicBool::new(false);
-
-/// Every SQLite connection's commit hook (the writer thread's and the pool's): `true` (turn
-/// the commit into a rollback) once the WAL index is lost. A transaction that was running
-/// when the file was truncated may have read zeroed hash pages, missed the WAL's newest copy
-/// of a page and changed an older one; committing it would put that older page back (seen:
-/// 33 of 50 delivered messages gone from their application's index after the restart). The
-/// hook runs before a commit writes its first frame, so no such transaction reaches the WAL,
-/// and neither does any later one. The rollback answers `SQLITE_CONSTRAINT_COMMITHOOK`,
-/// which the store reads as the database being unavailable.
-pub(crate) fn refuse_commit() -> bool {
-    WAL_INDEX_LOST.load(Ordering::Acquire)
-}
+/// Set (from a signal handler: an atomic store and nothing else) when this process's view of
+/// the database's files can no longer be trusted: a file the database maps was truncated
+/// under it and the page it touched replaced by a private one instead of killing the process
+/// with SIGBUS (see hookd's `signals`; on SQLite, its WAL index). The store stops writing
+/// until restarted, and its implementation notes why ([`StorageHealth::view_lost`]).
+pub static VIEW_LOST: AtomicBool = AtomicBool::new(false);
 
 /// The least free space a SQLite store waits for before taking writes again after the disk
 /// filled up, when no floor is set.
@@ -120,8 +110,8 @@ struct Inner {
     dir: Mutex<Option<PathBuf>>,
     low: Mutex<Option<LowSpace>>,
     is_low: AtomicBool,
-    /// The WAL index was lost (see [`WAL_INDEX_LOST`]), as noted by this store.
-    lost: AtomicBool,
+    /// Why this store's view of its database was lost (see [`VIEW_LOST`]), once noted.
+    lost: std::sync::OnceLock<&'static str>,
     /// The runtime the store was opened on, for the probe of a fault noted on a thread of
     /// no runtime (SQLite's writer thread).
     runtime: Mutex<Option<tokio::runtime::Handle>>,
@@ -139,7 +129,7 @@ impl Default for Inner {
             dir: Mutex::new(None),
             low: Mutex::new(None),
             is_low: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
+            lost: std::sync::OnceLock::new(),
             runtime: Mutex::new(tokio::runtime::Handle::try_current().ok()),
         }
     }
@@ -149,17 +139,17 @@ impl StorageHealth {
     /// Whether writes are expected to succeed (claims, results, the API's other writes).
     /// Below the free-space floor they still are: only new messages are refused there.
     pub fn is_writable(&self) -> bool {
-        self.0.writable.load(Ordering::Acquire) && !self.0.lost.load(Ordering::Acquire)
+        self.0.writable.load(Ordering::Acquire) && self.0.lost.get().is_none()
     }
 
-    /// The state for health answers: the lost WAL index first (only a restart ends it),
-    /// then a write fault, then free space below the floor.
+    /// The state for health answers: a lost view of the database first (only a restart ends
+    /// it), then a write fault, then free space below the floor.
     pub fn state(&self) -> StorageState {
-        if self.0.lost.load(Ordering::Acquire) {
+        if let Some(cause) = self.0.lost.get() {
             return StorageState::Degraded(Degraded {
                 fault: StorageFault::Unavailable,
-                cause: LOST_CAUSE.to_owned(),
-                plain: LOST_CAUSE.to_owned(),
+                cause: (*cause).to_owned(),
+                plain: (*cause).to_owned(),
                 since: self
                     .lock()
                     .as_ref()
@@ -223,48 +213,50 @@ impl StorageHealth {
         self.take_messages()
     }
 
-    /// Whether reads can be trusted: not once the WAL index is lost, when this process's
-    /// view of the WAL may miss its newest pages (a just-created application read as
-    /// missing). Requests other than health are then refused with this.
+    /// Whether reads can be trusted: not once this process's view of the database is lost
+    /// (see [`VIEW_LOST`]), when it may miss the newest pages (a just-created application read
+    /// as missing). Requests other than health are then refused with this.
     pub fn may_read(&self) -> Result<()> {
         self.may_write()
     }
 
-    /// Refuses every write once the WAL index is lost (see [`WAL_INDEX_LOST`]).
+    /// Refuses every write once the view of the database is lost (see [`VIEW_LOST`]).
     pub(crate) fn may_write(&self) -> Result<()> {
-        // The signal's flag too: the store notes it within a checkpoint pass, and no write
-        // should slip in between.
-        if self.0.lost.load(Ordering::Acquire) || WAL_INDEX_LOST.load(Ordering::Acquire) {
+        // The signal's flag too: the store notes it within a pass of its implementation's
+        // watcher, and no write should slip in between.
+        if let Some(cause) = self.0.lost.get() {
             return Err(StoreError::Refused {
                 fault: StorageFault::Unavailable,
-                why: LOST_CAUSE.to_owned(),
+                why: (*cause).to_owned(),
+            });
+        }
+        if VIEW_LOST.load(Ordering::Acquire) {
+            return Err(StoreError::Refused {
+                fault: StorageFault::Unavailable,
+                why: VIEW_LOST_CAUSE.to_owned(),
             });
         }
         Ok(())
     }
 
-    /// Notes a lost WAL index (seen in [`WAL_INDEX_LOST`]) once, loudly.
-    pub(crate) fn wal_index_lost(&self, file: &Path) {
-        if !self.0.lost.swap(true, Ordering::AcqRel) {
-            tracing::error!(
-                file = %file.display(),
-                "SQLite's WAL index ({}-shm) was truncated or replaced by another program while \
-                 hookd had it open; hookd kept running but stopped writing, so no process can \
-                 write from a view of the log that others do not share. Stop whatever touched \
-                 the file, then restart hookd: nothing accepted is lost",
-                file.display()
-            );
-            self.0.writable.store(false, Ordering::Release);
-            let mut degraded = self.lock();
-            if degraded.is_none() {
-                *degraded = Some(Degraded {
-                    fault: StorageFault::Unavailable,
-                    cause: LOST_CAUSE.to_owned(),
-                    plain: LOST_CAUSE.to_owned(),
-                    since: domain::Timestamp::now(),
-                });
-            }
+    /// Notes, with the database's own words for it, that this process's view of the
+    /// database is lost (see [`VIEW_LOST`]): writes stop for good. Whether this was the
+    /// first time (the caller then says so loudly, once).
+    pub(crate) fn view_lost(&self, cause: &'static str) -> bool {
+        if self.0.lost.set(cause).is_err() {
+            return false;
         }
+        self.0.writable.store(false, Ordering::Release);
+        let mut degraded = self.lock();
+        if degraded.is_none() {
+            *degraded = Some(Degraded {
+                fault: StorageFault::Unavailable,
+                cause: cause.to_owned(),
+                plain: cause.to_owned(),
+                since: domain::Timestamp::now(),
+            });
+        }
+        true
     }
 
     fn low(&self) -> std::sync::MutexGuard<'_, Option<LowSpace>> {
@@ -525,8 +517,8 @@ impl Store {
     async fn probe(&self) -> Result<()> {
         use sea_orm::ConnectionTrait;
         let full = matches!(self.health.state(), StorageState::Degraded(d) if d.fault == StorageFault::Full);
-        // Never with the WAL index lost: a TRUNCATE from this process's view of the WAL
-        // could drop frames it never found (see `refuse_commit`).
+        // Never with the view of the database lost: a TRUNCATE from this process's view of
+        // SQLite's WAL could drop frames it never found (see `checkpoint::refuse_commit`).
         if let Some(give_back) = self.sql.give_back_wal
             && full
             && self.health.may_write().is_ok()

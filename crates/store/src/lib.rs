@@ -57,7 +57,7 @@ pub use egress::{GrantOrigin, Grants};
 pub use error::{StorageFault, StoreError, redact_url};
 pub use health::{
     Degraded, FAULT_RETRY_AFTER_SECS, FaultSeen, PROBE_INTERVAL, StorageHealth, StorageState,
-    WAL_INDEX_LOST,
+    VIEW_LOST,
 };
 pub use inbound::{Claim, HeldEvent, Offer, Source, SourceSettings, Tally, Turn};
 pub use ingest::{GiveUpAt, HandedOff, Handoff, Slot, Taker};

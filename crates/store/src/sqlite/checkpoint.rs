@@ -24,7 +24,7 @@
 //! the store refuses new messages below its floor (see `health`), and the WAL is started again
 //! sooner when space is short — never longer than a quarter of what is free — and given back
 //! with a TRUNCATE checkpoint while the disk is below its floor. It also notes a lost WAL index
-//! (`health::WAL_INDEX_LOST`).
+//! (`health::VIEW_LOST`).
 //!
 //! The WAL-index (`-shm`) file is never opened outside SQLite. An earlier version read its
 //! header with a file of its own every 25 ms, and closing that file dropped every POSIX lock
@@ -38,6 +38,22 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
+
+/// What health answers say once the WAL index is lost (see `health::VIEW_LOST`).
+const LOST_CAUSE: &str = "SQLite's WAL index file (-shm) was truncated or replaced by another \
+     program; hookd stopped writing and must be restarted";
+
+/// Every SQLite connection's commit hook (the writer thread's and the pool's): `true` (turn
+/// the commit into a rollback) once the WAL index is lost. A transaction that was running
+/// when the file was truncated may have read zeroed hash pages, missed the WAL's newest copy
+/// of a page and changed an older one; committing it would put that older page back (seen:
+/// 33 of 50 delivered messages gone from their application's index after the restart). The
+/// hook runs before a commit writes its first frame, so no such transaction reaches the WAL,
+/// and neither does any later one. The rollback answers `SQLITE_CONSTRAINT_COMMITHOOK`,
+/// which the store reads as the database being unavailable.
+pub(crate) fn refuse_commit() -> bool {
+    crate::health::VIEW_LOST.load(Ordering::Acquire)
+}
 use tokio::sync::mpsc::WeakSender;
 
 use crate::Store;
@@ -70,11 +86,21 @@ pub(crate) fn spawn<T: Send + 'static>(store: Store, alive: WeakSender<T>, file:
             if *stopped {
                 return;
             }
-            if crate::health::WAL_INDEX_LOST.load(Ordering::Acquire) {
+            if crate::health::VIEW_LOST.load(Ordering::Acquire) {
                 // No more checkpoints either: one reading this process's view of the WAL
                 // could mark frames copied that it never found, and a TRUNCATE would then
                 // drop them. Every commit is in the WAL file, indexed afresh at the restart.
-                store.health.wal_index_lost(&file);
+                if store.health.view_lost(LOST_CAUSE) {
+                    tracing::error!(
+                        file = %file.display(),
+                        "SQLite's WAL index ({}-shm) was truncated or replaced by another \
+                         program while hookd had it open; hookd kept running but stopped \
+                         writing, so no process can write from a view of the log that others \
+                         do not share. Stop whatever touched the file, then restart hookd: \
+                         nothing accepted is lost",
+                        file.display()
+                    );
+                }
                 return;
             }
             let free = store.health.free_space();

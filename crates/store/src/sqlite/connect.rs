@@ -54,7 +54,7 @@ pub(crate) async fn open(
             Box::pin(async move {
                 conn.lock_handle()
                     .await?
-                    .set_commit_hook(|| !crate::health::refuse_commit());
+                    .set_commit_hook(|| !crate::checkpoint::refuse_commit());
                 Ok(())
             })
         })

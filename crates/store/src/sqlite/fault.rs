@@ -10,7 +10,7 @@ const SQLITE_IOERR: i32 = 10;
 const SQLITE_FULL: i32 = 13;
 const SQLITE_CANTOPEN: i32 = 14;
 /// A commit turned into a rollback by the commit hook: only ever after the WAL index was
-/// lost (see `health::refuse_commit`).
+/// lost (see `checkpoint::refuse_commit`).
 const SQLITE_CONSTRAINT_COMMITHOOK: i32 = 19 | (2 << 8);
 
 fn of_code(extended: i32) -> Option<StorageFault> {

@@ -33,7 +33,7 @@ pub(crate) fn open(file: &Path) -> Result<Connection> {
         conn.pragma_update(None, name, value)?;
     }
     conn.set_prepared_statement_cache_capacity(32);
-    conn.commit_hook(Some(crate::health::refuse_commit));
+    conn.commit_hook(Some(crate::checkpoint::refuse_commit));
     Ok(conn)
 }
 
