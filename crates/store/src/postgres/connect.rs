@@ -8,6 +8,9 @@ use sea_orm::{DatabaseConnection, SqlxPostgresConnector};
 use crate::connect::{ConnectOptions, STATEMENT_CACHE, cannot_connect, invalid_url};
 use crate::error::StoreError;
 
+/// How long a pooled session may sit idle before it is pinged on its way out of the pool.
+const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The pool on `url`; sessions opened before a storage fault are retired (see `health`).
 pub(crate) async fn open(
     url: &str,
@@ -23,9 +26,25 @@ pub(crate) async fn open(
         // one to a server that shut down or failed over: it is closed, not reused
         // (see `health`), so a lifted read-only setting or a new primary takes effect
         // within a probe interval instead of the connection lifetime.
-        .before_acquire(move |_conn, meta| {
+        //
+        // sqlx would also ping every connection before handing it out: one more round trip
+        // per statement, 9 % of the api process's CPU (`perf`, `scripts/pg-cost`). Only a
+        // connection that sat idle long enough for a server, proxy or firewall to have
+        // dropped it is asked; one that fails is closed and another taken. A connection in
+        // steady use that dies fails its statement, which notes the fault and retires every
+        // older session (see `health`), as a statement in flight always could.
+        .test_before_acquire(false)
+        .before_acquire(move |conn, meta| {
             let stale = health.is_stale(meta.age);
-            Box::pin(async move { Ok(!stale) })
+            Box::pin(async move {
+                if stale {
+                    return Ok(false);
+                }
+                if meta.idle_for >= PING_AFTER_IDLE {
+                    sea_orm::sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
         })
         .max_connections(opts.max_connections)
         .acquire_timeout(opts.acquire_timeout)
@@ -33,4 +52,57 @@ pub(crate) async fn open(
         .await
         .map_err(|e| cannot_connect(url, e))?;
     Ok(SqlxPostgresConnector::from_sqlx_postgres_pool(pool))
+}
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::ConnectionTrait;
+
+    use crate::testing::TestDb;
+
+    /// Sessions the server dropped while they sat idle in the pool (a restart, an idle
+    /// timeout of a proxy) are found out by the ping on their way out and replaced: the next
+    /// statements succeed, none fails for having drawn a dead session.
+    #[tokio::test]
+    async fn sessions_dropped_while_idle_are_replaced_not_handed_out() {
+        for db in TestDb::all().await {
+            if db.backend_name != "postgres" {
+                continue;
+            }
+            // Both of the pool's sessions open and back in the pool.
+            let (a, b) = tokio::join!(db.store.ping(), db.store.ping());
+            a.unwrap();
+            b.unwrap();
+            let admin = sea_orm::Database::connect(crate::testing::postgres_url().unwrap())
+                .await
+                .unwrap();
+            let dropped = admin
+                .query_all(sea_orm::Statement::from_string(
+                    sea_orm::DbBackend::Postgres,
+                    format!(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE datname = '{}' AND pid <> pg_backend_pid()",
+                        db.url
+                            .rsplit('/')
+                            .next()
+                            .unwrap()
+                            .split('?')
+                            .next()
+                            .unwrap()
+                    ),
+                ))
+                .await
+                .unwrap();
+            assert!(!dropped.is_empty(), "no session of the test database found");
+            tokio::time::sleep(super::PING_AFTER_IDLE + std::time::Duration::from_millis(200))
+                .await;
+            for _ in 0..4 {
+                db.store
+                    .ping()
+                    .await
+                    .expect("a statement after the sessions were dropped");
+            }
+            admin.close().await.ok();
+        }
+    }
 }

@@ -49,6 +49,9 @@ pub(crate) async fn open(
     create_private(options.get_filename())?;
     let file = options.get_filename().to_path_buf();
     let pool = SqlitePoolOptions::new()
+        // A connection to a file does not drop while idle: sqlx's ping before each
+        // statement would only be one more hop to the connection's thread.
+        .test_before_acquire(false)
         // The same commit hook as the writer thread's connection (see `health`).
         .after_connect(|conn, _meta| {
             Box::pin(async move {
