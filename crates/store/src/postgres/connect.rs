@@ -73,23 +73,13 @@ mod tests {
             let (a, b) = tokio::join!(db.store.ping(), db.store.ping());
             a.unwrap();
             b.unwrap();
-            let admin = sea_orm::Database::connect(crate::testing::postgres_url().unwrap())
-                .await
-                .unwrap();
-            let dropped = admin
+            // Another session on the same database ends the pool's.
+            let other = sea_orm::Database::connect(db.url.as_str()).await.unwrap();
+            let dropped = other
                 .query_all(sea_orm::Statement::from_string(
                     sea_orm::DbBackend::Postgres,
-                    format!(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE datname = '{}' AND pid <> pg_backend_pid()",
-                        db.url
-                            .rsplit('/')
-                            .next()
-                            .unwrap()
-                            .split('?')
-                            .next()
-                            .unwrap()
-                    ),
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
                 ))
                 .await
                 .unwrap();
@@ -102,7 +92,7 @@ mod tests {
                     .await
                     .expect("a statement after the sessions were dropped");
             }
-            admin.close().await.ok();
+            other.close().await.ok();
         }
     }
 }
