@@ -75,6 +75,7 @@ pub mod m0030_binary_ids;
 mod m0031_endpoint_history_index;
 mod m0032_lean_attempts;
 mod m0033_lean_deliveries;
+mod m0034_succeeded_not_kept;
 
 pub struct Migrator;
 
@@ -112,6 +113,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0031_endpoint_history_index::Migration),
             Box::new(m0032_lean_attempts::Migration),
             Box::new(m0033_lean_deliveries::Migration),
+            Box::new(m0034_succeeded_not_kept::Migration),
         ]
     }
 }

@@ -484,7 +484,7 @@ pub async fn dead_letters(
     let page = store
         .list_endpoint_deliveries(
             session.tenant,
-            ep.id,
+            &ep,
             Some(domain::delivery::DeliveryState::Failed),
             &store::MessageFilter::default(),
             &params,

@@ -24,6 +24,7 @@ mod ingest;
 mod integrations;
 mod operational;
 mod ops;
+mod outcomes;
 mod page;
 mod plans;
 mod portal;

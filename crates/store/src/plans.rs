@@ -72,6 +72,10 @@ mod tests {
             event_types: vec!["invoice.paid".to_owned()],
             ..MessageFilter::default()
         };
+        let of_endpoint = MessageFilter {
+            endpoint: Some(e),
+            ..MessageFilter::default()
+        };
         vec![
             (
                 "dispatcher: claim new deliveries",
@@ -143,14 +147,64 @@ mod tests {
             ),
             (
                 "dashboard: an endpoint's dead letters",
-                crate::recovery::endpoint_deliveries(t, e, Some(DeliveryState::Failed))
-                    .build(backend),
+                crate::recovery::endpoint_deliveries(t, e, DeliveryState::Failed).build(backend),
                 vec!["idx_deliveries_held"],
             ),
             (
-                "dashboard: an endpoint's deliveries",
-                crate::recovery::endpoint_deliveries(t, e, None).build(backend),
+                "API: an endpoint's messages, a deep page (a delivery that succeeded is not kept)",
+                page_query(
+                    message_listing(t, a, &of_endpoint),
+                    crate::entities::message::Column::Id,
+                    &deep,
+                )
+                .build(backend),
+                vec![
+                    "idx_messages_app",
+                    "uq_deliveries_msg_endpoint",
+                    "idx_attempts_msg",
+                ],
+            ),
+            (
+                "statistics: an application's message destinations, per endpoint",
+                crate::usage::deliveries_per_endpoint(
+                    t,
+                    [e],
+                    Timestamp::from_millis(now - 86_400_000),
+                    ids.now,
+                )
+                .build(backend),
                 vec!["idx_deliveries_of_endpoint"],
+            ),
+            (
+                "API: an endpoint's statistics, its successes",
+                backend.build(&crate::outcomes::successes_query(
+                    t,
+                    &[e],
+                    Some(Timestamp::from_millis(now - 86_400_000)),
+                    None,
+                )),
+                vec!["idx_attempts_endpoint", "uq_deliveries_msg_endpoint"],
+            ),
+            (
+                "replay: the messages never delivered to an endpoint",
+                crate::recovery::never_delivered(
+                    t,
+                    &crate::entities::endpoint::Model {
+                        id: e,
+                        tenant_id: t,
+                        app_id: a,
+                        ..crate::testing::endpoint_model("ep_1", "https://example.com/")
+                    },
+                    MessageId::lower_bound(ids.now),
+                    Some(m),
+                    None,
+                )
+                .build(backend),
+                vec![
+                    "idx_messages_app",
+                    "uq_deliveries_msg_endpoint",
+                    "idx_attempts_msg",
+                ],
             ),
             (
                 "breaker: defer an endpoint's due backlog",

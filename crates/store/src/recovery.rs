@@ -1,6 +1,7 @@
 //! Manual delivery work: resend one message, recover failed deliveries, replay missing ones,
 //! and the per-endpoint views (stats, deliveries with their messages, attempt filters).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use domain::Timestamp;
@@ -201,31 +202,25 @@ pub(crate) fn recoverable(
 /// The application's messages with ids in `[start, end)` past `after` that were never
 /// delivered to `ep`, with their content: what a replay looks at (the endpoint's filters are
 /// applied to each in Rust, see [`crate::traffic::endpoint_accepts`]).
-fn never_delivered(
+pub(crate) fn never_delivered(
     tenant: TenantId,
     ep: &endpoint::Model,
     start: MessageId,
     after: Option<MessageId>,
     end: Option<MessageId>,
 ) -> Select<message::Entity> {
-    // NOT EXISTS, one probe of the (msg_id, endpoint_id) unique index per message,
-    // where NOT IN read every delivery the endpoint ever had for each batch.
-    let delivered = Query::select()
-        .expr(Expr::val(1))
-        .from(delivery::Entity)
-        .and_where(
-            Expr::col((delivery::Entity, delivery::Column::MsgId))
-                .equals((message::Entity, message::Column::Id)),
-        )
-        .and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep.id))
-        .to_owned();
+    // NOT EXISTS: one probe of the (msg_id, endpoint_id) unique index and one of the
+    // attempts' message index per message, where NOT IN read every delivery the endpoint ever
+    // had for each batch.
+    let delivered =
+        crate::outcomes::has_outcome((message::Entity, message::Column::Id), Some(ep.id), None);
     let select = message::Entity::find_in(tenant)
         .filter(message::Column::AppId.eq(ep.app_id))
         .filter(match after {
             None => message::Column::Id.gte(start),
             Some(last) => message::Column::Id.gt(last),
         })
-        .filter(Expr::exists(delivered).not())
+        .filter(delivered.not())
         .order_by_asc(message::Column::Id);
     match end {
         Some(end) => select.filter(message::Column::Id.lt(end)),
@@ -263,7 +258,8 @@ fn rearm(
 
 impl Store {
     /// How an endpoint's deliveries stand, by state: all of them, or those created at or
-    /// after `since` and before `until`.
+    /// after `since` and before `until` (a success no longer kept as a delivery counts by its
+    /// message's time, see `outcomes`).
     pub async fn endpoint_stats(
         &self,
         tenant: TenantId,
@@ -287,7 +283,12 @@ impl Store {
             .into_tuple()
             .all(&self.db)
             .await?;
-        let mut stats = DeliveryStats::default();
+        let succeeded =
+            crate::outcomes::successes_at(&self.db, tenant, &[endpoint_id], since, until).await?;
+        let mut stats = DeliveryStats {
+            success: succeeded.iter().map(|(_, n)| n).sum(),
+            ..DeliveryStats::default()
+        };
         for (state, n) in rows {
             match state.parse::<DeliveryState>() {
                 Ok(DeliveryState::Succeeded) => stats.success += n,
@@ -598,17 +599,57 @@ impl Store {
         }
     }
 
-    /// An endpoint's deliveries, newest first, each with its message (two queries a page):
-    /// only those in `state` when given, and of the messages `messages` matches.
+    /// An endpoint's messages, each with its outcome there, newest first (two queries a
+    /// page): only those in `state` when given, and of the messages `messages` matches.
+    ///
+    /// Without a state, or succeeded, the listing walks the application's messages newest
+    /// first and keeps those with an outcome at the endpoint (a delivery that succeeded is
+    /// not kept, see `outcomes`), paged by message id. Another state is only ever a kept
+    /// delivery's: those are read through the endpoint's indexes, paged by delivery id (an
+    /// endpoint's dead letters are found without walking its whole history).
     pub async fn list_endpoint_deliveries(
         &self,
         tenant: TenantId,
-        endpoint_id: EndpointId,
+        ep: &endpoint::Model,
         state: Option<DeliveryState>,
         messages: &crate::MessageFilter,
         params: &ListParams,
     ) -> Result<Page<(delivery::Model, message::Model)>> {
-        let select = endpoint_deliveries(tenant, endpoint_id, state)
+        check_owner(tenant, &ep.tenant_id, "endpoint")?;
+        let held = match state {
+            None | Some(DeliveryState::Succeeded) => None,
+            Some(state) => Some(state),
+        };
+        let Some(state) = held else {
+            let filter = crate::MessageFilter {
+                endpoint: Some(ep.id),
+                delivery_state: state,
+                ..messages.clone()
+            };
+            let select = crate::traffic::message_listing(tenant, ep.app_id, &filter);
+            let mut page = fetch_page(
+                &self.db,
+                select,
+                message::Column::Id,
+                |m| m.id.to_string(),
+                params,
+            )
+            .await?;
+            let ids: Vec<MessageId> = page.data.iter().map(|m| m.id).collect();
+            let mut outcomes: HashMap<MessageId, delivery::Model> =
+                crate::outcomes::of_messages(&self.db, tenant, &ids, &[ep.id], None)
+                    .await?
+                    .into_iter()
+                    .map(|d| (d.msg_id, d))
+                    .collect();
+            // An outcome removed between the two reads (its message pruned) drops out.
+            let data = std::mem::take(&mut page.data)
+                .into_iter()
+                .filter_map(|m| outcomes.remove(&m.id).map(|d| (d, m)))
+                .collect();
+            return Ok(page.with_data(data));
+        };
+        let select = endpoint_deliveries(tenant, ep.id, state)
             .filter(messages.on_rows(tenant, delivery::Column::MsgId));
         let mut page = fetch_page(
             &self.db,
@@ -648,17 +689,14 @@ impl Store {
     }
 }
 
-/// An endpoint's deliveries, in one state or all: through `idx_deliveries_of_endpoint`, or for
-/// a dead, paused or canceled state `idx_deliveries_held` (m0031).
+/// An endpoint's kept deliveries in one state: through `idx_deliveries_held` for a dead,
+/// paused or canceled state (m0031), else `idx_deliveries_of_endpoint`.
 pub(crate) fn endpoint_deliveries(
     tenant: TenantId,
     endpoint_id: EndpointId,
-    state: Option<DeliveryState>,
+    state: DeliveryState,
 ) -> sea_orm::Select<delivery::Entity> {
-    let select =
-        delivery::Entity::find_in(tenant).filter(delivery::Column::EndpointId.eq(endpoint_id));
-    match state {
-        Some(state) => select.filter(delivery::Column::State.eq(state.as_str())),
-        None => select,
-    }
+    delivery::Entity::find_in(tenant)
+        .filter(delivery::Column::EndpointId.eq(endpoint_id))
+        .filter(delivery::Column::State.eq(state.as_str()))
 }

@@ -7,7 +7,7 @@ use domain::routing::endpoint_matches;
 use sea_orm::sea_query::{Expr, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, EntityTrait,
-    QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select, Set,
+    QueryFilter, QuerySelect, QueryTrait, Select, Set,
 };
 
 use crate::entities::Owned;
@@ -200,20 +200,20 @@ impl Store {
             .collect())
     }
 
+    /// The outcomes of a message at each endpoint it went (or goes) to, by endpoint (see
+    /// `outcomes`: a delivery that succeeded is not kept, and a row stands for it).
     pub async fn deliveries_of_message(
         &self,
         tenant: TenantId,
         msg_id: MessageId,
     ) -> Result<Vec<delivery::Model>> {
-        Ok(delivery::Entity::find_in(tenant)
-            .filter(delivery::Column::MsgId.eq(msg_id))
-            .order_by_asc(delivery::Column::Id)
-            .all(&self.db)
-            .await?)
+        let mut rows = crate::outcomes::of_messages(&self.db, tenant, &[msg_id], &[], None).await?;
+        rows.sort_unstable_by_key(|d| d.endpoint_id);
+        Ok(rows)
     }
 
-    /// The deliveries of a page of messages in one query (a message log's statuses), at most
-    /// `limit`; only those to `endpoint` when given. Ordered by message, then endpoint.
+    /// The outcomes of a page of messages (a message log's statuses), at most `limit`; only
+    /// those at `endpoint` when given. Ordered by message, newest first, then endpoint.
     pub async fn deliveries_of_messages(
         &self,
         tenant: TenantId,
@@ -221,40 +221,33 @@ impl Store {
         endpoint: Option<EndpointId>,
         limit: u64,
     ) -> Result<Vec<delivery::Model>> {
-        if msg_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut select = delivery::Entity::find_in(tenant)
-            .filter(delivery::Column::MsgId.is_in(msg_ids.iter().copied()));
-        if let Some(ep) = endpoint {
-            select = select.filter(delivery::Column::EndpointId.eq(ep));
-        }
-        Ok(select
-            .order_by_desc(delivery::Column::MsgId)
-            .order_by_asc(delivery::Column::EndpointId)
-            .limit(limit)
-            .all(&self.db)
-            .await?)
+        let mut rows = crate::outcomes::of_messages(
+            &self.db,
+            tenant,
+            msg_ids,
+            endpoint.as_slice(),
+            Some(limit),
+        )
+        .await?;
+        rows.sort_unstable_by(|a, b| {
+            b.msg_id
+                .cmp(&a.msg_id)
+                .then(a.endpoint_id.cmp(&b.endpoint_id))
+        });
+        rows.truncate(limit as usize);
+        Ok(rows)
     }
 
-    /// The endpoints a message was (or is to be) delivered to, each with its delivery, paged
-    /// by endpoint id (Svix's attempted destinations).
+    /// The endpoints a message was (or is to be) delivered to, each with its outcome there,
+    /// paged by endpoint id (Svix's attempted destinations).
     pub async fn message_destinations(
         &self,
         tenant: TenantId,
         msg_id: MessageId,
         params: &ListParams,
     ) -> Result<Page<(endpoint::Model, delivery::Model)>> {
-        let select = endpoint::Entity::find_in(tenant).filter(
-            endpoint::Column::Id.in_subquery(
-                Query::select()
-                    .column(delivery::Column::EndpointId)
-                    .from(delivery::Entity)
-                    .and_where(delivery::Column::TenantId.eq(tenant))
-                    .and_where(delivery::Column::MsgId.eq(msg_id))
-                    .to_owned(),
-            ),
-        );
+        let select = endpoint::Entity::find_in(tenant)
+            .filter(crate::outcomes::destinations(endpoint::Column::Id, msg_id));
         let mut page = fetch_page(
             &self.db,
             select,
@@ -264,11 +257,11 @@ impl Store {
         )
         .await?;
         let ids: Vec<EndpointId> = page.data.iter().map(|e| e.id).collect();
-        let mut deliveries: std::collections::HashMap<EndpointId, delivery::Model> =
-            delivery::Entity::find_in(tenant)
-                .filter(delivery::Column::MsgId.eq(msg_id))
-                .filter(delivery::Column::EndpointId.is_in(ids))
-                .all(&self.db)
+        if ids.is_empty() {
+            return Ok(page.with_data(Vec::new()));
+        }
+        let mut outcomes: std::collections::HashMap<EndpointId, delivery::Model> =
+            crate::outcomes::of_messages(&self.db, tenant, &[msg_id], &ids, None)
                 .await?
                 .into_iter()
                 .map(|d| (d.endpoint_id, d))
@@ -276,7 +269,7 @@ impl Store {
         // A delivery removed between the two reads (its application deleted) drops out.
         let data = std::mem::take(&mut page.data)
             .into_iter()
-            .filter_map(|ep| deliveries.remove(&ep.id).map(|d| (ep, d)))
+            .filter_map(|ep| outcomes.remove(&ep.id).map(|d| (ep, d)))
             .collect();
         Ok(page.with_data(data))
     }
@@ -482,25 +475,14 @@ pub(crate) fn message_listing(
         .filter(filter.on_message())
         .filter(filter.time_bounds(message::Column::Id));
     if filter.delivery_state.is_some() || filter.endpoint.is_some() {
-        // Probed per message through the (msg_id, endpoint_id) index while the page is read
-        // newest first, so the cost is bounded by how far back the page reaches.
-        let mut probe = Query::select()
-            .expr(Expr::val(1))
-            .from(delivery::Entity)
-            .and_where(
-                Expr::col((delivery::Entity, delivery::Column::MsgId))
-                    .equals((message::Entity, message::Column::Id)),
-            )
-            .to_owned();
-        if let Some(state) = filter.delivery_state {
-            probe.and_where(
-                Expr::col((delivery::Entity, delivery::Column::State)).eq(state.as_str()),
-            );
-        }
-        if let Some(ep) = filter.endpoint {
-            probe.and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep));
-        }
-        select = select.filter(Expr::exists(probe));
+        // Probed per message through the (msg_id, endpoint_id) index and the attempts'
+        // message index while the page is read newest first, so the cost is bounded by how
+        // far back the page reaches.
+        select = select.filter(crate::outcomes::has_outcome(
+            (message::Entity, message::Column::Id),
+            filter.endpoint,
+            filter.delivery_state,
+        ));
     }
     select
 }

@@ -126,7 +126,11 @@ impl Store {
                     .into_tuple()
                     .all(&self.db)
                     .await?;
-            for (e, n) in per_endpoint {
+            // A delivery that succeeded is not kept: its success attempt counts it.
+            let succeeded =
+                crate::outcomes::successes_at(&self.db, tenant, chunk, Some(since), Some(until))
+                    .await?;
+            for (e, n) in per_endpoint.into_iter().chain(succeeded) {
                 if let Some(app) = endpoints.get(&e) {
                     *counts.entry(*app).or_default() += n;
                 }

@@ -677,7 +677,7 @@ pub async fn list_messages(
     let expanded = q.expanded_statuses.unwrap_or(true);
     let params = list_params(q.limit, q.iterator.clone())?;
     let page = store
-        .list_endpoint_deliveries(t, ep.id, state, &messages, &params)
+        .list_endpoint_deliveries(t, &ep, state, &messages, &params)
         .await?;
     let mut data = Vec::with_capacity(page.data.len());
     for (d, m) in page.data {
@@ -702,7 +702,7 @@ pub async fn list_messages(
             attempt_count: d.attempt_count,
             last_status_code: d.last_status,
             last_error: d.last_error,
-            ordering_key: d.ordering_key,
+            ordering_key: d.ordering_key.or_else(|| m.ordering_key.clone()),
             sequence: d.seq,
         });
     }

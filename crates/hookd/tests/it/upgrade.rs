@@ -45,10 +45,29 @@ async fn answers_unchanged(url: &str, expected: &Value) {
             .await
             .unwrap();
         let status = res.status().as_u16();
-        let body: Value = res.json().await.unwrap_or(Value::Null);
+        let mut body: Value = res.json().await.unwrap_or(Value::Null);
+        let mut want_body = want["body"].clone();
+        if path.contains("/endpoint/") && path.split('?').next().unwrap().ends_with("/msg") {
+            // An endpoint's message list pages by message id since decision 104 (a delivery
+            // that succeeded is not kept), where it paged by delivery id: its cursors changed
+            // form, and they are opaque to clients. The rows must not change.
+            for b in [&mut body, &mut want_body] {
+                if let Some(o) = b.as_object_mut() {
+                    for cursor in ["iterator", "prevIterator"] {
+                        if let Some(Value::String(c)) = o.remove(cursor) {
+                            assert!(
+                                c.trim_start_matches('-').starts_with("msg_")
+                                    || c.trim_start_matches('-').starts_with("dlv_"),
+                                "GET {path}: {cursor} {c}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
         assert_eq!(
             (status, &body),
-            (want["status"].as_u64().unwrap() as u16, &want["body"]),
+            (want["status"].as_u64().unwrap() as u16, &want_body),
             "GET {path}"
         );
     }

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use domain::delivery::AttemptTrigger;
+use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::DeliveryId;
 use sea_orm::Statement;
 
@@ -26,7 +26,7 @@ pub(crate) async fn write_results_lite(
         .map(|r| {
             let (state, next_at) = finish_of(r);
             let a = &r.attempt;
-            let row = (state.as_str(), a.attempt_number, next_at, a.status_code);
+            let row = (state, a.attempt_number, next_at, a.status_code);
             (
                 r.delivery.id,
                 row,
@@ -40,6 +40,9 @@ pub(crate) async fn write_results_lite(
         use crate::lite;
         static ATTEMPT_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         static FINISH_SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        // A delivery that succeeded is not kept: its attempt says the same (see `outcomes`).
+        const SUCCEEDED_SQL: &str = "DELETE FROM deliveries \
+             WHERE id = ?2 AND lease_owner = ?1 AND state = 'sending'";
         let attempt_sql = ATTEMPT_SQL.get_or_init(|| lite::insert_sql::<attempt::Entity>(""));
         let finish_sql = FINISH_SQL.get_or_init(|| {
             format!(
@@ -57,10 +60,24 @@ pub(crate) async fn write_results_lite(
         }
         let mut written = HashSet::new();
         for (id, (state, count, next_at, status), error, at) in finishes {
-            let params =
-                rusqlite::params![owner, now, state, count, next_at, status, error, at, id];
             // Written only while this owner still holds the lease.
-            if lite::execute_params(&txn, finish_sql, params)? == 1 {
+            let n = if state == DeliveryState::Succeeded {
+                lite::execute_params(&txn, SUCCEEDED_SQL, rusqlite::params![owner, id])?
+            } else {
+                let params = rusqlite::params![
+                    owner,
+                    now,
+                    state.as_str(),
+                    count,
+                    next_at,
+                    status,
+                    error,
+                    at,
+                    id
+                ];
+                lite::execute_params(&txn, finish_sql, params)?
+            };
+            if n == 1 {
                 written.insert(id);
             }
         }

@@ -100,7 +100,7 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
         expected.sort();
         expected_deliveries.sort();
         let conn = store.connection();
-        migration::Migrator::down(conn, Some(2)).await.unwrap();
+        migration::Migrator::down(conn, Some(3)).await.unwrap();
         let bytes = |r: &sea_orm::QueryResult, c: &str| -> Vec<u8> {
             match conn.get_database_backend() {
                 sea_orm::DbBackend::Postgres => r

@@ -1372,9 +1372,10 @@ async fn deliveries_and_attempts_filter_on_their_messages() {
         let b_time = Timestamp::from_millis(made[1].message.created_at);
         let deliveries = |filter: MessageFilter| {
             let store = store.clone();
+            let ep = ep.clone();
             async move {
                 store
-                    .list_endpoint_deliveries(t, ep.id, None, &filter, &ListParams::default())
+                    .list_endpoint_deliveries(t, &ep, None, &filter, &ListParams::default())
                     .await
                     .unwrap()
                     .data
@@ -1719,6 +1720,164 @@ async fn usage_counts_each_applications_deliveries_through_its_endpoints_within_
         let last = *created_of_a.iter().max().unwrap();
         assert_eq!(counts(first, last + 1).await[0], 6);
         assert_eq!(counts(last + 1, last + 3_600_000).await[0], 0);
+    })
+    .await;
+}
+
+/// A delivery that succeeds is not kept (m0034, decisions 104): the result write deletes it,
+/// and every reader finds the success through its attempt — a message's outcomes and
+/// destinations, an endpoint's message list and statistics, the message list's filters — and
+/// a replay does not send it again. A resend makes a new delivery. m0034 undone writes the
+/// succeeded delivery back, and done again deletes it.
+#[tokio::test]
+async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
+    use migration::MigratorTrait;
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let ok = endpoint(&store, t, &a, url("ok")).await;
+        let down = endpoint(&store, t, &a, url("down")).await;
+        let m = store.create_message(t, &a, msg("x"), ttl).await.unwrap();
+        let at = Timestamp::now().plus(Duration::from_secs(1));
+        let claimed = store
+            .system()
+            // (On PostgreSQL a claim of 30 takes up to three endpoints it does not hold yet.)
+            .claim_due("w", at, at.plus(Duration::from_secs(60)), 30, None)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 2);
+        let results: Vec<_> = claimed
+            .iter()
+            .map(|d| result(a.id, d, at, d.endpoint_id == ok.id))
+            .collect();
+        let stale = store
+            .system()
+            .record_results("w", &results, "http://localhost")
+            .await
+            .unwrap();
+        assert!(stale.is_empty());
+        let kept = || async {
+            delivery::Entity::find()
+                .all(store.connection())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| (d.endpoint_id, d.state))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kept().await, vec![(down.id, DeliveryState::Pending)]);
+        let outcomes = |store: store::Store| async move {
+            store
+                .deliveries_of_message(t, m.message.id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| (d.endpoint_id, (d.state, d.attempt_count, d.last_status)))
+                .collect::<HashMap<_, _>>()
+        };
+        let expected = HashMap::from([
+            (ok.id, (DeliveryState::Succeeded, 1, Some(200))),
+            (down.id, (DeliveryState::Pending, 1, Some(503))),
+        ]);
+        assert_eq!(outcomes(store.clone()).await, expected);
+        let statuses = store
+            .deliveries_of_messages(t, &[m.message.id], Some(ok.id), 10)
+            .await
+            .unwrap();
+        assert_eq!(statuses.len(), 1);
+        assert_eq!(statuses[0].state, DeliveryState::Succeeded);
+        let destinations = store
+            .message_destinations(t, m.message.id, &ListParams::default())
+            .await
+            .unwrap();
+        let mut found: Vec<_> = destinations
+            .data
+            .iter()
+            .map(|(e, d)| (e.id, d.state))
+            .collect();
+        found.sort_by_key(|(e, _)| *e);
+        let mut want = vec![
+            (ok.id, DeliveryState::Succeeded),
+            (down.id, DeliveryState::Pending),
+        ];
+        want.sort_by_key(|(e, _)| *e);
+        assert_eq!(found, want);
+        // The endpoint's message list, whole and by state.
+        let listed = |state: Option<DeliveryState>| {
+            let store = store.clone();
+            let ok = ok.clone();
+            async move {
+                store
+                    .list_endpoint_deliveries(
+                        t,
+                        &ok,
+                        state,
+                        &MessageFilter::default(),
+                        &ListParams::default(),
+                    )
+                    .await
+                    .unwrap()
+                    .data
+                    .into_iter()
+                    .map(|(d, m)| (m.id, d.state))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let succeeded = vec![(m.message.id, DeliveryState::Succeeded)];
+        assert_eq!(listed(None).await, succeeded);
+        assert_eq!(listed(Some(DeliveryState::Succeeded)).await, succeeded);
+        assert!(listed(Some(DeliveryState::Pending)).await.is_empty());
+        let filtered = |endpoint: EndpointId, state: Option<DeliveryState>| {
+            let store = store.clone();
+            async move {
+                let filter = MessageFilter {
+                    endpoint: Some(endpoint),
+                    delivery_state: state,
+                    ..MessageFilter::default()
+                };
+                store
+                    .list_messages(t, a.id, &filter, &ListParams::default())
+                    .await
+                    .unwrap()
+                    .data
+                    .len()
+            }
+        };
+        assert_eq!(filtered(ok.id, Some(DeliveryState::Succeeded)).await, 1);
+        assert_eq!(filtered(ok.id, None).await, 1);
+        assert_eq!(filtered(down.id, Some(DeliveryState::Succeeded)).await, 0);
+        assert_eq!(filtered(down.id, Some(DeliveryState::Pending)).await, 1);
+        let stats = store.endpoint_stats(t, ok.id, None, None).await.unwrap();
+        assert_eq!((stats.success, stats.pending), (1, 0));
+        let since = Timestamp::from_millis(m.message.created_at);
+        let missing = store.count_missing(t, &ok, since, None, 10).await.unwrap();
+        assert_eq!(missing.n, 0, "a replay would send the success again");
+        // m0034 undone writes the succeeded delivery back; done again, deletes it.
+        let conn = store.connection();
+        migration::Migrator::down(conn, Some(1)).await.unwrap();
+        let mut back = kept().await;
+        back.sort_by_key(|(e, _)| *e);
+        assert_eq!(back, want);
+        assert_eq!(outcomes(store.clone()).await, expected);
+        assert_eq!(
+            store
+                .endpoint_stats(t, ok.id, None, None)
+                .await
+                .unwrap()
+                .success,
+            1,
+            "counted once, as its kept row"
+        );
+        migration::Migrator::up(conn, None).await.unwrap();
+        assert_eq!(kept().await, vec![(down.id, DeliveryState::Pending)]);
+        // A resend makes a new delivery, which stands for the pair until it succeeds.
+        store
+            .resend(t, &m.message, &ok, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let now = outcomes(store.clone()).await;
+        assert_eq!(now[&ok.id].0, DeliveryState::Pending);
+        assert_eq!(listed(Some(DeliveryState::Succeeded)).await, vec![]);
     })
     .await;
 }
