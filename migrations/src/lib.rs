@@ -76,6 +76,7 @@ mod m0031_endpoint_history_index;
 mod m0032_lean_attempts;
 mod m0033_lean_deliveries;
 mod m0034_succeeded_not_kept;
+mod m0035_attempts_clustered;
 
 pub struct Migrator;
 
@@ -114,6 +115,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0032_lean_attempts::Migration),
             Box::new(m0033_lean_deliveries::Migration),
             Box::new(m0034_succeeded_not_kept::Migration),
+            Box::new(m0035_attempts_clustered::Migration),
         ]
     }
 }

@@ -194,7 +194,7 @@ async fn migrate_on_an_empty_postgres_database_then_again_is_a_no_op() {
     assert!(first.status.success(), "{}", stderr(&first));
     assert!(
         stdout(&first).contains(
-            "applied 31 migration(s): m0001_initial, m0002_attempt_stats, m0003_pending_signups, m0004_signature_headers, m0005_tenant_status_preset, m0006_retention, m0007_lean_indexes, m0008_endpoint_leases, m0009_portal_tokens, m0010_portal_settings, m0011_endpoint_auth, m0012_inbound_sources, m0013_inbound_ordering, m0014_source_tolerance, m0015_egress_grants, m0016_inbound_signed, m0017_portal_capabilities, m0019_attempt_headers, m0021_inbound_refusals, m0022_message_deliver_at, m0023_operational_webhooks, m0025_failure_warnings, m0026_integrations, m0027_stats_and_ingest, m0028_trace_context, m0029_ingest_url_token, m0030_binary_ids, m0031_endpoint_history_index, m0032_lean_attempts, m0033_lean_deliveries, m0034_succeeded_not_kept"
+            "applied 32 migration(s): m0001_initial, m0002_attempt_stats, m0003_pending_signups, m0004_signature_headers, m0005_tenant_status_preset, m0006_retention, m0007_lean_indexes, m0008_endpoint_leases, m0009_portal_tokens, m0010_portal_settings, m0011_endpoint_auth, m0012_inbound_sources, m0013_inbound_ordering, m0014_source_tolerance, m0015_egress_grants, m0016_inbound_signed, m0017_portal_capabilities, m0019_attempt_headers, m0021_inbound_refusals, m0022_message_deliver_at, m0023_operational_webhooks, m0025_failure_warnings, m0026_integrations, m0027_stats_and_ingest, m0028_trace_context, m0029_ingest_url_token, m0030_binary_ids, m0031_endpoint_history_index, m0032_lean_attempts, m0033_lean_deliveries, m0034_succeeded_not_kept, m0035_attempts_clustered"
         ),
         "{}",
         stdout(&first)

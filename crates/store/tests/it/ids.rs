@@ -100,7 +100,7 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
         expected.sort();
         expected_deliveries.sort();
         let conn = store.connection();
-        migration::Migrator::down(conn, Some(3)).await.unwrap();
+        migration::Migrator::down(conn, Some(4)).await.unwrap();
         let bytes = |r: &sea_orm::QueryResult, c: &str| -> Vec<u8> {
             match conn.get_database_backend() {
                 sea_orm::DbBackend::Postgres => r
@@ -139,6 +139,30 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
         assert_eq!(found, expected_deliveries);
         // And forward again, as an upgrade would run it.
         migration::Migrator::up(conn, None).await.unwrap();
+        // m0035: on SQLite the attempts are clustered by id, every one of them still there.
+        if conn.get_database_backend() == sea_orm::DbBackend::Sqlite {
+            let sql = conn
+                .query_one(Statement::from_string(
+                    sea_orm::DbBackend::Sqlite,
+                    "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'attempts'",
+                ))
+                .await
+                .unwrap()
+                .unwrap()
+                .try_get::<String>("", "sql")
+                .unwrap();
+            assert!(sql.ends_with("WITHOUT ROWID"), "{sql}");
+        }
+        let rows = conn
+            .query_all(Statement::from_string(
+                conn.get_database_backend(),
+                "SELECT id FROM attempts ORDER BY id",
+            ))
+            .await
+            .unwrap();
+        let ids: Vec<Vec<u8>> = rows.iter().map(|r| bytes(r, "id")).collect();
+        let want: Vec<Vec<u8>> = expected.iter().map(|(id, _, _)| id.clone()).collect();
+        assert_eq!(ids, want);
     })
     .await;
 }
