@@ -19,7 +19,9 @@ use domain::Timestamp;
 use domain::classify::Verdict;
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::{AttemptId, DeliveryId, EndpointId, MessageId, TenantId};
-use sea_orm::sea_query::{Alias, Expr, IntoColumnRef, Query, SelectStatement, SimpleExpr};
+use sea_orm::sea_query::{
+    Alias, Expr, IntoColumnRef, Query, SelectStatement, SimpleExpr, UnionType,
+};
 use sea_orm::{ColumnTrait, ConnectionTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::Result;
@@ -208,34 +210,51 @@ fn standing(tenant: TenantId, s: Success) -> delivery::Model {
     }
 }
 
-/// How many messages succeeded at each of `endpoints` without a kept delivery standing for
-/// them (see the module), of those created in `[since, until)` when given: the distinct
-/// messages of the endpoints' success attempts, read through `idx_attempts_endpoint` (an
-/// attempt is never older than its message, so `since` also bounds the attempts' ids).
-/// (endpoint, n) for each endpoint with any.
-pub(crate) async fn successes_at(
-    db: &impl ConnectionTrait,
+/// `kept`, a count of kept deliveries per endpoint (`endpoint_id, n`), with the messages that
+/// succeeded at each of `endpoints` added as rows of their own (see [`successes_query`]): one
+/// statement, so one snapshot — counted in two reads, a delivery that succeeded in between
+/// would count twice (its kept row, then its success).
+pub(crate) fn with_successes_per_endpoint(
+    kept: SelectStatement,
     tenant: TenantId,
     endpoints: &[EndpointId],
     since: Option<Timestamp>,
     until: Option<Timestamp>,
-) -> Result<Vec<(EndpointId, i64)>> {
-    if endpoints.is_empty() {
-        return Ok(Vec::new());
-    }
-    let q = successes_query(tenant, endpoints, since, until);
-    let rows = db.query_all(db.get_database_backend().build(&q)).await?;
-    rows.iter()
-        .map(|r| {
-            Ok((
-                r.try_get_by_index::<EndpointId>(0)?,
-                r.try_get_by_index::<i64>(1)?,
-            ))
-        })
-        .collect()
+) -> SelectStatement {
+    let mut q = kept;
+    q.union(
+        UnionType::All,
+        successes_query(tenant, endpoints, since, until),
+    );
+    q
 }
 
-/// The statement of [`successes_at`].
+/// `kept`, a count of one endpoint's kept deliveries per state (`state, n`), with the messages
+/// that succeeded there added as a row in state succeeded: one statement, as
+/// [`with_successes_per_endpoint`].
+pub(crate) fn with_successes_by_state(
+    kept: SelectStatement,
+    tenant: TenantId,
+    endpoint: EndpointId,
+    since: Option<Timestamp>,
+    until: Option<Timestamp>,
+) -> SelectStatement {
+    let x = Alias::new("x");
+    let succeeded = Query::select()
+        .expr(Expr::val(DeliveryState::Succeeded.as_str()))
+        .column((x.clone(), Alias::new("n")))
+        .from_subquery(successes_query(tenant, &[endpoint], since, until), x)
+        .to_owned();
+    let mut q = kept;
+    q.union(UnionType::All, succeeded);
+    q
+}
+
+/// How many messages succeeded at each of `endpoints` without a kept delivery standing for
+/// them (see the module), of those created in `[since, until)` when given: the distinct
+/// messages of the endpoints' success attempts, read through `idx_attempts_endpoint` (an
+/// attempt is never older than its message, so `since` also bounds the attempts' ids).
+/// `endpoint_id, n` for each endpoint with any.
 pub(crate) fn successes_query(
     tenant: TenantId,
     endpoints: &[EndpointId],
@@ -245,7 +264,7 @@ pub(crate) fn successes_query(
     let s = Alias::new("s");
     let mut q = Query::select()
         .column((s.clone(), attempt::Column::EndpointId))
-        .expr(Expr::cust("COUNT(DISTINCT s.msg_id)"))
+        .expr_as(Expr::cust("COUNT(DISTINCT s.msg_id)"), Alias::new("n"))
         .from_as(attempt::Entity, s.clone())
         .and_where(Expr::col((s.clone(), attempt::Column::TenantId)).eq(tenant))
         .and_where(

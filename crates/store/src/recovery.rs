@@ -278,18 +278,19 @@ impl Store {
         if let Some(until) = until {
             select = select.filter(delivery::Column::CreatedAt.lt(until.as_millis()));
         }
-        let rows: Vec<(String, i64)> = select
-            .group_by(delivery::Column::State)
-            .into_tuple()
-            .all(&self.db)
+        let kept = select.group_by(delivery::Column::State).into_query();
+        let statement =
+            crate::outcomes::with_successes_by_state(kept, tenant, endpoint_id, since, until);
+        let rows = self
+            .db
+            .query_all(self.db.get_database_backend().build(&statement))
             .await?;
-        let succeeded =
-            crate::outcomes::successes_at(&self.db, tenant, &[endpoint_id], since, until).await?;
-        let mut stats = DeliveryStats {
-            success: succeeded.iter().map(|(_, n)| n).sum(),
-            ..DeliveryStats::default()
-        };
-        for (state, n) in rows {
+        let mut stats = DeliveryStats::default();
+        for row in &rows {
+            let (state, n) = (
+                row.try_get_by_index::<String>(0)?,
+                row.try_get_by_index::<i64>(1)?,
+            );
             match state.parse::<DeliveryState>() {
                 Ok(DeliveryState::Succeeded) => stats.success += n,
                 // Paused deliveries wait to be sent, as pending ones do (Svix has no such state).

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, DeliveryId, EndpointId, TenantId};
-use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, ConnectionTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait};
 
 use crate::entities::{Owned, application, delivery, endpoint};
 use crate::{Result, Store};
@@ -121,16 +121,21 @@ impl Store {
         let ids: Vec<EndpointId> = endpoints.keys().copied().collect();
         let mut counts: BTreeMap<ApplicationId, i64> = BTreeMap::new();
         for chunk in ids.chunks(crate::dialect::IDS_PER_STATEMENT) {
-            let per_endpoint: Vec<(EndpointId, i64)> =
-                deliveries_per_endpoint(tenant, chunk.iter().copied(), since, until)
-                    .into_tuple()
-                    .all(&self.db)
-                    .await?;
             // A delivery that succeeded is not kept: its success attempt counts it.
-            let succeeded =
-                crate::outcomes::successes_at(&self.db, tenant, chunk, Some(since), Some(until))
-                    .await?;
-            for (e, n) in per_endpoint.into_iter().chain(succeeded) {
+            let statement = crate::outcomes::with_successes_per_endpoint(
+                deliveries_per_endpoint(tenant, chunk.iter().copied(), since, until).into_query(),
+                tenant,
+                chunk,
+                Some(since),
+                Some(until),
+            );
+            let rows = self
+                .db
+                .query_all(self.db.get_database_backend().build(&statement))
+                .await?;
+            for row in &rows {
+                let e = row.try_get_by_index::<EndpointId>(0)?;
+                let n = row.try_get_by_index::<i64>(1)?;
                 if let Some(app) = endpoints.get(&e) {
                     *counts.entry(*app).or_default() += n;
                 }

@@ -1878,6 +1878,12 @@ async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
             .unwrap();
         let now = outcomes(store.clone()).await;
         assert_eq!(now[&ok.id].0, DeliveryState::Pending);
+        let stats = store.endpoint_stats(t, ok.id, None, None).await.unwrap();
+        assert_eq!(
+            (stats.success, stats.pending),
+            (0, 1),
+            "the pair counts once, as its new delivery"
+        );
         assert_eq!(listed(Some(DeliveryState::Succeeded)).await, vec![]);
     })
     .await;
