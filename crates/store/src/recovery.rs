@@ -617,11 +617,7 @@ impl Store {
         params: &ListParams,
     ) -> Result<Page<(delivery::Model, message::Model)>> {
         check_owner(tenant, &ep.tenant_id, "endpoint")?;
-        let held = match state {
-            None | Some(DeliveryState::Succeeded) => None,
-            Some(state) => Some(state),
-        };
-        let Some(state) = held else {
+        let Some(state) = state.filter(|s| *s != DeliveryState::Succeeded) else {
             let filter = crate::MessageFilter {
                 endpoint: Some(ep.id),
                 delivery_state: state,
