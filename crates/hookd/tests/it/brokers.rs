@@ -546,6 +546,35 @@ impl OwnBroker {
         out
     }
 
+    /// RabbitMQ stopped cleanly (SIGTERM, then its Erlang VM gone) and started again, so that
+    /// what was declared before is on disk. RabbitMQ 3.10 commits a durable queue's
+    /// declaration in Mnesia with its decision written after the declaration is answered: a
+    /// node killed before that write comes back without the queue. Session 37 found it in
+    /// the log a killed node left (the commit with `presume_abort`, no decision) on 4 of 12
+    /// nodes killed on a loaded machine; in a second run 1 of 20 lost it, and none of 20
+    /// restarted cleanly first. CI and a whole run here each failed on it once.
+    fn restart_cleanly(&mut self) {
+        assert_eq!(self.kind, "rabbitmq");
+        let pid = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
+        let pid = pid.trim();
+        let _ = Command::new("kill").args(["-TERM", pid]).status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while Command::new("kill")
+            .args(["-0", pid])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "RabbitMQ did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop();
+        self.start();
+    }
+
     /// Stopped as a crash stops it (SIGKILL): what it confirmed must survive.
     fn stop(&mut self) {
         if self.kind == "rabbitmq" {
@@ -605,6 +634,8 @@ async fn a_broker_stopped_for_ten_seconds_loses_nothing() {
         let mut rabbitmq = OwnBroker::new("rabbitmq");
         let queue = unique("hookd-down");
         declare_queue(&rabbit_at(&rabbitmq.addr()).await.1, &queue).await;
+        // The queue must outlive the kill below: what is tested is what hookd loses.
+        rabbitmq.restart_cleanly();
         let (stream, subject) = (unique("DOWN"), unique("hookd.down"));
         create_stream(&jetstream(&nats.addr()).await, &stream, &subject).await;
         let key = unique("hookd-down");
