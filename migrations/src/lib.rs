@@ -77,6 +77,7 @@ mod m0032_lean_attempts;
 mod m0033_lean_deliveries;
 mod m0034_succeeded_not_kept;
 mod m0035_attempts_clustered;
+mod m0036_attempts_keyed_by_message;
 
 pub struct Migrator;
 
@@ -116,6 +117,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0033_lean_deliveries::Migration),
             Box::new(m0034_succeeded_not_kept::Migration),
             Box::new(m0035_attempts_clustered::Migration),
+            Box::new(m0036_attempts_keyed_by_message::Migration),
         ]
     }
 }

@@ -484,6 +484,17 @@ mod tests {
                     .build(backend),
             ),
             (
+                "API: an attempt's response expunged (as `expunge_attempt_content` builds it)",
+                attempt::Entity::update_many()
+                    .col_expr(
+                        attempt::Column::ResponseExcerpt,
+                        sea_orm::sea_query::Expr::value(Option::<String>::None),
+                    )
+                    .filter(attempt::Column::MsgId.eq(m))
+                    .filter(attempt::Column::Id.eq(domain::ids::AttemptId::new()))
+                    .build(backend),
+            ),
+            (
                 "usage: an application's deliveries in a period, per endpoint",
                 crate::usage::deliveries_per_endpoint(
                     t,

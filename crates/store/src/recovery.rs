@@ -417,6 +417,8 @@ impl Store {
                 attempt::Column::ResponseHeaders,
                 Expr::value(Option::<String>::None),
             )
+            // By its message too: on PostgreSQL the key is (msg_id, id) (m0036).
+            .filter(attempt::Column::MsgId.eq(a.msg_id))
             .filter(attempt::Column::Id.eq(a.id))
             .exec(&self.db)
             .await?;

@@ -100,7 +100,7 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
         expected.sort();
         expected_deliveries.sort();
         let conn = store.connection();
-        migration::Migrator::down(conn, Some(4)).await.unwrap();
+        migration::Migrator::down(conn, Some(5)).await.unwrap();
         let bytes = |r: &sea_orm::QueryResult, c: &str| -> Vec<u8> {
             match conn.get_database_backend() {
                 sea_orm::DbBackend::Postgres => r
@@ -152,6 +152,28 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
                 .try_get::<String>("", "sql")
                 .unwrap();
             assert!(sql.ends_with("WITHOUT ROWID"), "{sql}");
+        } else {
+            // m0036: on PostgreSQL the key is (msg_id, id), and no index of the id alone is
+            // left beside it.
+            let rows = conn
+                .query_all(Statement::from_string(
+                    sea_orm::DbBackend::Postgres,
+                    "SELECT indexdef FROM pg_indexes WHERE tablename = 'attempts' \
+                     AND schemaname = current_schema() ORDER BY indexname",
+                ))
+                .await
+                .unwrap();
+            let defs: Vec<String> = rows
+                .iter()
+                .map(|r| r.try_get::<String>("", "indexdef").unwrap())
+                .collect();
+            assert_eq!(defs.len(), 2, "{defs:?}");
+            assert!(
+                defs.iter()
+                    .any(|d| d.contains("UNIQUE INDEX idx_attempts_msg ")
+                        && d.ends_with("(msg_id, id)")),
+                "{defs:?}"
+            );
         }
         let rows = conn
             .query_all(Statement::from_string(

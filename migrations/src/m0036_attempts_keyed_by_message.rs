@@ -1,0 +1,53 @@
+//! On PostgreSQL, an attempt's primary key is `(msg_id, id)`, the index its message's attempts
+//! were already read through, and the index of the id alone is dropped (issue 37 item 2).
+//!
+//! Every read of one attempt names its message (the API's and the dashboard's attempt pages,
+//! the expunge of an attempt's response), and every other read goes through a message or an
+//! endpoint, so `attempts_pkey (id)` was only kept for uniqueness: 34 B an attempt. Attempt
+//! ids are ULIDs made by the one dispatcher that writes the attempt, so `(msg_id, id)` is as
+//! unique. The constraint keeps the name `idx_attempts_msg` that the plans name.
+//!
+//! SQLite is left alone: its attempts are already clustered by id (m0035), and its 695 B a
+//! message meet the target. `down` puts the key on the id back and the message index beside it.
+
+use sea_orm_migration::prelude::*;
+use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+
+pub struct Migration;
+
+impl MigrationName for Migration {
+    fn name(&self) -> &str {
+        "m0036_attempts_keyed_by_message"
+    }
+}
+
+async fn postgres_only(m: &SchemaManager<'_>, sql: &str) -> Result<(), DbErr> {
+    let db = m.get_connection();
+    if db.get_database_backend() == DbBackend::Postgres {
+        db.execute_unprepared(sql).await?;
+    }
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        postgres_only(
+            m,
+            "DROP INDEX idx_attempts_msg; \
+             ALTER TABLE attempts DROP CONSTRAINT attempts_pkey, \
+               ADD CONSTRAINT idx_attempts_msg PRIMARY KEY (msg_id, id)",
+        )
+        .await
+    }
+
+    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        postgres_only(
+            m,
+            "ALTER TABLE attempts DROP CONSTRAINT idx_attempts_msg, \
+               ADD CONSTRAINT attempts_pkey PRIMARY KEY (id); \
+             CREATE INDEX idx_attempts_msg ON attempts (msg_id, id)",
+        )
+        .await
+    }
+}
