@@ -191,6 +191,7 @@ pub fn list_params(
         limit,
         iterator: iterator.filter(|s| !s.is_empty()),
         ascending: false,
+        walk_window: 0,
     })
 }
 

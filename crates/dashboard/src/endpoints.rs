@@ -480,6 +480,7 @@ pub async fn dead_letters(
         limit: DEAD_LETTERS_PER_PAGE,
         iterator: query.iterator.clone().filter(|i| !i.is_empty()),
         ascending: false,
+        walk_window: 0,
     };
     let page = store
         .list_endpoint_deliveries(

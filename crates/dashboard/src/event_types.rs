@@ -122,6 +122,7 @@ pub async fn list(
         limit: PER_PAGE,
         iterator: query.iterator.clone().filter(|i| !i.is_empty()),
         ascending: true,
+        walk_window: 0,
     };
     let page = store
         .list_event_types(session.tenant, true, &params)

@@ -197,6 +197,7 @@ pub async fn list(
         limit: MESSAGES_PER_PAGE,
         iterator: query.iterator.clone().filter(|i| !i.is_empty()),
         ascending: false,
+        walk_window: 0,
     };
     let page = if problems.is_empty() {
         store

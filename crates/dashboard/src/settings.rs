@@ -61,6 +61,7 @@ async fn page(
                 limit: KEYS_SHOWN,
                 iterator: None,
                 ascending: false,
+                walk_window: 0,
             },
         )
         .await?;

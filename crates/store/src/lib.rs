@@ -67,7 +67,7 @@ pub use integrations::{
     feature_flags as integration_feature_flags,
 };
 pub use ops::{IDEMPOTENCY_TTL, IdempotencyStart, SENT_SIGNUP_BODY};
-pub use page::{ListParams, MAX_LIMIT, Page};
+pub use page::{ListParams, MAX_LIMIT, Page, WALK_WINDOW};
 pub use portal::{
     NewPortalToken, PORTAL_MAX_EXPIRY, PORTAL_MIN_EXPIRY, PORTAL_TOKEN_PREFIX, PortalGrant,
     portal_url,

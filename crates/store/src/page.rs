@@ -9,6 +9,13 @@ use crate::Result;
 
 pub const MAX_LIMIT: u64 = 250;
 
+/// The most rows of a listing's index range one page reads when its filter is checked row by
+/// row (a channel, a tag, an endpoint or a delivery state: see [`fetch_walked_page`]). A page
+/// that finds fewer matches in them ends there, not done, its iterator where it stopped: each
+/// request is bounded however rare the match (about 12 ms of SQLite for 5,000 rows here),
+/// and a client that follows the iterator, as Svix's do, still sees every match.
+pub const WALK_WINDOW: u64 = 5_000;
+
 #[derive(Clone, Debug, Default)]
 pub struct ListParams {
     /// Page size (1..=250; 0 means the default of 50).
@@ -18,6 +25,8 @@ pub struct ListParams {
     pub iterator: Option<String>,
     /// Oldest first instead of newest first.
     pub ascending: bool,
+    /// For tests: a smaller [`WALK_WINDOW`] (0 means that one).
+    pub walk_window: u64,
 }
 
 impl ListParams {
@@ -26,6 +35,14 @@ impl ListParams {
             limit,
             iterator: None,
             ascending: false,
+            walk_window: 0,
+        }
+    }
+
+    fn walk_window(&self) -> u64 {
+        match self.walk_window {
+            0 => WALK_WINDOW,
+            n => n,
         }
     }
 
@@ -101,12 +118,8 @@ pub(crate) fn page_query<E: EntityTrait>(
     };
     // Reading back through a newest-first listing is reading oldest-first, and so on.
     let ascending = params.ascending != back;
-    // Ids are stored as their bytes (decisions 94): the cursor's text is compared as those.
     // One that names no id matches nothing.
-    let after = after.map(|id| {
-        domain::ids::any_id_bytes(id)
-            .map(|b| sea_orm::Value::Uuid(Some(Box::new(sea_orm::prelude::Uuid::from_bytes(b)))))
-    });
+    let after = after.map(id_value);
     let select = match after {
         None => select,
         Some(None) => select.filter(sea_orm::sea_query::Expr::cust("1 = 0")),
@@ -118,6 +131,62 @@ pub(crate) fn page_query<E: EntityTrait>(
     } else {
         select.order_by_desc(id_col)
     }
+}
+
+/// Ids are stored as their bytes (decisions 94): a cursor's text is compared as those; `None`
+/// for text that names no id.
+fn id_value(id: &str) -> Option<sea_orm::Value> {
+    domain::ids::any_id_bytes(id)
+        .map(|b| sea_orm::Value::Uuid(Some(Box::new(sea_orm::prelude::Uuid::from_bytes(b)))))
+}
+
+/// One page of `range` (rows an index reads in order) narrowed by `check` (a condition tested
+/// row by row), reading at most the params' walk window of `range` past the iterator: the
+/// window's last row is found first (one index range read), and the page is read up to it.
+/// When the window holds no more than a page of matches and `range` goes on past it, the page
+/// is not done and continues after that row (or, read back, before it).
+pub(crate) async fn fetch_walked_page<E, C>(
+    db: &C,
+    range: Select<E>,
+    check: sea_orm::Condition,
+    id_col: E::Column,
+    key: impl Fn(&E::Model) -> String,
+    params: &ListParams,
+) -> Result<Page<E::Model>>
+where
+    E: EntityTrait,
+    C: ConnectionTrait,
+{
+    let edge = page_query(range.clone(), id_col, params)
+        .offset(params.walk_window() - 1)
+        .limit(1)
+        .one(db)
+        .await?;
+    let Some(edge) = edge.map(|e| key(&e)) else {
+        return fetch_page(db, range.filter(check), id_col, key, params).await;
+    };
+    let Some(bound) = id_value(&edge) else {
+        return fetch_page(db, range.filter(check), id_col, key, params).await;
+    };
+    let back = params.cursor().is_some_and(|(_, back)| back);
+    let within = if params.ascending != back {
+        id_col.lte(bound)
+    } else {
+        id_col.gte(bound)
+    };
+    let mut page = fetch_page(db, range.filter(within).filter(check), id_col, key, params).await?;
+    if page.done {
+        page.done = false;
+        let cursor = params.cursor().map(|(id, _)| id.to_owned());
+        if back {
+            page.prev_iterator = Some(format!("-{edge}"));
+            page.iterator = page.iterator.or(cursor);
+        } else {
+            page.iterator = Some(edge);
+            page.prev_iterator = page.prev_iterator.or(cursor.map(|id| format!("-{id}")));
+        }
+    }
+    Ok(page)
 }
 
 /// Runs `select` as one page ordered by `id_col` (see [`page_query`]).

@@ -67,6 +67,7 @@ mod tests {
             limit: 50,
             iterator: Some(m.to_string()),
             ascending: false,
+            walk_window: 0,
         };
         let by_type = MessageFilter {
             event_types: vec!["invoice.paid".to_owned()],
@@ -348,6 +349,7 @@ mod tests {
             limit: 50,
             iterator: None,
             ascending: false,
+            walk_window: 0,
         };
         let hour = std::time::Duration::from_secs(3600);
         let list = |filter: MessageFilter| {

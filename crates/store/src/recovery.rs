@@ -625,15 +625,9 @@ impl Store {
                 delivery_state: state,
                 ..messages.clone()
             };
-            let select = crate::traffic::message_listing(tenant, ep.app_id, &filter);
-            let mut page = fetch_page(
-                &self.db,
-                select,
-                message::Column::Id,
-                |m| m.id.to_string(),
-                params,
-            )
-            .await?;
+            let mut page =
+                crate::traffic::fetch_message_page(&self.db, tenant, ep.app_id, &filter, params)
+                    .await?;
             let ids: Vec<MessageId> = page.data.iter().map(|m| m.id).collect();
             let mut outcomes: HashMap<MessageId, delivery::Model> =
                 crate::outcomes::of_messages(&self.db, tenant, &ids, &[ep.id], None)

@@ -78,17 +78,19 @@ pub struct MessageFilter {
 impl MessageFilter {
     /// The conditions on the message row itself: event type, channel, tag, id or eventId.
     fn on_message(&self) -> Condition {
+        let (indexed, labels) = (self.indexed(), self.labels());
+        match (indexed.is_empty(), labels.is_empty()) {
+            (_, true) => indexed,
+            (true, false) => labels,
+            (false, false) => indexed.add(labels),
+        }
+    }
+
+    /// What an index of messages reads: event type, id or eventId.
+    fn indexed(&self) -> Condition {
         let mut cond = Condition::all();
         if !self.event_types.is_empty() {
             cond = cond.add(message::Column::EventType.is_in(self.event_types.clone()));
-        }
-        // Channels and tags are validated to [A-Za-z0-9._:-], so the quoted JSON element is an
-        // exact match within the stored array.
-        if let Some(channel) = &self.channel {
-            cond = cond.add(message::Column::Channels.contains(format!("\"{channel}\"")));
-        }
-        if let Some(tag) = &self.tag {
-            cond = cond.add(message::Column::Tags.contains(format!("\"{tag}\"")));
         }
         if let Some(needle) = &self.id_or_event_id {
             let mut any = Condition::any().add(message::Column::EventId.eq(needle.as_str()));
@@ -96,6 +98,19 @@ impl MessageFilter {
                 any = any.add(message::Column::Id.eq(id));
             }
             cond = cond.add(any);
+        }
+        cond
+    }
+
+    /// What is checked in each message row: channel and tag. Both are validated to
+    /// [A-Za-z0-9._:-], so the quoted JSON element is an exact match within the stored array.
+    fn labels(&self) -> Condition {
+        let mut cond = Condition::all();
+        if let Some(channel) = &self.channel {
+            cond = cond.add(message::Column::Channels.contains(format!("\"{channel}\"")));
+        }
+        if let Some(tag) = &self.tag {
+            cond = cond.add(message::Column::Tags.contains(format!("\"{tag}\"")));
         }
         cond
     }
@@ -153,15 +168,7 @@ impl Store {
         filter: &MessageFilter,
         params: &ListParams,
     ) -> Result<Page<message::Model>> {
-        let select = message_listing(tenant, app_id, filter);
-        fetch_page(
-            &self.db,
-            select,
-            message::Column::Id,
-            |m| m.id.to_string(),
-            params,
-        )
-        .await
+        fetch_message_page(&self.db, tenant, app_id, filter, params).await
     }
 
     /// The database's plan for one page of [`Store::list_messages`], for operators and for the
@@ -470,21 +477,54 @@ pub(crate) fn message_listing(
     app_id: ApplicationId,
     filter: &MessageFilter,
 ) -> Select<message::Entity> {
-    let mut select = message::Entity::find_in(tenant)
+    let (range, check) = message_walk(tenant, app_id, filter);
+    match check {
+        Some(check) => range.filter(check),
+        None => range,
+    }
+}
+
+/// [`message_listing`] in its two parts: the messages its indexes read in order (the
+/// application's, in the time bounds, of the event types, the one id or eventId), and what is
+/// checked in each of them, if anything (a channel, a tag; an outcome at the endpoint or in the
+/// state, probed per message through the (msg_id, endpoint_id) index and the attempts'
+/// message index). A page of a checked listing reads at most a walk window of the range
+/// ([`crate::page::fetch_walked_page`]).
+pub(crate) fn message_walk(
+    tenant: TenantId,
+    app_id: ApplicationId,
+    filter: &MessageFilter,
+) -> (Select<message::Entity>, Option<Condition>) {
+    let range = message::Entity::find_in(tenant)
         .filter(message::Column::AppId.eq(app_id))
-        .filter(filter.on_message())
+        .filter(filter.indexed())
         .filter(filter.time_bounds(message::Column::Id));
+    let mut check = filter.labels();
     if filter.delivery_state.is_some() || filter.endpoint.is_some() {
-        // Probed per message through the (msg_id, endpoint_id) index and the attempts'
-        // message index while the page is read newest first, so the cost is bounded by how
-        // far back the page reaches.
-        select = select.filter(crate::outcomes::has_outcome(
+        check = check.add(crate::outcomes::has_outcome(
             (message::Entity, message::Column::Id),
             filter.endpoint,
             filter.delivery_state,
         ));
     }
-    select
+    (range, (!check.is_empty()).then_some(check))
+}
+
+/// One page of [`message_listing`]: a checked one through a walk window.
+pub(crate) async fn fetch_message_page(
+    db: &impl ConnectionTrait,
+    tenant: TenantId,
+    app_id: ApplicationId,
+    filter: &MessageFilter,
+    params: &ListParams,
+) -> Result<Page<message::Model>> {
+    let key = |m: &message::Model| m.id.to_string();
+    match message_walk(tenant, app_id, filter) {
+        (range, None) => fetch_page(db, range, message::Column::Id, key, params).await,
+        (range, Some(check)) => {
+            crate::page::fetch_walked_page(db, range, check, message::Column::Id, key, params).await
+        }
+    }
 }
 
 /// The next sequence number of (endpoint, key), starting at 1, race-free on both databases:

@@ -154,6 +154,7 @@ async fn prev_iterator_walks_back_to_the_same_pages() {
         for ascending in [false, true] {
             let mut params = ListParams {
                 ascending,
+                walk_window: 0,
                 ..ListParams::first(10)
             };
             let mut pages = Vec::new();

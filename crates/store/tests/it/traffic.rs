@@ -702,6 +702,7 @@ async fn a_message_page_is_an_index_range_scan_not_a_full_scan() {
             limit: 100,
             iterator: first.iterator.clone(),
             ascending: false,
+            walk_window: 0,
         };
         let plan = store
             .explain_message_listing(t, a.id, &MessageFilter::default(), &deep)
@@ -1885,6 +1886,116 @@ async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
             "the pair counts once, as its new delivery"
         );
         assert_eq!(listed(Some(DeliveryState::Succeeded)).await, vec![]);
+    })
+    .await;
+}
+
+/// A listing checked message by message (an endpoint's messages, a tag) reads at most its walk
+/// window of the application's messages for one page: two matches among thirty, with a window
+/// of five, take several pages, the first of them empty and not done, and following the
+/// iterators forward finds both, newest first, then ends; reading back from there finds no
+/// more and ends. With the default window it is one page. Without the window the first page
+/// would be both matches, done.
+#[tokio::test]
+async fn a_checked_listing_reads_a_bounded_window_per_page_and_its_iterators_reach_every_match() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let busy = endpoint(&store, t, &a, url("busy")).await;
+        let rare = endpoint(&store, t, &a, url("rare")).await;
+        let mut want = Vec::new();
+        for n in 0..30 {
+            let to = if n < 2 { rare.id } else { busy.id };
+            let created = store
+                .create_message(
+                    t,
+                    &a,
+                    NewMessage {
+                        event_type: "x".into(),
+                        payload: b"{}".to_vec(),
+                        tags: if n < 2 { vec!["rare".into()] } else { vec![] },
+                        to_endpoint: Some(to),
+                        ..Default::default()
+                    },
+                    |_, now| now,
+                )
+                .await
+                .unwrap();
+            if n < 2 {
+                want.insert(0, created.message.id);
+            }
+        }
+        let by_tag = MessageFilter {
+            tag: Some("rare".into()),
+            ..Default::default()
+        };
+        let s = &store;
+        let rare_ep = &rare;
+        // One page of either listing: its message ids, iterators and done.
+        let page = |endpoint: bool, iterator: Option<String>, window: u64| {
+            let by_tag = by_tag.clone();
+            async move {
+                let params = ListParams {
+                    limit: 50,
+                    iterator,
+                    ascending: false,
+                    walk_window: window,
+                };
+                if endpoint {
+                    let p = s
+                        .list_endpoint_deliveries(
+                            t,
+                            rare_ep,
+                            None,
+                            &MessageFilter::default(),
+                            &params,
+                        )
+                        .await
+                        .unwrap();
+                    let ids = p.data.iter().map(|(_, m)| m.id).collect::<Vec<_>>();
+                    (ids, p.iterator, p.prev_iterator, p.done)
+                } else {
+                    let p = s.list_messages(t, a.id, &by_tag, &params).await.unwrap();
+                    let ids = p.data.iter().map(|m| m.id).collect::<Vec<_>>();
+                    (ids, p.iterator, p.prev_iterator, p.done)
+                }
+            }
+        };
+        for endpoint in [true, false] {
+            let (ids, _, _, done) = page(endpoint, None, 0).await;
+            assert_eq!((ids, done), (want.clone(), true), "default window");
+            let (first, mut iterator, _, mut done) = page(endpoint, None, 5).await;
+            assert!(first.is_empty() && !done, "the newest five hold no match");
+            let mut found = Vec::new();
+            let mut pages = 1;
+            let mut last_prev = None;
+            while !done {
+                let (ids, next, prev, d) = page(endpoint, iterator.clone(), 5).await;
+                found.extend(ids);
+                (iterator, done) = (next, d);
+                last_prev = prev.or(last_prev);
+                pages += 1;
+                assert!(
+                    pages <= 7,
+                    "30 messages in windows of 5 take 6 pages, 7 at most"
+                );
+            }
+            assert_eq!(found, want, "endpoint listing: {endpoint}");
+            // Back from the page that ended: the newer messages hold no match.
+            let mut back = last_prev;
+            let mut found_back = Vec::new();
+            for _ in 0..8 {
+                let Some(it) = back.clone() else { break };
+                let (ids, _, prev, d) = page(endpoint, Some(it), 5).await;
+                found_back.extend(ids);
+                back = prev;
+                if d {
+                    back = None;
+                }
+            }
+            assert!(back.is_none(), "reading back ends");
+            assert!(found_back.is_empty(), "back: {found_back:?}");
+        }
     })
     .await;
 }
