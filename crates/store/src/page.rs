@@ -162,10 +162,11 @@ where
         .limit(1)
         .one(db)
         .await?;
-    let Some(edge) = edge.map(|e| key(&e)) else {
-        return fetch_page(db, range.filter(check), id_col, key, params).await;
-    };
-    let Some(bound) = id_value(&edge) else {
+    // No edge: the range ends within the window.
+    let Some((edge, bound)) = edge
+        .map(|e| key(&e))
+        .and_then(|edge| id_value(&edge).map(|bound| (edge, bound)))
+    else {
         return fetch_page(db, range.filter(check), id_col, key, params).await;
     };
     let back = params.cursor().is_some_and(|(_, back)| back);
