@@ -118,8 +118,12 @@ pub(crate) fn page_query<E: EntityTrait>(
     };
     // Reading back through a newest-first listing is reading oldest-first, and so on.
     let ascending = params.ascending != back;
+    // Ids are stored as their bytes (decisions 94): the cursor's text is compared as those.
     // One that names no id matches nothing.
-    let after = after.map(id_value);
+    let after = after.map(|id| {
+        domain::ids::any_id_bytes(id)
+            .map(|b| sea_orm::Value::Uuid(Some(Box::new(sea_orm::prelude::Uuid::from_bytes(b)))))
+    });
     let select = match after {
         None => select,
         Some(None) => select.filter(sea_orm::sea_query::Expr::cust("1 = 0")),
@@ -133,19 +137,13 @@ pub(crate) fn page_query<E: EntityTrait>(
     }
 }
 
-/// Ids are stored as their bytes (decisions 94): a cursor's text is compared as those; `None`
-/// for text that names no id.
-fn id_value(id: &str) -> Option<sea_orm::Value> {
-    domain::ids::any_id_bytes(id)
-        .map(|b| sea_orm::Value::Uuid(Some(Box::new(sea_orm::prelude::Uuid::from_bytes(b)))))
-}
-
 /// One page of `range` (rows an index reads in order) narrowed by `check` (a condition tested
 /// row by row), reading at most the params' walk window of `range` past the iterator: the
-/// window's last row is found first (one index range read), and the page is read up to it.
-/// When the window holds no more than a page of matches and `range` goes on past it, the page
-/// is not done and continues after that row (or, read back, before it).
-pub(crate) async fn fetch_walked_page<E, C>(
+/// window's last id (`I`, shown as the page's keys are) is found first (one index range read,
+/// the id alone), and the page is read up to it. When the window holds no more than a page of
+/// matches and `range` goes on past it, the page is not done and continues after that row
+/// (or, read back, before it).
+pub(crate) async fn fetch_walked_page<E, C, I>(
     db: &C,
     range: Select<E>,
     check: sea_orm::Condition,
@@ -156,34 +154,36 @@ pub(crate) async fn fetch_walked_page<E, C>(
 where
     E: EntityTrait,
     C: ConnectionTrait,
+    I: sea_orm::TryGetable + Into<sea_orm::Value> + std::fmt::Display,
 {
-    let edge = page_query(range.clone(), id_col, params)
+    let edge: Option<I> = page_query(range.clone(), id_col, params)
+        .select_only()
+        .column(id_col)
         .offset(params.walk_window() - 1)
         .limit(1)
+        .into_tuple()
         .one(db)
         .await?;
     // No edge: the range ends within the window.
-    let Some((edge, bound)) = edge
-        .map(|e| key(&e))
-        .and_then(|edge| id_value(&edge).map(|bound| (edge, bound)))
-    else {
+    let Some(edge) = edge else {
         return fetch_page(db, range.filter(check), id_col, key, params).await;
     };
+    let edge_key = edge.to_string();
     let back = params.cursor().is_some_and(|(_, back)| back);
     let within = if params.ascending != back {
-        id_col.lte(bound)
+        id_col.lte(edge)
     } else {
-        id_col.gte(bound)
+        id_col.gte(edge)
     };
     let mut page = fetch_page(db, range.filter(within).filter(check), id_col, key, params).await?;
     if page.done {
         page.done = false;
         let cursor = params.cursor().map(|(id, _)| id.to_owned());
         if back {
-            page.prev_iterator = Some(format!("-{edge}"));
+            page.prev_iterator = Some(format!("-{edge_key}"));
             page.iterator = page.iterator.or(cursor);
         } else {
-            page.iterator = Some(edge);
+            page.iterator = Some(edge_key);
             page.prev_iterator = page.prev_iterator.or(cursor.map(|id| format!("-{id}")));
         }
     }

@@ -522,7 +522,15 @@ pub(crate) async fn fetch_message_page(
     match message_walk(tenant, app_id, filter) {
         (range, None) => fetch_page(db, range, message::Column::Id, key, params).await,
         (range, Some(check)) => {
-            crate::page::fetch_walked_page(db, range, check, message::Column::Id, key, params).await
+            crate::page::fetch_walked_page::<_, _, MessageId>(
+                db,
+                range,
+                check,
+                message::Column::Id,
+                key,
+                params,
+            )
+            .await
         }
     }
 }
