@@ -21,6 +21,16 @@ pub(crate) async fn run_statements(
     Ok(())
 }
 
+/// Runs `sql` on PostgreSQL only: a change to its indexes that SQLite does not need.
+pub(crate) async fn postgres_only(m: &SchemaManager<'_>, sql: &str) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+    let db = m.get_connection();
+    if db.get_database_backend() == DbBackend::Postgres {
+        db.execute_unprepared(sql).await?;
+    }
+    Ok(())
+}
+
 /// A migration named `$name` that runs the module's `UP` statements, and `DOWN` to undo them.
 macro_rules! statements_migration {
     ($name:literal) => {
@@ -78,6 +88,7 @@ mod m0033_lean_deliveries;
 mod m0034_succeeded_not_kept;
 mod m0035_attempts_clustered;
 mod m0036_attempts_keyed_by_message;
+mod m0037_messages_keyed_by_app;
 
 pub struct Migrator;
 
@@ -118,6 +129,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0034_succeeded_not_kept::Migration),
             Box::new(m0035_attempts_clustered::Migration),
             Box::new(m0036_attempts_keyed_by_message::Migration),
+            Box::new(m0037_messages_keyed_by_app::Migration),
         ]
     }
 }

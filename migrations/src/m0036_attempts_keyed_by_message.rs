@@ -11,7 +11,8 @@
 //! message meet the target. `down` puts the key on the id back and the message index beside it.
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+
+use crate::postgres_only;
 
 pub struct Migration;
 
@@ -19,14 +20,6 @@ impl MigrationName for Migration {
     fn name(&self) -> &str {
         "m0036_attempts_keyed_by_message"
     }
-}
-
-async fn postgres_only(m: &SchemaManager<'_>, sql: &str) -> Result<(), DbErr> {
-    let db = m.get_connection();
-    if db.get_database_backend() == DbBackend::Postgres {
-        db.execute_unprepared(sql).await?;
-    }
-    Ok(())
 }
 
 #[async_trait::async_trait]

@@ -212,6 +212,7 @@ async fn endpoint_live(
     let attempts = store
         .list_attempts_by_endpoint(
             session.tenant,
+            ep.app_id,
             ep.id,
             &AttemptFilter::default(),
             &ListParams::first(RECENT_ATTEMPTS),

@@ -416,6 +416,7 @@ async fn deliveries_of(
     let attempts = store
         .list_attempts_by_message(
             t,
+            app,
             msg,
             &AttemptFilter::default(),
             &ListParams::first(ATTEMPTS_PER_MESSAGE),

@@ -562,12 +562,13 @@ impl Dispatcher {
         slots: &Arc<Slots>,
         tasks: &mut JoinSet<()>,
     ) -> Result<(), store::StoreError> {
-        let msg_ids: Vec<MessageId> = claimed.iter().map(|d| d.msg_id).collect();
+        let wanted: Vec<(EndpointId, MessageId)> =
+            claimed.iter().map(|d| (d.endpoint_id, d.msg_id)).collect();
         // Fan-out deliveries of one message share it.
         let messages: HashMap<MessageId, Arc<store::entities::message::Model>> = self
             .store
             .system()
-            .messages_by_ids(&msg_ids)
+            .messages_by_ids(&wanted)
             .await?
             .into_iter()
             .map(|(id, m)| (id, Arc::new(m)))

@@ -1,11 +1,11 @@
 //! What the dispatcher reads for claimed work: the messages, and the endpoints with their
 //! secrets and headers opened.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use domain::Timestamp;
-use domain::ids::{EndpointId, MessageId};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use domain::ids::{ApplicationId, EndpointId, MessageId};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 
 use crate::Result;
 use crate::entities::{endpoint, endpoint_secret, message};
@@ -91,18 +91,63 @@ pub(crate) fn with_secrets(
         .collect()
 }
 
+/// The query of [`crate::System::messages_by_ids`]: each application's messages by their key
+/// (`(app_id, id)` on PostgreSQL, m0037).
+pub(crate) fn claimed_messages(
+    by_app: &BTreeMap<ApplicationId, BTreeSet<MessageId>>,
+) -> sea_orm::Select<message::Entity> {
+    let mut any = sea_orm::Condition::any();
+    for (app, ids) in by_app {
+        let ids: Vec<MessageId> = ids.iter().copied().collect();
+        any = any.add(crate::retention::messages_of(*app, &ids));
+    }
+    message::Entity::find().filter(any)
+}
+
 /// Cross-tenant work (claims, sweeps, authentication): reached only through
 /// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
 impl crate::System<'_> {
-    /// The messages of a claimed batch, in one query.
+    /// The messages of a claimed batch, each named by a delivery's endpoint and message: the
+    /// endpoints' applications from the copies [`crate::System::dispatch_endpoints`] keeps
+    /// (an endpoint's application never changes), else in one query; then the messages in one.
     pub async fn messages_by_ids(
         &self,
-        ids: &[MessageId],
+        wanted: &[(EndpointId, MessageId)],
     ) -> Result<HashMap<MessageId, message::Model>> {
-        let rows = message::Entity::find()
-            .filter(message::Column::Id.is_in(ids.iter().copied()))
-            .all(&self.db)
-            .await?;
+        let mut apps: HashMap<EndpointId, ApplicationId> = HashMap::new();
+        let mut unknown = BTreeSet::new();
+        for (e, _) in wanted {
+            match self.dispatch.get(e) {
+                Ok(ep) => {
+                    apps.insert(*e, ep.endpoint.app_id);
+                }
+                Err(_) => {
+                    unknown.insert(*e);
+                }
+            }
+        }
+        if !unknown.is_empty() {
+            let read: Vec<(EndpointId, ApplicationId)> = endpoint::Entity::find()
+                .select_only()
+                .column(endpoint::Column::Id)
+                .column(endpoint::Column::AppId)
+                .filter(endpoint::Column::Id.is_in(unknown))
+                .into_tuple()
+                .all(&self.db)
+                .await?;
+            apps.extend(read);
+        }
+        let mut by_app: BTreeMap<ApplicationId, BTreeSet<MessageId>> = BTreeMap::new();
+        for (e, m) in wanted {
+            // An endpoint deleted since the claim: its deliveries went with it.
+            if let Some(app) = apps.get(e) {
+                by_app.entry(*app).or_default().insert(*m);
+            }
+        }
+        if by_app.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let rows = claimed_messages(&by_app).all(&self.db).await?;
         Ok(rows.into_iter().map(|m| (m.id, m)).collect())
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use domain::Timestamp;
 use domain::classify::Verdict;
 use domain::delivery::{AttemptTrigger, DeliveryState};
-use domain::ids::{DeliveryId, EndpointId, JobId, MessageId, TenantId};
+use domain::ids::{ApplicationId, DeliveryId, EndpointId, JobId, MessageId, TenantId};
 use domain::jobs::JobState;
 use sea_orm::sea_query::{Alias, Expr, Query, SelectStatement};
 use sea_orm::{
@@ -48,13 +48,15 @@ pub struct AttemptFilter {
 }
 
 impl AttemptFilter {
+    /// The filter on attempts of application `app`'s messages.
     pub(crate) fn apply(
         &self,
         tenant: TenantId,
+        app: ApplicationId,
         mut select: Select<attempt::Entity>,
     ) -> Select<attempt::Entity> {
         use attempt::Column as C;
-        select = select.filter(self.messages.on_rows(tenant, C::MsgId));
+        select = select.filter(self.messages.on_rows(tenant, app, C::MsgId));
         match self.success {
             Some(true) => select = select.filter(C::Classification.eq(Verdict::Success)),
             Some(false) => select = select.filter(C::Classification.ne(Verdict::Success)),
@@ -188,6 +190,10 @@ pub(crate) fn recoverable(
                         Expr::col((message::Entity, message::Column::Id))
                             .equals((delivery::Entity, delivery::Column::MsgId)),
                     )
+                    .and_where(crate::traffic::of_endpoint_app(
+                        (message::Entity, message::Column::AppId),
+                        endpoint_id,
+                    ))
                     .and_where(crate::columns::expunged_payload())
                     .to_owned(),
             )
@@ -378,7 +384,7 @@ impl Store {
         check_owner(tenant, &msg.tenant_id, "message")?;
         let now = Timestamp::now().as_millis();
         let txn = self.write_txn().await?;
-        crate::retention::empty_contents(&*txn, &[msg.id]).await?;
+        crate::retention::empty_contents(&*txn, msg.app_id, &[msg.id]).await?;
         delivery::Entity::update_many()
             .col_expr(
                 delivery::Column::State,
@@ -642,8 +648,11 @@ impl Store {
                 .collect();
             return Ok(page.with_data(data));
         };
-        let select = endpoint_deliveries(tenant, ep.id, state)
-            .filter(messages.on_rows(tenant, delivery::Column::MsgId));
+        let select = endpoint_deliveries(tenant, ep.id, state).filter(messages.on_rows(
+            tenant,
+            ep.app_id,
+            delivery::Column::MsgId,
+        ));
         let mut page = fetch_page(
             &self.db,
             select,
@@ -653,7 +662,7 @@ impl Store {
         )
         .await?;
         let ids: Vec<MessageId> = page.data.iter().map(|d| d.msg_id).collect();
-        let mut messages = self.messages_by_id(tenant, &ids).await?;
+        let mut messages = self.messages_by_id(tenant, ep.app_id, &ids).await?;
         let mut data = Vec::with_capacity(page.data.len());
         for d in std::mem::take(&mut page.data) {
             let m = messages

@@ -67,12 +67,23 @@ pub struct Pruned {
     pub more: bool,
 }
 
+/// Messages `ids` of application `app`, by their key (`(app_id, id)` on PostgreSQL, m0037).
+pub(crate) fn messages_of(app: ApplicationId, ids: &[MessageId]) -> sea_orm::Condition {
+    sea_orm::Condition::all()
+        .add(message::Column::AppId.eq(app))
+        .add(message::Column::Id.is_in(ids.iter().copied()))
+}
+
 /// Empties the payloads of `ids` and their attempts' response bodies and headers: what an expunge does
 /// and what an expired payload becomes (one rule for both; see `message::Model::is_expunged`).
-pub(crate) async fn empty_contents(db: &impl ConnectionTrait, ids: &[MessageId]) -> Result<()> {
+pub(crate) async fn empty_contents(
+    db: &impl ConnectionTrait,
+    app: ApplicationId,
+    ids: &[MessageId],
+) -> Result<()> {
     message::Entity::update_many()
         .col_expr(message::Column::Payload, Expr::value(Vec::<u8>::new()))
-        .filter(message::Column::Id.is_in(ids.iter().copied()))
+        .filter(messages_of(app, ids))
         .exec(db)
         .await?;
     attempt::Entity::update_many()
@@ -281,12 +292,12 @@ impl crate::System<'_> {
             out.kept_live += (ids.len() - doomed.len()) as u64;
             if !doomed.is_empty() {
                 match step {
-                    Step::Remove => self.remove(&doomed, dry_run, out).await?,
+                    Step::Remove => self.remove(app.id, &doomed, dry_run, out).await?,
                     Step::Expire { .. } => {
                         out.payloads += doomed.len() as u64;
                         if !dry_run {
                             let txn = self.write_txn().await?;
-                            empty_contents(&*txn, &doomed).await?;
+                            empty_contents(&*txn, app.id, &doomed).await?;
                             txn.commit().await?;
                         }
                     }
@@ -301,7 +312,13 @@ impl crate::System<'_> {
     }
 
     /// Removes messages with their deliveries and attempts (or counts them, dry).
-    async fn remove(&self, ids: &[MessageId], dry_run: bool, out: &mut Pruned) -> Result<()> {
+    async fn remove(
+        &self,
+        app: ApplicationId,
+        ids: &[MessageId],
+        dry_run: bool,
+        out: &mut Pruned,
+    ) -> Result<()> {
         let of_attempts = || attempt::Column::MsgId.is_in(ids.iter().copied());
         let of_deliveries = || delivery::Column::MsgId.is_in(ids.iter().copied());
         out.messages += ids.len() as u64;
@@ -328,7 +345,7 @@ impl crate::System<'_> {
             .await?
             .rows_affected;
         message::Entity::delete_many()
-            .filter(message::Column::Id.is_in(ids.iter().copied()))
+            .filter(messages_of(app, ids))
             .exec(&*txn)
             .await?;
         txn.commit().await?;

@@ -128,16 +128,23 @@ impl MessageFilter {
         cond
     }
 
-    /// The filter applied to rows that name a message in `msg_id` (deliveries, attempts): the
-    /// time bounds on the id itself, the rest through the tenant's matching messages.
+    /// The filter applied to rows that name a message of application `app` in `msg_id`
+    /// (deliveries, attempts): the time bounds on the id itself, the rest through the tenant's
+    /// matching messages of that application (each probed by its key, `(app_id, id)`).
     /// `delivery_state` and `endpoint` are the caller's to apply.
-    pub(crate) fn on_rows(&self, tenant: TenantId, msg_id: impl ColumnTrait) -> Condition {
+    pub(crate) fn on_rows(
+        &self,
+        tenant: TenantId,
+        app: ApplicationId,
+        msg_id: impl ColumnTrait,
+    ) -> Condition {
         let mut cond = self.time_bounds(msg_id);
         let labels = self.on_message();
         if !labels.is_empty() {
             let matching = message::Entity::find_in(tenant)
                 .select_only()
                 .column(message::Column::Id)
+                .filter(message::Column::AppId.eq(app))
                 .filter(labels)
                 .into_query();
             cond = cond.add(msg_id.in_subquery(matching));
@@ -189,17 +196,19 @@ impl Store {
         explain(&self.db, stmt).await
     }
 
-    /// The tenant's messages with these ids, by id (a page's messages, in one query).
+    /// The tenant's messages of application `app` with these ids, by id (a page's messages,
+    /// in one query).
     pub async fn messages_by_id(
         &self,
         tenant: TenantId,
+        app: ApplicationId,
         ids: &[MessageId],
     ) -> Result<std::collections::HashMap<MessageId, message::Model>> {
         if ids.is_empty() {
             return Ok(Default::default());
         }
         Ok(message::Entity::find_in(tenant)
-            .filter(message::Column::Id.is_in(ids.iter().copied()))
+            .filter(crate::retention::messages_of(app, ids))
             .all(&self.db)
             .await?
             .into_iter()
@@ -333,14 +342,16 @@ impl Store {
         Ok(model)
     }
 
+    /// Attempts of a message of application `app`.
     pub async fn list_attempts_by_message(
         &self,
         tenant: TenantId,
+        app: ApplicationId,
         msg_id: MessageId,
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select = filter.apply(tenant, attempts_of_message(tenant, msg_id));
+        let select = filter.apply(tenant, app, attempts_of_message(tenant, msg_id));
         fetch_page(
             &self.db,
             select,
@@ -351,14 +362,16 @@ impl Store {
         .await
     }
 
+    /// Attempts of a endpoint of application `app`.
     pub async fn list_attempts_by_endpoint(
         &self,
         tenant: TenantId,
+        app: ApplicationId,
         endpoint_id: EndpointId,
         filter: &crate::AttemptFilter,
         params: &ListParams,
     ) -> Result<Page<attempt::Model>> {
-        let select = filter.apply(tenant, attempts_of_endpoint(tenant, endpoint_id));
+        let select = filter.apply(tenant, app, attempts_of_endpoint(tenant, endpoint_id));
         fetch_page(
             &self.db,
             select,
@@ -469,6 +482,24 @@ pub(crate) fn attempts_of_endpoint(
     endpoint_id: EndpointId,
 ) -> sea_orm::Select<attempt::Entity> {
     attempt::Entity::find_in(tenant).filter(attempt::Column::EndpointId.eq(endpoint_id))
+}
+
+/// `app_id` is endpoint `endpoint`'s application, a subquery PostgreSQL and SQLite evaluate
+/// once: how a read that starts from an endpoint's deliveries (which name an endpoint, not an
+/// application) names their messages, keyed by `(app_id, id)` on PostgreSQL (m0037).
+pub(crate) fn of_endpoint_app(
+    app_id: impl sea_orm::sea_query::IntoColumnRef,
+    endpoint: EndpointId,
+) -> sea_orm::sea_query::SimpleExpr {
+    let app = Query::select()
+        .column(endpoint::Column::AppId)
+        .from(endpoint::Entity)
+        .and_where(endpoint::Column::Id.eq(endpoint))
+        .to_owned();
+    Expr::col(app_id).eq(sea_orm::sea_query::SimpleExpr::SubQuery(
+        None,
+        Box::new(app.into_sub_query_statement()),
+    ))
 }
 
 /// The filtered, unpaged query behind [`Store::list_messages`].

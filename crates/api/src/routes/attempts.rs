@@ -118,14 +118,14 @@ pub async fn list_by_endpoint(
         return Ok(empty());
     };
     let page = store
-        .list_attempts_by_endpoint(t, ep.id, &filter, &params)
+        .list_attempts_by_endpoint(t, ep.app_id, ep.id, &filter, &params)
         .await?;
     let with_content = q.with_content.unwrap_or(true);
     if !with_msg.with_msg.unwrap_or(false) {
         return Ok(HttpResponse::Ok().json(ListResponse::from_page(page, |a| out(a, with_content))));
     }
     let ids: Vec<_> = page.data.iter().map(|a| a.msg_id).collect();
-    let messages = store.messages_by_id(t, &ids).await?;
+    let messages = store.messages_by_id(t, ep.app_id, &ids).await?;
     Ok(
         HttpResponse::Ok().json(ListResponse::try_from_page(page, |a| {
             // Several attempts may share a message: each gets its own copy.
@@ -174,7 +174,7 @@ pub async fn list_by_msg(
         filter.endpoint = Some(store.get_endpoint(t, app.id, ep).await?.id);
     }
     let page = store
-        .list_attempts_by_message(t, msg.id, &filter, &params)
+        .list_attempts_by_message(t, msg.app_id, msg.id, &filter, &params)
         .await?;
     let with_content = q.with_content.unwrap_or(true);
     Ok(HttpResponse::Ok().json(ListResponse::from_page(page, |a| out(a, with_content))))

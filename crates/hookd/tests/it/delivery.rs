@@ -218,6 +218,7 @@ async fn a_2xx_on_the_first_try_delivers_the_exact_bytes_signed() {
             .store
             .list_attempts_by_message(
                 app.tenant,
+                a.parse().unwrap(),
                 id.parse().unwrap(),
                 &store::AttemptFilter::default(),
                 &store::ListParams::default(),
@@ -950,6 +951,7 @@ async fn https_only_holds_at_send_time_for_endpoints_set_before_it() {
             .store
             .list_attempts_by_message(
                 app.tenant,
+                a.parse().unwrap(),
                 id.parse().unwrap(),
                 &Default::default(),
                 &store::ListParams::first(10),

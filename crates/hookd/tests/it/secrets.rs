@@ -565,6 +565,7 @@ async fn a_secret_that_does_not_open_is_an_error_naming_the_key_and_nothing_is_s
             .store
             .list_attempts_by_message(
                 app.tenant,
+                a.parse().unwrap(),
                 id.parse().unwrap(),
                 &Default::default(),
                 &store::ListParams::first(10),

@@ -249,6 +249,7 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
         let by_msg = store
             .list_attempts_by_message(
                 t,
+                created.message.app_id,
                 created.message.id,
                 &AttemptFilter::default(),
                 &ListParams::default(),
@@ -264,7 +265,13 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
             [3, 2, 1]
         );
         let by_ep = store
-            .list_attempts_by_endpoint(t, ep.id, &AttemptFilter::default(), &ListParams::default())
+            .list_attempts_by_endpoint(
+                t,
+                ep.app_id,
+                ep.id,
+                &AttemptFilter::default(),
+                &ListParams::default(),
+            )
             .await
             .unwrap();
         assert_eq!(by_ep.data.len(), 3);
@@ -281,6 +288,7 @@ async fn attempts_are_recorded_and_listed_per_message_and_endpoint() {
             store
                 .list_attempts_by_message(
                     other,
+                    created.message.app_id,
                     created.message.id,
                     &AttemptFilter::default(),
                     &ListParams::default()
@@ -1039,7 +1047,7 @@ async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held()
         // Both attempts happened and are shown; the endpoint's health saw the success.
         for m in [&kept.message.id, &lost.message.id] {
             let attempts = store
-                .list_attempts_by_message(t, *m, &Default::default(), &Default::default())
+                .list_attempts_by_message(t, a.id, *m, &Default::default(), &Default::default())
                 .await
                 .unwrap();
             assert_eq!(attempts.data.len(), 1);
@@ -1159,7 +1167,13 @@ async fn a_response_with_a_nul_byte_is_recorded_not_refused() {
             .unwrap();
         assert!(lost.is_empty());
         let attempts = store
-            .list_attempts_by_message(t, m.message.id, &Default::default(), &Default::default())
+            .list_attempts_by_message(
+                t,
+                m.message.app_id,
+                m.message.id,
+                &Default::default(),
+                &Default::default(),
+            )
             .await
             .unwrap();
         let shown = &attempts.data[0];
@@ -1451,7 +1465,7 @@ async fn deliveries_and_attempts_filter_on_their_messages() {
                     ..Default::default()
                 };
                 store
-                    .list_attempts_by_endpoint(t, ep.id, &filter, &ListParams::default())
+                    .list_attempts_by_endpoint(t, ep.app_id, ep.id, &filter, &ListParams::default())
                     .await
                     .unwrap()
                     .data
@@ -1853,10 +1867,10 @@ async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
         let since = Timestamp::from_millis(m.message.created_at);
         let missing = store.count_missing(t, &ok, since, None, 10).await.unwrap();
         assert_eq!(missing.n, 0, "a replay would send the success again");
-        // m0034 undone (with m0035 and m0036 after it) writes the succeeded delivery back;
+        // m0034 undone (with m0035 to m0037 after it) writes the succeeded delivery back;
         // done again, deletes it.
         let conn = store.connection();
-        migration::Migrator::down(conn, Some(3)).await.unwrap();
+        migration::Migrator::down(conn, Some(4)).await.unwrap();
         let mut back = kept().await;
         back.sort_by_key(|(e, _)| *e);
         assert_eq!(back, want);
