@@ -2,7 +2,8 @@
 // clicking only (after the first page): sign up → create an application → (through the API, as
 // the tenant's code would: two endpoints, one taking only `order.refunded`; one refund, then
 // 5,000 other messages) → Overview → the refunds endpoint → Messages: the newest 5,000
-// hold no match, and the page says so and offers Older → Older: the refund → its message page.
+// hold no match, and the page says so and offers Older → Older: the refund → its message page
+// → the application's messages filtered by the refund's event type (decisions 109): the same.
 // Screenshots at 1440 and 375 px, light and dark; axe-core on the page it adds.
 import assert from 'node:assert/strict';
 import {
@@ -72,6 +73,19 @@ async function main() {
   assert.equal(await page.getByText('order.paid').count(), 0, "only the endpoint's messages");
   await go(page, row.getByRole('link').first(), 'the refund');
   await page.getByText(refund.body.id).first().waitFor();
+
+  step("the crumbs' Messages → filter by event type order.refunded: none in the newest 5,000");
+  await go(page, page.locator('.crumbs a', { hasText: 'Messages' }), "the application's Messages");
+  await page.getByLabel('Event type').fill('order.refunded');
+  await go(page, page.getByRole('button', { name: 'Filter' }), 'Filter');
+  await page.getByText('No match among the messages this page read; Older → reads further back.').waitFor();
+  assert.equal(await page.locator('tr', { hasText: 'order.refunded' }).count(), 0, 'the refund is older than the window');
+  await looks(page, 'walk-event-type-empty');
+
+  step('Older → the refund alone');
+  await go(page, page.getByRole('link', { name: 'Older →' }), 'Older →');
+  await page.locator('tr', { hasText: 'order.refunded' }).waitFor();
+  assert.equal(await page.locator('tr', { hasText: 'order.paid' }).count(), 0, 'only refunds');
 
   assert.deepEqual(errors, [], 'no console errors or failed requests');
   await browser.close();

@@ -89,6 +89,7 @@ mod m0034_succeeded_not_kept;
 mod m0035_attempts_clustered;
 mod m0036_attempts_keyed_by_message;
 mod m0037_messages_keyed_by_app;
+mod m0038_event_types_walked;
 
 pub struct Migrator;
 
@@ -130,6 +131,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0035_attempts_clustered::Migration),
             Box::new(m0036_attempts_keyed_by_message::Migration),
             Box::new(m0037_messages_keyed_by_app::Migration),
+            Box::new(m0038_event_types_walked::Migration),
         ]
     }
 }

@@ -133,7 +133,7 @@ mod tests {
                     &deep,
                 )
                 .build(backend),
-                vec!["idx_messages_event_type"],
+                vec!["idx_messages_app"],
             ),
             (
                 "API: a message by eventId",

@@ -86,12 +86,9 @@ impl MessageFilter {
         }
     }
 
-    /// What an index of messages reads: event type, id or eventId.
+    /// What an index of messages reads: id or eventId.
     fn indexed(&self) -> Condition {
         let mut cond = Condition::all();
-        if !self.event_types.is_empty() {
-            cond = cond.add(message::Column::EventType.is_in(self.event_types.clone()));
-        }
         if let Some(needle) = &self.id_or_event_id {
             let mut any = Condition::any().add(message::Column::EventId.eq(needle.as_str()));
             if let Ok(id) = MessageId::parse(needle) {
@@ -102,10 +99,14 @@ impl MessageFilter {
         cond
     }
 
-    /// What is checked in each message row: channel and tag. Both are validated to
-    /// [A-Za-z0-9._:-], so the quoted JSON element is an exact match within the stored array.
+    /// What is checked in each message row: event type, channel and tag (no index of event
+    /// types since m0038, decisions 109). Channel and tag are validated to [A-Za-z0-9._:-], so
+    /// the quoted JSON element is an exact match within the stored array.
     fn labels(&self) -> Condition {
         let mut cond = Condition::all();
+        if !self.event_types.is_empty() {
+            cond = cond.add(message::Column::EventType.is_in(self.event_types.clone()));
+        }
         if let Some(channel) = &self.channel {
             cond = cond.add(message::Column::Channels.contains(format!("\"{channel}\"")));
         }
@@ -516,8 +517,8 @@ pub(crate) fn message_listing(
 }
 
 /// [`message_listing`] in its two parts: the messages its indexes read in order (the
-/// application's, in the time bounds, of the event types, the one id or eventId), and what is
-/// checked in each of them, if anything (a channel, a tag; an outcome at the endpoint or in the
+/// application's, in the time bounds, the one id or eventId), and what is checked in each of
+/// them, if anything (an event type, a channel, a tag; an outcome at the endpoint or in the
 /// state, probed per message through the (msg_id, endpoint_id) index and the attempts'
 /// message index). A page of a checked listing reads at most a walk window of the range
 /// ([`crate::page::fetch_walked_page`]).

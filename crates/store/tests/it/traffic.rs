@@ -1867,10 +1867,10 @@ async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
         let since = Timestamp::from_millis(m.message.created_at);
         let missing = store.count_missing(t, &ok, since, None, 10).await.unwrap();
         assert_eq!(missing.n, 0, "a replay would send the success again");
-        // m0034 undone (with m0035 to m0037 after it) writes the succeeded delivery back;
+        // m0034 undone (with m0035 to m0038 after it) writes the succeeded delivery back;
         // done again, deletes it.
         let conn = store.connection();
-        migration::Migrator::down(conn, Some(4)).await.unwrap();
+        migration::Migrator::down(conn, Some(5)).await.unwrap();
         let mut back = kept().await;
         back.sort_by_key(|(e, _)| *e);
         assert_eq!(back, want);
@@ -1904,8 +1904,8 @@ async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
     .await;
 }
 
-/// A listing checked message by message (an endpoint's messages, a tag) reads at most its walk
-/// window of the application's messages for one page: two matches among thirty, with a window
+/// A listing checked message by message (an endpoint's messages, a tag, an event type since
+/// m0038) reads at most its walk window of the application's messages for one page: two matches among thirty, with a window
 /// of five, take several pages, the first of them empty and not done, and following the
 /// iterators forward finds both, newest first, then ends; reading back from there finds no
 /// more and ends. With the default window it is one page. Without the window the first page
@@ -1925,7 +1925,7 @@ async fn a_checked_listing_reads_a_bounded_window_per_page_and_its_iterators_rea
                     t,
                     &a,
                     NewMessage {
-                        event_type: "x".into(),
+                        event_type: if n < 2 { "rare.event" } else { "x" }.into(),
                         payload: b"{}".to_vec(),
                         tags: if n < 2 { vec!["rare".into()] } else { vec![] },
                         to_endpoint: Some(to),
@@ -1943,11 +1943,16 @@ async fn a_checked_listing_reads_a_bounded_window_per_page_and_its_iterators_rea
             tag: Some("rare".into()),
             ..Default::default()
         };
+        let by_type = MessageFilter {
+            event_types: vec!["rare.event".into()],
+            ..Default::default()
+        };
         let s = &store;
         let rare_ep = &rare;
-        // One page of either listing: its message ids, iterators and done.
-        let page = |endpoint: bool, iterator: Option<String>, window: u64| {
-            let by_tag = by_tag.clone();
+        // One page of a listing (the endpoint's, or the messages by `filter`): its message
+        // ids, iterators and done.
+        let page = |listing: Option<&MessageFilter>, iterator: Option<String>, window: u64| {
+            let filter = listing.cloned();
             async move {
                 let params = ListParams {
                     limit: 50,
@@ -1955,7 +1960,7 @@ async fn a_checked_listing_reads_a_bounded_window_per_page_and_its_iterators_rea
                     ascending: false,
                     walk_window: window,
                 };
-                if endpoint {
+                if filter.is_none() {
                     let p = s
                         .list_endpoint_deliveries(
                             t,
@@ -1969,22 +1974,23 @@ async fn a_checked_listing_reads_a_bounded_window_per_page_and_its_iterators_rea
                     let ids = p.data.iter().map(|(_, m)| m.id).collect::<Vec<_>>();
                     (ids, p.iterator, p.prev_iterator, p.done)
                 } else {
-                    let p = s.list_messages(t, a.id, &by_tag, &params).await.unwrap();
+                    let filter = filter.unwrap_or_default();
+                    let p = s.list_messages(t, a.id, &filter, &params).await.unwrap();
                     let ids = p.data.iter().map(|m| m.id).collect::<Vec<_>>();
                     (ids, p.iterator, p.prev_iterator, p.done)
                 }
             }
         };
-        for endpoint in [true, false] {
-            let (ids, _, _, done) = page(endpoint, None, 0).await;
+        for listing in [None, Some(&by_tag), Some(&by_type)] {
+            let (ids, _, _, done) = page(listing, None, 0).await;
             assert_eq!((ids, done), (want.clone(), true), "default window");
-            let (first, mut iterator, _, mut done) = page(endpoint, None, 5).await;
+            let (first, mut iterator, _, mut done) = page(listing, None, 5).await;
             assert!(first.is_empty() && !done, "the newest five hold no match");
             let mut found = Vec::new();
             let mut pages = 1;
             let mut last_prev = None;
             while !done {
-                let (ids, next, prev, d) = page(endpoint, iterator.clone(), 5).await;
+                let (ids, next, prev, d) = page(listing, iterator.clone(), 5).await;
                 found.extend(ids);
                 (iterator, done) = (next, d);
                 last_prev = prev.or(last_prev);
@@ -1994,13 +2000,13 @@ async fn a_checked_listing_reads_a_bounded_window_per_page_and_its_iterators_rea
                     "30 messages in windows of 5 take 6 pages, 7 at most"
                 );
             }
-            assert_eq!(found, want, "endpoint listing: {endpoint}");
+            assert_eq!(found, want, "listing: {listing:?}");
             // Back from the page that ended: the newer messages hold no match.
             let mut back = last_prev;
             let mut found_back = Vec::new();
             for _ in 0..8 {
                 let Some(it) = back.clone() else { break };
-                let (ids, _, prev, d) = page(endpoint, Some(it), 5).await;
+                let (ids, _, prev, d) = page(listing, Some(it), 5).await;
                 found_back.extend(ids);
                 back = prev;
                 if d {
