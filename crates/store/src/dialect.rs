@@ -7,7 +7,9 @@
 //! callers are async, and a table costs one pointer read where a boxed async trait method would
 //! cost an allocation per call on the claim and result paths.
 
+use domain::ids::{ApplicationId, MessageId};
 use sea_orm::DbBackend;
+use sea_orm::sea_query::SimpleExpr;
 
 /// The statements and properties of one database. Parameters are numbered (`?n` on SQLite,
 /// `$n` on PostgreSQL); each text says what it binds.
@@ -54,11 +56,43 @@ pub(crate) struct Dialect {
     pub id_literal: fn(&sea_orm::prelude::Uuid) -> String,
     /// Runs a claim planned for the tables as they are at this moment (see `claims`).
     pub query_planned_now: QueryPlannedNow,
+    /// The messages of these `(app_id, id)` pairs, each read by its key whatever the planner
+    /// knows of the table (see [`Dialect::messages_of`]).
+    pub message_keys: fn(&[(ApplicationId, MessageId)]) -> SimpleExpr,
     /// Which storage fault an error this database raised means, by its own codes; `None`
     /// for an error of another database (see `database_fault` in lib.rs).
     pub database_fault: fn(
         &(dyn sea_orm::sqlx::error::DatabaseError + 'static),
     ) -> Option<crate::error::StorageFault>,
+}
+
+impl Dialect {
+    /// Messages `ids` of application `app`, by their key (`(app_id, id)` on PostgreSQL since
+    /// m0037): a claimed batch's, a page's, a retention batch's.
+    pub(crate) fn messages_of(&self, app: ApplicationId, ids: &[MessageId]) -> SimpleExpr {
+        let keys: Vec<(ApplicationId, MessageId)> = ids.iter().map(|m| (app, *m)).collect();
+        (self.message_keys)(&keys)
+    }
+}
+
+/// `(app_id = ? AND id IN (…)) OR …`, one term per application: what SQLite reads as a probe
+/// of `idx_messages_app` for each message.
+pub(crate) fn message_keys_by_app(keys: &[(ApplicationId, MessageId)]) -> SimpleExpr {
+    use crate::entities::message;
+    use sea_orm::ColumnTrait;
+    let mut by_app: std::collections::BTreeMap<ApplicationId, Vec<MessageId>> = Default::default();
+    for (app, id) in keys {
+        by_app.entry(*app).or_default().push(*id);
+    }
+    let mut any = sea_orm::Condition::any();
+    for (app, ids) in by_app {
+        any = any.add(
+            message::Column::AppId
+                .eq(app)
+                .and(message::Column::Id.is_in(ids)),
+        );
+    }
+    any.into()
 }
 
 /// A query run with a plan made for this execution, never one kept from earlier ones.

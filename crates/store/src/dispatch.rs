@@ -1,7 +1,7 @@
 //! What the dispatcher reads for claimed work: the messages, and the endpoints with their
 //! secrets and headers opened.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, EndpointId, MessageId};
@@ -91,17 +91,12 @@ pub(crate) fn with_secrets(
         .collect()
 }
 
-/// The query of [`crate::System::messages_by_ids`]: each application's messages by their key
-/// (`(app_id, id)` on PostgreSQL, m0037).
+/// The query of [`crate::System::messages_by_ids`]: the messages by their keys.
 pub(crate) fn claimed_messages(
-    by_app: &BTreeMap<ApplicationId, BTreeSet<MessageId>>,
+    sql: &crate::dialect::Dialect,
+    keys: &[(ApplicationId, MessageId)],
 ) -> sea_orm::Select<message::Entity> {
-    let mut any = sea_orm::Condition::any();
-    for (app, ids) in by_app {
-        let ids: Vec<MessageId> = ids.iter().copied().collect();
-        any = any.add(crate::retention::messages_of(*app, &ids));
-    }
-    message::Entity::find().filter(any)
+    message::Entity::find().filter((sql.message_keys)(keys))
 }
 
 /// Cross-tenant work (claims, sweeps, authentication): reached only through
@@ -137,17 +132,17 @@ impl crate::System<'_> {
                 .await?;
             apps.extend(read);
         }
-        let mut by_app: BTreeMap<ApplicationId, BTreeSet<MessageId>> = BTreeMap::new();
-        for (e, m) in wanted {
-            // An endpoint deleted since the claim: its deliveries went with it.
-            if let Some(app) = apps.get(e) {
-                by_app.entry(*app).or_default().insert(*m);
-            }
-        }
-        if by_app.is_empty() {
+        // Fan-out deliveries of one message name it once; an endpoint deleted since the
+        // claim took its deliveries with it.
+        let keys: BTreeSet<(ApplicationId, MessageId)> = wanted
+            .iter()
+            .filter_map(|(e, m)| apps.get(e).map(|app| (*app, *m)))
+            .collect();
+        if keys.is_empty() {
             return Ok(HashMap::new());
         }
-        let rows = claimed_messages(&by_app).all(&self.db).await?;
+        let keys: Vec<(ApplicationId, MessageId)> = keys.into_iter().collect();
+        let rows = claimed_messages(self.sql, &keys).all(&self.db).await?;
         Ok(rows.into_iter().map(|m| (m.id, m)).collect())
     }
 

@@ -235,22 +235,16 @@ mod tests {
             ),
             (
                 "dispatcher: a claimed batch's messages",
-                crate::dispatch::claimed_messages(
-                    &[
-                        (a, [m].into()),
-                        (ApplicationId::new(), [MessageId::new()].into()),
-                    ]
-                    .into(),
-                )
-                .build(backend),
+                crate::dispatch::claimed_messages(dialect, &[(a, m), (ApplicationId::new(), m)])
+                    .build(backend),
                 vec!["idx_messages_app"],
             ),
             (
                 "retention: delete a batch's messages",
                 crate::entities::message::Entity::delete_many()
-                    .filter(crate::retention::messages_of(a, &[m]))
+                    .filter(dialect.messages_of(a, &[m, MessageId::new()]))
                     .build(backend),
-                vec![message_key],
+                vec!["idx_messages_app"],
             ),
             (
                 "API: an endpoint's attempts of a channel's messages",
@@ -764,6 +758,67 @@ mod tests {
             }
         }
         picked.unwrap()
+    }
+
+    /// A batch of messages (a claimed batch's, a retention batch's) is read by its keys on a
+    /// filled table that has no statistics yet (autovacuum off, or not yet run; hookd runs no
+    /// ANALYZE): each message a probe of `(app_id, id)`, never the application's whole range.
+    /// On PostgreSQL an id alone is not known unique since m0037; written as `app_id = ? AND id
+    /// IN (…)` the batch read every message of its application, whatever its size (decisions
+    /// 108). Read as a set of key pairs, PostgreSQL probes each, or reads the table once when
+    /// it is small beside the batch (16,000 messages against 120 keys here), as it would have
+    /// read it for `id IN (…)` before m0037.
+    #[tokio::test]
+    async fn a_batch_of_messages_is_read_by_its_keys_before_any_statistics() {
+        use crate::entities::message;
+        use sea_orm::ColumnTrait;
+        for db in TestDb::all().await {
+            let conn = db.store.connection();
+            let backend = conn.get_database_backend();
+            if backend == sea_orm::DbBackend::Postgres {
+                conn.execute_unprepared("ALTER TABLE messages SET (autovacuum_enabled = false)")
+                    .await
+                    .unwrap();
+            }
+            let ids = fill(&db.store, 2000).await;
+            let batch: Vec<MessageId> = message::Entity::find()
+                .select_only()
+                .column(message::Column::Id)
+                .filter(message::Column::AppId.eq(ids.a))
+                .limit(120)
+                .into_tuple()
+                .all(conn)
+                .await
+                .unwrap();
+            assert_eq!(batch.len(), 120);
+            let keys: Vec<(ApplicationId, MessageId)> = batch.iter().map(|m| (ids.a, *m)).collect();
+            let dialect = crate::dialect_of(crate::Backend::of_db(backend));
+            for (name, stmt) in [
+                (
+                    "a claimed batch",
+                    crate::dispatch::claimed_messages(dialect, &keys).build(backend),
+                ),
+                (
+                    "a retention batch",
+                    message::Entity::delete_many()
+                        .filter(dialect.messages_of(ids.a, &batch))
+                        .build(backend),
+                ),
+            ] {
+                let plan = explain(conn, stmt).await.unwrap();
+                // The application's range read and the ids checked in it: an index condition
+                // on the application alone (PostgreSQL), or a search by it alone (SQLite).
+                let range = plan.lines().any(|l| {
+                    (l.contains("Index Cond: (app_id = ") && !l.contains("AND (id = "))
+                        || l.contains("idx_messages_app (app_id=?)")
+                });
+                assert!(
+                    !range,
+                    "{}: {name} reads its application's range:\n{plan}",
+                    db.backend_name
+                );
+            }
+        }
     }
 
     /// Every secondary index of the tables that grow with messages is read by the plan of some

@@ -384,7 +384,7 @@ impl Store {
         check_owner(tenant, &msg.tenant_id, "message")?;
         let now = Timestamp::now().as_millis();
         let txn = self.write_txn().await?;
-        crate::retention::empty_contents(&*txn, msg.app_id, &[msg.id]).await?;
+        crate::retention::empty_contents(&*txn, self.sql, msg.app_id, &[msg.id]).await?;
         delivery::Entity::update_many()
             .col_expr(
                 delivery::Column::State,

@@ -67,23 +67,17 @@ pub struct Pruned {
     pub more: bool,
 }
 
-/// Messages `ids` of application `app`, by their key (`(app_id, id)` on PostgreSQL, m0037).
-pub(crate) fn messages_of(app: ApplicationId, ids: &[MessageId]) -> sea_orm::Condition {
-    sea_orm::Condition::all()
-        .add(message::Column::AppId.eq(app))
-        .add(message::Column::Id.is_in(ids.iter().copied()))
-}
-
 /// Empties the payloads of `ids` and their attempts' response bodies and headers: what an expunge does
 /// and what an expired payload becomes (one rule for both; see `message::Model::is_expunged`).
 pub(crate) async fn empty_contents(
     db: &impl ConnectionTrait,
+    sql: &crate::dialect::Dialect,
     app: ApplicationId,
     ids: &[MessageId],
 ) -> Result<()> {
     message::Entity::update_many()
         .col_expr(message::Column::Payload, Expr::value(Vec::<u8>::new()))
-        .filter(messages_of(app, ids))
+        .filter(sql.messages_of(app, ids))
         .exec(db)
         .await?;
     attempt::Entity::update_many()
@@ -297,7 +291,7 @@ impl crate::System<'_> {
                         out.payloads += doomed.len() as u64;
                         if !dry_run {
                             let txn = self.write_txn().await?;
-                            empty_contents(&*txn, app.id, &doomed).await?;
+                            empty_contents(&*txn, self.sql, app.id, &doomed).await?;
                             txn.commit().await?;
                         }
                     }
@@ -345,7 +339,7 @@ impl crate::System<'_> {
             .await?
             .rows_affected;
         message::Entity::delete_many()
-            .filter(messages_of(app, ids))
+            .filter(self.sql.messages_of(app, ids))
             .exec(&*txn)
             .await?;
         txn.commit().await?;

@@ -209,7 +209,7 @@ impl Store {
             return Ok(Default::default());
         }
         Ok(message::Entity::find_in(tenant)
-            .filter(crate::retention::messages_of(app, ids))
+            .filter(self.sql.messages_of(app, ids))
             .all(&self.db)
             .await?
             .into_iter()

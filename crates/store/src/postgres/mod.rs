@@ -7,6 +7,9 @@ pub(crate) mod ingest;
 pub(crate) mod pg;
 pub(crate) mod results;
 
+use domain::ids::{ApplicationId, MessageId};
+use sea_orm::sea_query::{Expr, SimpleExpr};
+
 use crate::dialect::{Dialect, EndpointLeases, ORDERED, claim_window, delivery_columns};
 
 pub(crate) static DIALECT: Dialect = Dialect {
@@ -47,8 +50,32 @@ pub(crate) static DIALECT: Dialect = Dialect {
     may_need_vacuum: true,
     id_literal: |u| format!("'{u}'"),
     query_planned_now: |db, stmt| Box::pin(pg::query_planned_now(db, stmt)),
+    message_keys,
     database_fault: fault::database_fault,
 };
+
+/// The pairs joined as a set of rows, so that each is a probe of the key `(app_id, id)`, which the
+/// planner knows matches one row, or the table is read once when it is small beside the
+/// pairs. Written as `app_id = ? AND id IN (…)`, a table without statistics (autovacuum off,
+/// hookd runs no ANALYZE) read the application's whole range for every batch: an id alone is
+/// not known unique since m0037, and 120 ids were guessed to match 60 % of the table (a
+/// claimed batch took 29 ms at 20,000 messages, 2 ms before m0037).
+fn message_keys(keys: &[(ApplicationId, MessageId)]) -> SimpleExpr {
+    let rows: Vec<String> = (0..keys.len())
+        .map(|i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2))
+        .collect();
+    let values: Vec<sea_orm::Value> = keys
+        .iter()
+        .flat_map(|(app, id)| [(*app).into(), (*id).into()])
+        .collect();
+    Expr::cust_with_values(
+        format!(
+            "(\"messages\".\"app_id\", \"messages\".\"id\") IN (VALUES {})",
+            rows.join(", ")
+        ),
+        values,
+    )
+}
 
 /// Several dispatcher processes: each endpoint is sent to by one of them at a time (see
 /// `endpoint_leases`), so its cap, throttle and breaker, kept in that process, hold for the

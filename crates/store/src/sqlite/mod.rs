@@ -47,6 +47,9 @@ pub(crate) static DIALECT: Dialect = Dialect {
     // SQLite plans a statement when it prepares it, from the schema and never from sizes
     // it has not been told (hookd runs no ANALYZE): nothing kept can go stale.
     query_planned_now: |db, stmt| Box::pin(sea_orm::ConnectionTrait::query_all(db, stmt)),
+    // SQLite plans from the schema: each term probes `idx_messages_app` (and its messages
+    // keep their id key too).
+    message_keys: crate::dialect::message_keys_by_app,
     database_fault: fault::database_fault,
 };
 
