@@ -21,19 +21,29 @@ pub(crate) async fn run_statements(
     Ok(())
 }
 
-/// Runs `sql` on PostgreSQL only: a change to its indexes that SQLite does not need.
-pub(crate) async fn postgres_only(m: &SchemaManager<'_>, sql: &str) -> Result<(), DbErr> {
-    use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
-    let db = m.get_connection();
-    if db.get_database_backend() == DbBackend::Postgres {
-        db.execute_unprepared(sql).await?;
+/// Runs `statements` on PostgreSQL only: a change to its keys and indexes that SQLite does not
+/// need.
+pub(crate) async fn run_postgres_statements(
+    m: &SchemaManager<'_>,
+    statements: &[&str],
+) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::DbBackend;
+    if m.get_connection().get_database_backend() == DbBackend::Postgres {
+        run_statements(m, statements).await?;
     }
     Ok(())
 }
 
-/// A migration named `$name` that runs the module's `UP` statements, and `DOWN` to undo them.
+/// A migration named `$name` that runs the module's `UP` statements, and `DOWN` to undo them
+/// (with `postgres_only`, on PostgreSQL alone).
 macro_rules! statements_migration {
     ($name:literal) => {
+        statements_migration!($name, run_statements);
+    };
+    ($name:literal, postgres_only) => {
+        statements_migration!($name, run_postgres_statements);
+    };
+    ($name:literal, $run:ident) => {
         pub struct Migration;
 
         impl MigrationName for Migration {
@@ -45,11 +55,11 @@ macro_rules! statements_migration {
         #[async_trait::async_trait]
         impl MigrationTrait for Migration {
             async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-                crate::run_statements(m, UP).await
+                crate::$run(m, UP).await
             }
 
             async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-                crate::run_statements(m, DOWN).await
+                crate::$run(m, DOWN).await
             }
         }
     };

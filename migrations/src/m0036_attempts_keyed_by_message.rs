@@ -12,35 +12,16 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::postgres_only;
+statements_migration!("m0036_attempts_keyed_by_message", postgres_only);
 
-pub struct Migration;
+const UP: &[&str] = &[
+    "DROP INDEX idx_attempts_msg",
+    "ALTER TABLE attempts DROP CONSTRAINT attempts_pkey, \
+       ADD CONSTRAINT idx_attempts_msg PRIMARY KEY (msg_id, id)",
+];
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m0036_attempts_keyed_by_message"
-    }
-}
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        postgres_only(
-            m,
-            "DROP INDEX idx_attempts_msg; \
-             ALTER TABLE attempts DROP CONSTRAINT attempts_pkey, \
-               ADD CONSTRAINT idx_attempts_msg PRIMARY KEY (msg_id, id)",
-        )
-        .await
-    }
-
-    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        postgres_only(
-            m,
-            "ALTER TABLE attempts DROP CONSTRAINT idx_attempts_msg, \
-               ADD CONSTRAINT attempts_pkey PRIMARY KEY (id); \
-             CREATE INDEX idx_attempts_msg ON attempts (msg_id, id)",
-        )
-        .await
-    }
-}
+const DOWN: &[&str] = &[
+    "ALTER TABLE attempts DROP CONSTRAINT idx_attempts_msg, \
+       ADD CONSTRAINT attempts_pkey PRIMARY KEY (id)",
+    "CREATE INDEX idx_attempts_msg ON attempts (msg_id, id)",
+];

@@ -15,35 +15,16 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::postgres_only;
+statements_migration!("m0037_messages_keyed_by_app", postgres_only);
 
-pub struct Migration;
+const UP: &[&str] = &[
+    "DROP INDEX idx_messages_app",
+    "ALTER TABLE messages DROP CONSTRAINT messages_pkey, \
+       ADD CONSTRAINT idx_messages_app PRIMARY KEY (app_id, id)",
+];
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m0037_messages_keyed_by_app"
-    }
-}
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        postgres_only(
-            m,
-            "DROP INDEX idx_messages_app; \
-             ALTER TABLE messages DROP CONSTRAINT messages_pkey, \
-               ADD CONSTRAINT idx_messages_app PRIMARY KEY (app_id, id)",
-        )
-        .await
-    }
-
-    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        postgres_only(
-            m,
-            "ALTER TABLE messages DROP CONSTRAINT idx_messages_app, \
-               ADD CONSTRAINT messages_pkey PRIMARY KEY (id); \
-             CREATE INDEX idx_messages_app ON messages (app_id, id)",
-        )
-        .await
-    }
-}
+const DOWN: &[&str] = &[
+    "ALTER TABLE messages DROP CONSTRAINT idx_messages_app, \
+       ADD CONSTRAINT messages_pkey PRIMARY KEY (id)",
+    "CREATE INDEX idx_messages_app ON messages (app_id, id)",
+];

@@ -153,48 +153,44 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
                 .unwrap();
             assert!(sql.ends_with("WITHOUT ROWID"), "{sql}");
         } else {
-            // m0036: on PostgreSQL the key is (msg_id, id), and no index of the id alone is
-            // left beside it.
-            let rows = conn
-                .query_all(Statement::from_string(
-                    sea_orm::DbBackend::Postgres,
-                    "SELECT indexdef FROM pg_indexes WHERE tablename = 'attempts' \
-                     AND schemaname = current_schema() ORDER BY indexname",
-                ))
-                .await
-                .unwrap();
-            let defs: Vec<String> = rows
-                .iter()
-                .map(|r| r.try_get::<String>("", "indexdef").unwrap())
-                .collect();
-            assert_eq!(defs.len(), 2, "{defs:?}");
-            assert!(
-                defs.iter()
-                    .any(|d| d.contains("UNIQUE INDEX idx_attempts_msg ")
-                        && d.contains(" (msg_id, id)")),
-                "{defs:?}"
-            );
-            // m0037: a message's key is (app_id, id), and no index of the id alone is left;
-            // m0038: nor one of event types.
-            let rows = conn
-                .query_all(Statement::from_string(
-                    sea_orm::DbBackend::Postgres,
-                    "SELECT indexdef FROM pg_indexes WHERE tablename = 'messages' \
-                     AND schemaname = current_schema() ORDER BY indexname",
-                ))
-                .await
-                .unwrap();
-            let defs: Vec<String> = rows
-                .iter()
-                .map(|r| r.try_get::<String>("", "indexdef").unwrap())
-                .collect();
-            assert_eq!(defs.len(), 2, "{defs:?}");
-            assert!(
-                defs.iter()
-                    .any(|d| d.contains("UNIQUE INDEX idx_messages_app ")
-                        && d.contains(" (app_id, id)")),
-                "{defs:?}"
-            );
+            // Each index of `table`, as PostgreSQL writes its definition.
+            let index_defs = |table: &'static str| async move {
+                let rows = conn
+                    .query_all(Statement::from_string(
+                        sea_orm::DbBackend::Postgres,
+                        format!(
+                            "SELECT indexdef FROM pg_indexes WHERE tablename = '{table}' \
+                             AND schemaname = current_schema() ORDER BY indexname"
+                        ),
+                    ))
+                    .await
+                    .unwrap();
+                rows.iter()
+                    .map(|r| r.try_get::<String>("", "indexdef").unwrap())
+                    .collect::<Vec<String>>()
+            };
+            // m0036: on PostgreSQL the attempts' key is (msg_id, id), and no index of the id
+            // alone is left beside it; m0037: the messages' is (app_id, id), likewise; m0038:
+            // no index of the messages' event types either.
+            for (table, key, columns) in [
+                (
+                    "attempts",
+                    "UNIQUE INDEX idx_attempts_msg ",
+                    " (msg_id, id)",
+                ),
+                (
+                    "messages",
+                    "UNIQUE INDEX idx_messages_app ",
+                    " (app_id, id)",
+                ),
+            ] {
+                let defs = index_defs(table).await;
+                assert_eq!(defs.len(), 2, "{defs:?}");
+                assert!(
+                    defs.iter().any(|d| d.contains(key) && d.contains(columns)),
+                    "{defs:?}"
+                );
+            }
         }
         let rows = conn
             .query_all(Statement::from_string(
