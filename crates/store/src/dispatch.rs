@@ -5,9 +5,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use domain::Timestamp;
 use domain::ids::{ApplicationId, EndpointId, MessageId};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 use crate::Result;
+use crate::dialect::IDS_PER_STATEMENT;
 use crate::entities::{endpoint, endpoint_secret, message};
 
 /// An endpoint with its signing secrets and custom headers opened, as the dispatcher needs it.
@@ -102,47 +103,35 @@ pub(crate) fn claimed_messages(
 /// Cross-tenant work (claims, sweeps, authentication): reached only through
 /// [`Store::system`], so a tenant-scoped caller cannot use it by accident.
 impl crate::System<'_> {
-    /// The messages of a claimed batch, each named by a delivery's endpoint and message: the
-    /// endpoints' applications from the copies [`crate::System::dispatch_endpoints`] keeps
-    /// (an endpoint's application never changes), else in one query; then the messages in one.
+    /// The messages of a claimed batch, each named by a delivery's endpoint and message. The
+    /// endpoints (whose applications name the messages) come from
+    /// [`crate::System::dispatch_endpoints`], which the dispatcher reads for the same batch
+    /// next and then finds copied; the messages in one query per [`IDS_PER_STATEMENT`] keys.
     pub async fn messages_by_ids(
         &self,
         wanted: &[(EndpointId, MessageId)],
     ) -> Result<HashMap<MessageId, message::Model>> {
-        let mut apps: HashMap<EndpointId, ApplicationId> = HashMap::new();
-        let mut unknown = BTreeSet::new();
-        for (e, _) in wanted {
-            match self.dispatch.get(e) {
-                Ok(ep) => {
-                    apps.insert(*e, ep.endpoint.app_id);
-                }
-                Err(_) => {
-                    unknown.insert(*e);
-                }
-            }
-        }
-        if !unknown.is_empty() {
-            let read: Vec<(EndpointId, ApplicationId)> = endpoint::Entity::find()
-                .select_only()
-                .column(endpoint::Column::Id)
-                .column(endpoint::Column::AppId)
-                .filter(endpoint::Column::Id.is_in(unknown))
-                .into_tuple()
-                .all(&self.db)
-                .await?;
-            apps.extend(read);
-        }
+        let endpoints: Vec<EndpointId> = wanted
+            .iter()
+            .map(|(e, _)| *e)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let endpoints = self
+            .dispatch_endpoints(&endpoints, Timestamp::now())
+            .await?;
         // Fan-out deliveries of one message name it once; an endpoint deleted since the
         // claim took its deliveries with it.
-        let keys: BTreeSet<(ApplicationId, MessageId)> = wanted
+        let keys: Vec<(ApplicationId, MessageId)> = wanted
             .iter()
-            .filter_map(|(e, m)| apps.get(e).map(|app| (*app, *m)))
+            .filter_map(|(e, m)| endpoints.get(e).map(|ep| (ep.endpoint.app_id, *m)))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
-        if keys.is_empty() {
-            return Ok(HashMap::new());
+        let mut rows = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(IDS_PER_STATEMENT) {
+            rows.extend(claimed_messages(self.sql, chunk).all(&self.db).await?);
         }
-        let keys: Vec<(ApplicationId, MessageId)> = keys.into_iter().collect();
-        let rows = claimed_messages(self.sql, &keys).all(&self.db).await?;
         Ok(rows.into_iter().map(|m| (m.id, m)).collect())
     }
 

@@ -10,10 +10,11 @@ use crate::Result;
 pub const MAX_LIMIT: u64 = 250;
 
 /// The most rows of a listing's index range one page reads when its filter is checked row by
-/// row (a channel, a tag, an endpoint or a delivery state: see [`fetch_walked_page`]). A page
-/// that finds fewer matches in them ends there, not done, its iterator where it stopped: each
-/// request is bounded however rare the match (21–25 ms of SQLite for 5,000 rows here, loaded),
-/// and a client that follows the iterator, as Svix's do, still sees every match.
+/// row (an event type, a channel, a tag, an endpoint or a delivery state: see
+/// [`fetch_walked_page`]). A page that finds fewer matches in them ends there, not done, its
+/// iterator where it stopped: each request is bounded however rare the match (21–25 ms of
+/// SQLite for 5,000 rows here, loaded), and a client that follows the iterator, as Svix's do,
+/// still sees every match.
 pub const WALK_WINDOW: u64 = 5_000;
 
 #[derive(Clone, Debug, Default)]

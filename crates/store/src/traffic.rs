@@ -363,7 +363,7 @@ impl Store {
         .await
     }
 
-    /// Attempts of a endpoint of application `app`.
+    /// Attempts of an endpoint of application `app`.
     pub async fn list_attempts_by_endpoint(
         &self,
         tenant: TenantId,
