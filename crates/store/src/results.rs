@@ -77,12 +77,18 @@ fn health_updates(results: &[AttemptResult], sql: &Dialect) -> Vec<Statement> {
     succeeded.sort_unstable();
     failed.sort_unstable();
     let mut out = Vec::new();
-    // A success ends the streak; a failure starts one only where none runs.
+    // A success ends the streak; a failure starts one only where none runs. A success on a
+    // healthy endpoint whose last one is recorded within `SUCCESS_RECORDED_WITHIN_MS` writes
+    // nothing: the row is read, not rewritten.
+    let fresh = format!(
+        " AND (endpoints.failing_since IS NOT NULL OR endpoints.last_success_at IS NULL \
+         OR endpoints.last_success_at < v.at - {SUCCESS_RECORDED_WITHIN_MS})"
+    );
     for (rows, set, only) in [
         (
             succeeded,
             "last_success_at = v.at, failing_since = NULL",
-            "",
+            fresh.as_str(),
         ),
         (
             failed,
@@ -109,6 +115,13 @@ fn health_updates(results: &[AttemptResult], sql: &Dialect) -> Vec<Statement> {
     }
     out
 }
+
+/// How stale a healthy endpoint's `last_success_at` may be, in milliseconds. Fanned out, each
+/// result batch holds a success for hundreds of endpoints, and rewriting every one's row (URL,
+/// headers, filters: the widest row hookd updates) cost each delivery a row write that one
+/// endpoint shares across its whole batch. Within a second, the time a person reads and the
+/// auto-disable rule (days) are unchanged; a success that ends a failure streak is always written.
+const SUCCESS_RECORDED_WITHIN_MS: i64 = 1_000;
 
 /// Endpoints per health statement: two parameters each, well under either database's limit.
 const HEALTH_CHUNK: usize = 200;

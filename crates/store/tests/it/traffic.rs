@@ -1677,6 +1677,70 @@ async fn a_batch_of_results_over_hundreds_of_endpoints_writes_each_ones_health()
     .await;
 }
 
+/// A healthy endpoint's last success is written at most once a second: a fan-out's result
+/// batches each hold a success for hundreds of endpoints, and rewriting each one's row every
+/// batch cost every delivery a row write. A success that ends a failure streak is always
+/// written, and a late report never moves the last success back.
+#[tokio::test]
+async fn a_healthy_endpoints_last_success_is_written_once_a_second() {
+    each_backend(|store| async move {
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        let ep = endpoint(&store, t, &a, url("e")).await;
+        for i in 0..5 {
+            store
+                .create_message(t, &a, msg(&format!("m{i}")), ttl)
+                .await
+                .unwrap();
+        }
+        let start = Timestamp::now().plus(Duration::from_secs(1));
+        let claimed = store
+            .system()
+            .claim_due("w", start, start.plus(Duration::from_secs(60)), 10, None)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 5, "on {:?}", store.backend());
+        let health = || {
+            let store = store.clone();
+            let id = ep.id.to_string();
+            async move {
+                let ep = store.get_endpoint(t, a.id, &id).await.unwrap();
+                (ep.failing_since, ep.last_success_at)
+            }
+        };
+        let ms = |t: Timestamp| Some(t.as_millis());
+        let report = |i: usize, at: Timestamp, ok: bool| {
+            let store = store.clone();
+            let r = result(a.id, &claimed[i], at, ok);
+            async move {
+                store
+                    .system()
+                    .record_results("w", &[r], "http://localhost")
+                    .await
+                    .unwrap();
+            }
+        };
+        let backend = store.backend();
+        report(0, start, true).await;
+        assert_eq!(health().await, (None, ms(start)), "on {backend:?}");
+        // 900 ms later: within the second, the row is left as it is.
+        report(1, start.plus(Duration::from_millis(900)), true).await;
+        assert_eq!(health().await, (None, ms(start)), "on {backend:?}");
+        // 1.5 s later: written.
+        let later = start.plus(Duration::from_millis(1_500));
+        report(2, later, true).await;
+        assert_eq!(health().await, (None, ms(later)), "on {backend:?}");
+        // A failure starts a streak; a success 100 ms later ends it, and is written.
+        let failed = later.plus(Duration::from_millis(100));
+        report(3, failed, false).await;
+        assert_eq!(health().await, (ms(failed), ms(later)), "on {backend:?}");
+        let ended = failed.plus(Duration::from_millis(100));
+        report(4, ended, true).await;
+        assert_eq!(health().await, (None, ms(ended)), "on {backend:?}");
+    })
+    .await;
+}
+
 /// Usage statistics count an application's deliveries through its endpoints (m0033: a
 /// delivery no longer names its application): every endpoint's, in the period and only
 /// there, to the millisecond at both ends; an application without endpoints has none, and
