@@ -135,6 +135,19 @@ mod tests {
     use crate::testing::{TestDb, with_keys};
     use crate::{ConnectOptions, Store};
 
+    /// A store on one pooled connection: what a test runs next runs in the same session.
+    async fn one_connection(url: &str) -> Store {
+        Store::connect(
+            url,
+            &with_keys(ConnectOptions {
+                max_connections: 1,
+                ..ConnectOptions::default()
+            }),
+        )
+        .await
+        .unwrap()
+    }
+
     /// A claim is planned at each run, never from a plan its connection kept: PostgreSQL makes
     /// a prepared statement's generic plan after five runs and keeps it, and the claim's, made
     /// while the queue was empty, read a later backlog of 100,000 whole (36 s per claim). On
@@ -145,15 +158,7 @@ mod tests {
             if db.backend_name != "postgres" {
                 continue;
             }
-            let one = Store::connect(
-                &db.url,
-                &with_keys(ConnectOptions {
-                    max_connections: 1,
-                    ..ConnectOptions::default()
-                }),
-            )
-            .await
-            .unwrap();
+            let one = one_connection(&db.url).await;
             for _ in 0..8 {
                 let now = Timestamp::now();
                 for fresh in [true, false] {
@@ -199,15 +204,7 @@ mod tests {
             if db.backend_name != "postgres" {
                 continue;
             }
-            let one = Store::connect(
-                &db.url,
-                &with_keys(ConnectOptions {
-                    max_connections: 1,
-                    ..ConnectOptions::default()
-                }),
-            )
-            .await
-            .unwrap();
+            let one = one_connection(&db.url).await;
             let conn = one.connection();
             for sql in [
                 "ALTER TABLE deliveries SET (autovacuum_enabled = false)",
