@@ -87,10 +87,13 @@ fn message_keys(keys: &[(ApplicationId, MessageId)]) -> SimpleExpr {
 /// least one (`new_endpoints`), oldest work first: a process with little room leaves the
 /// endpoints it could not serve at their caps to the others, which spreads endpoints over
 /// processes by their spare capacity. Two processes racing for a free endpoint meet on its
-/// lease row: the later one sees the winner's row and takes nothing of it. The endpoints
-/// others hold are read once, as a list each candidate is checked against: as an anti-join
-/// (`NOT EXISTS`) they made PostgreSQL read every candidate and sort them, where the list
-/// lets a walk of the pending index in its order stop at the limit (see `query_planned_now`).
+/// lease row: the later one sees the winner's row and takes nothing of it. Whether
+/// another process holds a candidate's endpoint is a probe of that endpoint's lease row (the
+/// table's key: at most one row) made for each candidate in turn, so that a walk of the
+/// pending index in its order stops at the limit (see `query_planned_now`). Written as
+/// `NOT EXISTS`, PostgreSQL made it an anti-join, which read every candidate and sorted them;
+/// a list of the held endpoints checked with `<> ALL` kept the order but cost each candidate a
+/// pass over the whole list.
 fn claim(fresh: Option<usize>) -> String {
     let (window, order) = claim_window(&DIALECT, fresh);
     let new_endpoints = format!(
@@ -101,8 +104,8 @@ fn claim(fresh: Option<usize>) -> String {
         "WITH cand AS ( \
            SELECT d.id, d.endpoint_id, {order} AS o FROM deliveries d \
            WHERE d.state = 'pending' AND d.next_attempt_at <= $4{window} AND {ORDERED} \
-             AND d.endpoint_id <> ALL (ARRAY(SELECT l.endpoint_id FROM endpoint_leases l \
-               WHERE l.owner <> $1 AND l.expires_at > $3)) \
+             AND (SELECT 1 FROM endpoint_leases l WHERE l.endpoint_id = d.endpoint_id \
+               AND l.owner <> $1 AND l.expires_at > $3) IS NULL \
            ORDER BY {order} LIMIT $5 FOR UPDATE OF d SKIP LOCKED), \
          eps AS ( \
            SELECT c.endpoint_id, min(c.o) AS o, \

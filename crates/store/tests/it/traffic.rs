@@ -1680,7 +1680,7 @@ async fn a_batch_of_results_over_hundreds_of_endpoints_writes_each_ones_health()
 /// A healthy endpoint's last success is written at most once a second: a fan-out's result
 /// batches each hold a success for hundreds of endpoints, and rewriting each one's row every
 /// batch cost every delivery a row write. A success that ends a failure streak is always
-/// written, and a late report never moves the last success back.
+/// written.
 #[tokio::test]
 async fn a_healthy_endpoints_last_success_is_written_once_a_second() {
     each_backend(|store| async move {
