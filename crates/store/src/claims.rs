@@ -5,7 +5,7 @@ use domain::Timestamp;
 use domain::delivery::DeliveryState;
 use domain::ids::{DeliveryId, EndpointId, MessageId};
 use sea_orm::sea_query::{Expr, SimpleExpr, Value};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, Statement};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Statement};
 
 use crate::entities::Owned;
 use crate::entities::delivery;
@@ -133,16 +133,18 @@ impl crate::System<'_> {
         limit: u64,
         fresh: Option<Fresh<'_>>,
     ) -> Result<Vec<delivery::Model>> {
-        let stmt = claim_statement(self.sql, owner, now, lease_until, limit, fresh);
-        let _turn = self.write_turn().await;
-        // Planned for each claim: the queue swings from empty to a backlog and back, and a
-        // plan kept from an empty table reads a backlog whole (see `query_planned_now`).
-        let rows = (self.sql.query_planned_now)(&self.db, stmt).await?;
-        let claimed = rows
-            .iter()
-            .map(|row| delivery::Model::from_query_result(row, ""))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(claimed)
+        // Planned for each claim on PostgreSQL: the queue swings from empty to a backlog and
+        // back, and a plan kept from an empty table reads a backlog whole (see
+        // `query_planned_now`). SQLite plans from the schema alone.
+        self.claim(claim_statement(
+            self.sql,
+            owner,
+            now,
+            lease_until,
+            limit,
+            fresh,
+        ))
+        .await
     }
 
     /// Returns deliveries whose lease ran out (their worker died) to pending, without counting

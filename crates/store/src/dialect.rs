@@ -54,8 +54,6 @@ pub(crate) struct Dialect {
     pub may_need_vacuum: bool,
     /// An id as an SQL literal of its stored form (decisions 94).
     pub id_literal: fn(&sea_orm::prelude::Uuid) -> String,
-    /// Runs a claim planned for the tables as they are at this moment (see `claims`).
-    pub query_planned_now: QueryPlannedNow,
     /// The messages of these `(app_id, id)` pairs, each read by its key whatever the planner
     /// knows of the table (see [`Dialect::messages_of`]).
     pub message_keys: fn(&[(ApplicationId, MessageId)]) -> SimpleExpr,
@@ -94,18 +92,6 @@ pub(crate) fn message_keys_by_app(keys: &[(ApplicationId, MessageId)]) -> Simple
     }
     any.into()
 }
-
-/// A query run with a plan made for this execution, never one kept from earlier ones.
-pub(crate) type QueryPlannedNow = for<'a> fn(
-    &'a sea_orm::DatabaseConnection,
-    sea_orm::Statement,
-) -> std::pin::Pin<
-    Box<
-        dyn std::future::Future<Output = Result<Vec<sea_orm::QueryResult>, sea_orm::DbErr>>
-            + Send
-            + 'a,
-    >,
->;
 
 /// Endpoint leases (PostgreSQL: several dispatcher processes; see `queue`).
 pub(crate) struct EndpointLeases {

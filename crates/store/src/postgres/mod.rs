@@ -49,7 +49,6 @@ pub(crate) static DIALECT: Dialect = Dialect {
     give_back_wal: None,
     may_need_vacuum: true,
     id_literal: |u| format!("'{u}'"),
-    query_planned_now: |db, stmt| Box::pin(pg::query_planned_now(db, stmt)),
     message_keys,
     database_fault: fault::database_fault,
 };

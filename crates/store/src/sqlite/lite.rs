@@ -19,7 +19,7 @@ use sea_orm::sea_query::Value;
 use sea_orm::{DbBackend, EntityTrait, IdenStatic, Iterable, ModelTrait, Statement};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::entities::{endpoint, endpoint_secret};
+use crate::entities::{delivery, endpoint, endpoint_secret};
 use crate::ingest::{IngestJob, MAX_BATCH};
 use crate::sqlite::connect::{SQLITE_BUSY_TIMEOUT, SQLITE_PRAGMAS};
 use crate::{Result, Store, StoreError};
@@ -178,6 +178,40 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             created_at: r.get("created_at")?,
             updated_at: r.get("updated_at")?,
             send_traceparent: r.get("send_traceparent")?,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs a statement returning whole delivery rows (every column by name), such as the claim.
+pub(crate) fn query_deliveries(
+    conn: &Connection,
+    stmt: &Statement,
+) -> Result<Vec<delivery::Model>> {
+    let mut prepared = prepare(conn, stmt)?;
+    let mut rows = prepared.raw_query();
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(delivery::Model {
+            id: r.get("id")?,
+            tenant_id: r.get("tenant_id")?,
+            endpoint_id: r.get("endpoint_id")?,
+            msg_id: r.get("msg_id")?,
+            state: text_enum(r, "state")?,
+            attempt_count: r.get("attempt_count")?,
+            attempts_at_arm: r.get("attempts_at_arm")?,
+            next_trigger: text_enum(r, "next_trigger")?,
+            next_attempt_at: r.get("next_attempt_at")?,
+            lease_owner: r.get("lease_owner")?,
+            lease_expires_at: r.get("lease_expires_at")?,
+            give_up_at: r.get("give_up_at")?,
+            ordering_key: r.get("ordering_key")?,
+            seq: r.get("seq")?,
+            last_status: r.get("last_status")?,
+            last_error: r.get("last_error")?,
+            last_attempt_at: r.get("last_attempt_at")?,
+            created_at: r.get("created_at")?,
+            updated_at: r.get("updated_at")?,
         });
     }
     Ok(out)

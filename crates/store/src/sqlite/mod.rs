@@ -44,9 +44,6 @@ pub(crate) static DIALECT: Dialect = Dialect {
     give_back_wal: Some(checkpoint::TRUNCATE),
     may_need_vacuum: false,
     id_literal: |u| format!("x'{}'", u.simple()),
-    // SQLite plans a statement when it prepares it, from the schema and never from sizes
-    // it has not been told (hookd runs no ANALYZE): nothing kept can go stale.
-    query_planned_now: |db, stmt| Box::pin(sea_orm::ConnectionTrait::query_all(db, stmt)),
     // SQLite plans from the schema: each term probes `idx_messages_app` (and its messages
     // keep their id key too).
     message_keys: crate::dialect::message_keys_by_app,

@@ -984,6 +984,82 @@ async fn a_claim_of_new_work_skips_the_endpoints_it_is_told_to_and_the_claim_of_
     .await;
 }
 
+/// A claim returns each delivery as it is stored, every column: on SQLite the claim is read
+/// on the writer thread's own connection, column by column, not by sea-orm.
+#[tokio::test]
+async fn a_claimed_delivery_comes_back_with_every_column_as_stored() {
+    each_backend(|store| async move {
+        use sea_orm::ConnectionTrait;
+        let t = tenant(&store, "t").await;
+        let a = app(&store, t, "a").await;
+        endpoint(&store, t, &a, url("one")).await;
+        let created = store
+            .create_message(
+                t,
+                &a,
+                NewMessage {
+                    ordering_key: Some("k".into()),
+                    ..msg("x")
+                },
+                ttl,
+            )
+            .await
+            .unwrap();
+        let id = created.deliveries[0].id;
+        // A delivery retried twice since a resend: every column holds a value of its own.
+        let db = store.connection();
+        let set = "UPDATE deliveries SET attempt_count = 3, attempts_at_arm = 1, \
+                   next_trigger = 'manual', last_status = 503, last_error = 'timeout', \
+                   last_attempt_at = 1700000000123, give_up_at = 1900000000456, \
+                   updated_at = 1700000000789";
+        db.execute_unprepared(set).await.unwrap();
+        let now = Timestamp::now().plus(Duration::from_secs(1));
+        let lease = now.plus(Duration::from_secs(60));
+        let claimed = store
+            .system()
+            .claim_due("owner-1", now, lease, 10, None)
+            .await
+            .unwrap();
+        let stored = delivery::Entity::find_by_id(id)
+            .one(db)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(claimed, vec![stored.clone()]);
+        assert_eq!(
+            (
+                stored.attempt_count,
+                stored.attempts_at_arm,
+                stored.next_trigger,
+                stored.state,
+                stored.lease_owner.as_deref(),
+                stored.lease_expires_at,
+                stored.ordering_key.as_deref(),
+                stored.seq,
+                stored.last_status,
+                stored.last_error.as_deref(),
+                stored.last_attempt_at,
+                stored.give_up_at,
+            ),
+            (
+                3,
+                1,
+                domain::delivery::AttemptTrigger::Manual,
+                DeliveryState::Sending,
+                Some("owner-1"),
+                Some(lease.as_millis()),
+                Some("k"),
+                Some(1),
+                Some(503),
+                Some("timeout"),
+                Some(1_700_000_000_123),
+                1_900_000_000_456,
+            )
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_batch_of_results_finishes_only_deliveries_whose_lease_is_still_held() {
     each_backend(|store| async move {
