@@ -99,13 +99,7 @@ pub(crate) fn execute(conn: &Connection, stmt: &Statement) -> Result<usize> {
 /// Runs a statement and collects its first column as text (the binding test's probe).
 #[cfg(test)]
 fn query_texts(conn: &Connection, stmt: &Statement) -> Result<Vec<String>> {
-    let mut prepared = prepare(conn, stmt)?;
-    let mut rows = prepared.raw_query();
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        out.push(row.get(0)?);
-    }
-    Ok(out)
+    query_rows(conn, stmt, |r| r.get(0))
 }
 
 /// Runs a statement and returns its first row's first column as an integer.
@@ -138,13 +132,25 @@ where
     })
 }
 
-/// Runs a `SELECT` of endpoint rows (built by sea-orm, so every column by name).
-pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec<endpoint::Model>> {
+/// Runs a statement and turns each row it returns into a `T` with `row`.
+fn query_rows<T>(
+    conn: &Connection,
+    stmt: &Statement,
+    row: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
     let mut prepared = prepare(conn, stmt)?;
     let mut rows = prepared.raw_query();
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
-        out.push(endpoint::Model {
+        out.push(row(r)?);
+    }
+    Ok(out)
+}
+
+/// Runs a `SELECT` of endpoint rows (built by sea-orm, so every column by name).
+pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec<endpoint::Model>> {
+    query_rows(conn, stmt, |r| {
+        Ok(endpoint::Model {
             id: r.get("id")?,
             tenant_id: r.get("tenant_id")?,
             app_id: r.get("app_id")?,
@@ -178,9 +184,8 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             created_at: r.get("created_at")?,
             updated_at: r.get("updated_at")?,
             send_traceparent: r.get("send_traceparent")?,
-        });
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// Runs a statement returning whole delivery rows (every column by name), such as the claim.
@@ -188,11 +193,8 @@ pub(crate) fn query_deliveries(
     conn: &Connection,
     stmt: &Statement,
 ) -> Result<Vec<delivery::Model>> {
-    let mut prepared = prepare(conn, stmt)?;
-    let mut rows = prepared.raw_query();
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        out.push(delivery::Model {
+    query_rows(conn, stmt, |r| {
+        Ok(delivery::Model {
             id: r.get("id")?,
             tenant_id: r.get("tenant_id")?,
             endpoint_id: r.get("endpoint_id")?,
@@ -212,9 +214,8 @@ pub(crate) fn query_deliveries(
             last_attempt_at: r.get("last_attempt_at")?,
             created_at: r.get("created_at")?,
             updated_at: r.get("updated_at")?,
-        });
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// Runs a `SELECT` of endpoint secret rows (built by sea-orm, so every column by name).
@@ -222,20 +223,16 @@ pub(crate) fn query_secrets(
     conn: &Connection,
     stmt: &Statement,
 ) -> Result<Vec<endpoint_secret::Model>> {
-    let mut prepared = prepare(conn, stmt)?;
-    let mut rows = prepared.raw_query();
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        out.push(endpoint_secret::Model {
+    query_rows(conn, stmt, |r| {
+        Ok(endpoint_secret::Model {
             id: r.get("id")?,
             tenant_id: r.get("tenant_id")?,
             endpoint_id: r.get("endpoint_id")?,
             secret: r.get("secret")?,
             created_at: r.get("created_at")?,
             expires_at: r.get("expires_at")?,
-        });
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// `INSERT INTO <table> (<every column>) VALUES (?1, …)<suffix>` for one row of `E`, from the
