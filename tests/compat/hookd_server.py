@@ -10,6 +10,7 @@ The binary is $HOOKD_BIN, or target/debug/hookd in the repository.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,14 +45,11 @@ class Hookd:
     api_key: str
     process: subprocess.Popen | None
     pid: int
-
-    @property
-    def db_url(self) -> str:
-        return database_url(self.workdir)
+    db_url: str
 
     def create_tenant(self, name: str = "compat", email: str = "ops@compat.example") -> tuple[str, str]:
         """Creates another tenant; returns (tenant_id, api_key)."""
-        return create_tenant(self.workdir, name, email)
+        return create_tenant(self.workdir, name, email, self.db_url)
 
     def stop(self, timeout: float = 15.0) -> int:
         return stop_pid(self.pid, self.process, timeout)
@@ -61,12 +60,32 @@ class Hookd:
 COMPAT_KEYS = "compat:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
 
-def database_url(workdir: Path) -> str:
-    """$HOOKD_COMPAT_DATABASE_URL (e.g. a fresh PostgreSQL database), else SQLite in workdir."""
-    return os.environ.get("HOOKD_COMPAT_DATABASE_URL") or f"sqlite://{workdir / 'data' / 'hookd.db'}"
+def database_url(workdir: Path, own: str | None = None) -> str:
+    """`own` if given, else $HOOKD_COMPAT_DATABASE_URL (e.g. a fresh PostgreSQL database),
+    else SQLite in workdir."""
+    return (
+        own
+        or os.environ.get("HOOKD_COMPAT_DATABASE_URL")
+        or f"sqlite://{workdir / 'data' / 'hookd.db'}"
+    )
 
 
-def _env(workdir: Path, extra: dict[str, str] | None) -> dict[str, str]:
+@contextlib.contextmanager
+def own_postgres_database(server_url: str, name: str):
+    """A PostgreSQL database of its own on `server_url`'s server, named `name`; yields its URL
+    and drops it after. For a test whose process must be the only one on its database (servers
+    sharing one database share its deliveries and endpoints' leases)."""
+    subprocess.run(["psql", server_url, "-qAtc", f"CREATE DATABASE {name}"],
+                   check=True, capture_output=True)
+    parts = urllib.parse.urlsplit(server_url)
+    try:
+        yield urllib.parse.urlunsplit(parts._replace(path="/" + name))
+    finally:
+        subprocess.run(["psql", server_url, "-qAtc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"],
+                       capture_output=True)
+
+
+def _env(workdir: Path, extra: dict[str, str] | None, own_db: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # Whatever the caller's shell has, this server is ours: no config leaks in.
     for k in list(env):
@@ -75,24 +94,24 @@ def _env(workdir: Path, extra: dict[str, str] | None) -> dict[str, str]:
     env.update(
         {
             "HOOKD_BIND": "127.0.0.1:0",
-            "HOOKD_DATABASE_URL": database_url(workdir),
+            "HOOKD_DATABASE_URL": database_url(workdir, own_db),
             "HOOKD_ENDPOINT_ALLOW_NETWORKS": ALLOW_NETWORKS,
             "HOOKD_LOG_LEVEL": "info",
         }
     )
-    if database_url(workdir).startswith("postgres"):
+    if database_url(workdir, own_db).startswith("postgres"):
         # Every process on one PostgreSQL database seals secrets with the same keys.
         env["HOOKD_SECRET_KEYS"] = COMPAT_KEYS
     env.update(extra or {})
     return env
 
 
-def create_tenant(workdir: Path, name: str, email: str) -> tuple[str, str]:
-    db = database_url(workdir)
+def create_tenant(workdir: Path, name: str, email: str, own_db: str | None = None) -> tuple[str, str]:
+    db = database_url(workdir, own_db)
     out = subprocess.run(
         [hookd_bin(), "tenant", "create", "--name", name, "--email", email, "--json",
          "--database-url", db],
-        cwd=workdir, env=_env(workdir, None), capture_output=True, text=True, timeout=60,
+        cwd=workdir, env=_env(workdir, None, own_db), capture_output=True, text=True, timeout=60,
     )
     if out.returncode != 0:
         raise RuntimeError(f"hookd tenant create failed ({out.returncode}): {out.stderr.strip()}")
@@ -106,14 +125,15 @@ def create_tenant(workdir: Path, name: str, email: str) -> tuple[str, str]:
 
 
 def start(workdir: Path, env: dict[str, str] | None = None, timeout: float = 60.0,
-          detach: bool = False) -> Hookd:
-    """Starts `hookd serve` in workdir (SQLite in workdir/data) and creates a tenant."""
+          detach: bool = False, own_db: str | None = None) -> Hookd:
+    """Starts `hookd serve` in workdir (SQLite in workdir/data, or `own_db`, or the compat
+    database: see `database_url`) and creates a tenant."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "hookd.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [hookd_bin(), "serve"], cwd=workdir, env=_env(workdir, env),
+        [hookd_bin(), "serve"], cwd=workdir, env=_env(workdir, env, own_db),
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=detach,
     )
@@ -134,8 +154,8 @@ def start(workdir: Path, env: dict[str, str] | None = None, timeout: float = 60.
         raise RuntimeError(f"hookd did not report its port within {timeout}s:\n"
                            + log_path.read_text(errors="replace"))
     (workdir / "hookd.pid").write_text(str(proc.pid))
-    _, api_key = create_tenant(workdir, "compat", "ops@compat.example")
-    return Hookd(workdir, base_url, api_key, proc, proc.pid)
+    _, api_key = create_tenant(workdir, "compat", "ops@compat.example", own_db)
+    return Hookd(workdir, base_url, api_key, proc, proc.pid, database_url(workdir, own_db))
 
 
 def stop_pid(pid: int, proc: subprocess.Popen | None = None, timeout: float = 15.0) -> int:

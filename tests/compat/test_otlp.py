@@ -1,12 +1,15 @@
 """OTLP log export, read by the official OpenTelemetry protobuf definitions.
 
-A hookd of its own exports to a loopback collector that parses every request body as OTLP/HTTP
+A hookd of its own (on PostgreSQL, on a database of its own too: a second server on the suite's
+database could hold the endpoint's lease and deliver, and log, in its place) exports to a
+loopback collector that parses every request body as OTLP/HTTP
 protobuf (`ExportLogsServiceRequest`, and `ExportTraceServiceRequest` for the traces sent
 beside them), as an OpenTelemetry collector's OTLP/HTTP receiver would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -89,12 +92,22 @@ def collector():
 def test_delivery_logs_reach_an_otlp_collector_with_every_id_and_no_payload(
     tmp_path, collector, receiver, uniq
 ):
+    shared = hookd_server.database_url(tmp_path)
+    with contextlib.ExitStack() as stack:
+        own = None
+        if shared.startswith("postgres"):
+            own = stack.enter_context(hookd_server.own_postgres_database(shared, f"hookd_otlp_{uniq}"))
+        run_and_check(tmp_path, collector, receiver, uniq, own)
+
+
+def run_and_check(tmp_path, collector, receiver, uniq, own_db):
     server = hookd_server.start(
         tmp_path,
         env={
             "HOOKD_OTLP_ENDPOINT": collector.url,
             "HOOKD_LOG_LEVEL": "info,dispatcher=debug",
         },
+        own_db=own_db,
     )
     try:
         svix = make_client(server.base_url, server.api_key)

@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 from svix.api import EndpointIn, MessageIn
 
+import hookd_server
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -111,23 +113,17 @@ def test_the_node_example_handles_each_event_once(svix, server, app, uniq):
     url = os.environ.get("HOOKD_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("SKIPPED the Node receiver example: it keeps its inbox in PostgreSQL and HOOKD_TEST_POSTGRES_URL is not set")
-    # A database of its own, dropped after: the example creates its inbox table there.
-    import subprocess as sp
-    import urllib.parse as up
-
-    db = f"hookd_inbox_{uniq}"
-    sp.run(["psql", url, "-qAtc", f"CREATE DATABASE {db}"], check=True, capture_output=True)
-    own = up.urlunsplit(up.urlsplit(url)._replace(path="/" + db))
     # Run from beside the pinned packages, as a user's project would.
     copy = js / "receive_inbox.example.mjs"
     shutil.copy(EXAMPLES / "receive_inbox.mjs", copy)
     try:
-        got = exercise(svix, server, app, uniq, [node, str(copy), "0"], {"DATABASE_URL": own})
-        rows = sp.run(
-            ["psql", own, "-qAtc", "SELECT COUNT(*) FROM webhook_inbox"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()
-        assert rows == "3", got
+        # A database of its own, dropped after: the example creates its inbox table there.
+        with hookd_server.own_postgres_database(url, f"hookd_inbox_{uniq}") as own:
+            got = exercise(svix, server, app, uniq, [node, str(copy), "0"], {"DATABASE_URL": own})
+            rows = subprocess.run(
+                ["psql", own, "-qAtc", "SELECT COUNT(*) FROM webhook_inbox"],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()
+            assert rows == "3", got
     finally:
         copy.unlink()
-        sp.run(["psql", url, "-qAtc", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"], capture_output=True)
