@@ -100,6 +100,7 @@ mod m0035_attempts_clustered;
 mod m0036_attempts_keyed_by_message;
 mod m0037_messages_keyed_by_app;
 mod m0038_event_types_walked;
+mod m0039_handoff_journal;
 
 pub struct Migrator;
 
@@ -142,6 +143,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0036_attempts_keyed_by_message::Migration),
             Box::new(m0037_messages_keyed_by_app::Migration),
             Box::new(m0038_event_types_walked::Migration),
+            Box::new(m0039_handoff_journal::Migration),
         ]
     }
 }

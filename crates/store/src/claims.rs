@@ -1,6 +1,8 @@
 //! Claims: the dispatcher takes due deliveries (leased to it), renews, defers and gives them
 //! back; expired leases return to pending.
 
+use std::time::Duration;
+
 use domain::Timestamp;
 use domain::delivery::DeliveryState;
 use domain::ids::{DeliveryId, EndpointId, MessageId};
@@ -150,6 +152,7 @@ impl crate::System<'_> {
     /// Returns deliveries whose lease ran out (their worker died) to pending, without counting
     /// an attempt. Returns how many.
     pub async fn reap_expired_leases(&self, now: Timestamp) -> Result<u64> {
+        let journaled = self.reap_journals(now.as_millis()).await?;
         let _turn = self.write_turn().await;
         let res = expired_leases(now).exec(&self.db).await?;
         if let Some(leases) = &self.sql.endpoint_leases {
@@ -161,7 +164,7 @@ impl crate::System<'_> {
                 .execute(self.sql.statement(leases.forget_expired, [stale.into()]))
                 .await?;
         }
-        Ok(res.rows_affected)
+        Ok(journaled + res.rows_affected)
     }
 
     /// Gives back claims `owner` will not start (shutdown), without counting an attempt.
@@ -180,6 +183,8 @@ impl crate::System<'_> {
         if ids.is_empty() {
             return Ok(0);
         }
+        self.write_out_handed(owner, ids.iter().copied(), Duration::ZERO)
+            .await?;
         let _turn = self.write_turn().await;
         let res = hand_back(delivery::Entity::update_many(), state)
             .filter(delivery::Column::Id.is_in(ids.iter().copied()))
@@ -255,6 +260,14 @@ impl crate::System<'_> {
         ids: &[DeliveryId],
         until: Timestamp,
     ) -> Result<u64> {
+        // An attempt running this long is shown (see `journal::SHOWN_AFTER`); the others'
+        // journals are younger than a third of their lease, which the next renewal finds.
+        self.write_out_handed(
+            owner,
+            ids.iter().copied(),
+            crate::postgres::journal::SHOWN_AFTER,
+        )
+        .await?;
         let _turn = self.write_turn().await;
         let mut renewed = 0;
         for chunk in ids.chunks(500) {
@@ -279,6 +292,8 @@ impl crate::System<'_> {
         owner: &str,
         deferrals: &[(DeliveryId, Timestamp)],
     ) -> Result<()> {
+        self.write_out_handed(owner, deferrals.iter().map(|(id, _)| *id), Duration::ZERO)
+            .await?;
         let _turn = self.write_turn().await;
         use sea_orm::sea_query::{CaseStatement, SimpleExpr};
         // One statement per chunk however many deliveries: the claim loop waits on this.

@@ -325,7 +325,7 @@ pub(crate) struct Created {
     /// (index in `deliveries`, index in `out`, slot) of those claimed for the local
     /// dispatcher.
     pub(crate) handed: Vec<(usize, usize, Slot)>,
-    handoff: Option<Handoff>,
+    pub(crate) handoff: Option<Handoff>,
     /// The handed-off deliveries' endpoints with their secrets, where the writer read them.
     endpoints: HashMap<EndpointId, std::sync::Arc<crate::DispatchEndpoint>>,
     out: Vec<Result<CreatedMessage>>,
@@ -406,6 +406,14 @@ impl Created {
         self.handed
             .iter()
             .map(|(i, ..)| self.deliveries[*i].endpoint_id)
+            .collect()
+    }
+
+    /// The handed-off deliveries' ids.
+    pub(crate) fn handed_ids(&self) -> Vec<DeliveryId> {
+        self.handed
+            .iter()
+            .map(|(i, _, _)| self.deliveries[*i].id)
             .collect()
     }
 

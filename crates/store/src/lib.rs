@@ -248,6 +248,9 @@ pub struct Store {
     /// Where the message writer hands new deliveries to this process's dispatcher, when one
     /// runs here (see [`Handoff`]). Shared by every clone.
     handoff: std::sync::Arc<std::sync::RwLock<Option<Handoff>>>,
+    /// This process's handed-off deliveries that PostgreSQL holds only in a journal (see
+    /// `postgres::journal`). Shared by every clone; empty on SQLite.
+    journal: std::sync::Arc<postgres::journal::Journal>,
     /// Short-lived copies of API-key and application lookups (see `cache`).
     keys: std::sync::Arc<cache::ReadCache<String, domain::ids::TenantId>>,
     /// The same for portal tokens (see `portal`).
@@ -360,6 +363,7 @@ impl Store {
                 None => Writer::Postgres(None),
             },
             handoff: Default::default(),
+            journal: Default::default(),
             keys: Default::default(),
             portal: Default::default(),
             integrations: Default::default(),

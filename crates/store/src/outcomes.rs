@@ -46,7 +46,11 @@ fn kept_delivery(msg: SimpleExpr, endpoint: Option<SimpleExpr>) -> SelectStateme
 /// s.classification = 'success'` (a probe of `idx_attempts_msg`); with `unless_kept`, only
 /// where no kept delivery of the same pair stands instead (a probe of
 /// `uq_deliveries_msg_endpoint` per success).
-fn success(msg: SimpleExpr, endpoint: Option<SimpleExpr>, unless_kept: bool) -> SelectStatement {
+pub(crate) fn success(
+    msg: SimpleExpr,
+    endpoint: Option<SimpleExpr>,
+    unless_kept: bool,
+) -> SelectStatement {
     let s = Alias::new("s");
     let mut q = Query::select()
         .expr(Expr::val(1))

@@ -418,7 +418,7 @@ pub enum Reclaim {
 
 /// The tables whose rows are updated or deleted all day (deliveries twice per attempt).
 const BUSY_TABLES: &str = "messages, deliveries, attempts, endpoints, idempotency_keys, \
-    sessions, operational_events, email_outbox, jobs, attempt_stats, ordering_sequences";
+    sessions, operational_events, email_outbox, jobs, attempt_stats, ordering_sequences, handoffs";
 
 impl crate::System<'_> {
     /// Makes the space of deleted and updated rows reusable, where the database would not.

@@ -139,8 +139,8 @@ async fn a_postgres_database_of_the_last_release_upgrades_with_every_answer_unch
         .unwrap();
     // Every column of m0030's list (migrations/src/m0030_binary_ids.rs) but the two m0032
     // dropped (attempts' app_id and delivery_id) and the one m0033 dropped (deliveries'
-    // app_id).
-    assert_eq!(row.try_get::<i64>("", "n").unwrap(), 63, "uuid columns");
+    // app_id), and the journal's id (m0039; its arrays of ids are `ARRAY` columns).
+    assert_eq!(row.try_get::<i64>("", "n").unwrap(), 64, "uuid columns");
     db.close().await.unwrap();
     conn.execute_unprepared(&format!("DROP DATABASE \"{name}\" WITH (FORCE)"))
         .await

@@ -131,6 +131,13 @@ impl Store {
             .map(|t| crate::pg::id_from_uuid_text(t).map_err(StoreError::Corrupt))
             .collect::<Result<_>>()?;
         created.keep_only(&inserted);
+        // Before any is handed over: a result may come back at once.
+        let journal: Option<String> = row.try_get("", "journal")?;
+        if let (Some(journal), Some(h)) = (journal, &created.handoff) {
+            let journal = crate::pg::id_from_uuid_text(&journal).map_err(StoreError::Corrupt)?;
+            self.journal
+                .record(journal, &h.owner, &created.handed_ids());
+        }
         let seqs: Vec<(String, i64)> = serde_json::from_value(parse("seqs")?)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let seqs: HashMap<DeliveryId, i64> = seqs
@@ -156,8 +163,9 @@ impl Store {
 /// batch without ordering keys sorts nothing. Its parameters are binary arrays, one per column
 /// (see [`ColumnArray`]): the messages' in their entity's column order, payloads included, then
 /// their deliveries' (ordered ones with their batch rank as `seq`), then the handed-off
-/// endpoints. Returns the inserted message ids, the handed endpoints' secrets and each ordered
-/// delivery's number, as JSON texts.
+/// endpoints. The handed-off deliveries (written `sending`) are not inserted: their batch's
+/// journal is (see `journal`). Returns the inserted message ids, the handed endpoints' secrets
+/// and each ordered delivery's number, as JSON texts, and the journal's id.
 fn create_messages_sql() -> String {
     use crate::pg::{column_names, columns_of, unnest};
     let message_names = column_names::<message::Entity>();
@@ -189,13 +197,20 @@ fn create_messages_sql() -> String {
              (PARTITION BY r.endpoint_id, r.ordering_key ORDER BY r.seq) AS seq \
            FROM r JOIN k USING (endpoint_id, ordering_key) \
            JOIN s USING (endpoint_id, ordering_key)) o ON o.id = r.id \
-         RETURNING id, seq) \
+         WHERE r.state <> '{sending}' RETURNING id, seq), \
+       j AS (INSERT INTO handoffs (id, owner, expires_at, created_at, delivery_ids, msg_ids, \
+           endpoint_ids, give_up_at) \
+         SELECT (array_agg(id))[1], min(lease_owner), max(lease_expires_at), min(created_at), \
+           array_agg(id), array_agg(msg_id), array_agg(endpoint_id), array_agg(give_up_at) \
+         FROM r WHERE state = '{sending}' HAVING COUNT(*) > 0 RETURNING id) \
        SELECT CAST(COALESCE((SELECT json_agg(id) FROM m), '[]') AS text) AS ids, \
          CAST(COALESCE((SELECT json_agg(s) FROM endpoint_secrets s WHERE s.endpoint_id \
            = ANY(CAST(${handed} AS uuid[]))), '[]') \
            AS text) AS secrets, \
          CAST(COALESCE((SELECT json_agg(json_build_array(id, seq)) FROM d \
-           WHERE seq IS NOT NULL), '[]') AS text) AS seqs",
+           WHERE seq IS NOT NULL), '[]') AS text) AS seqs, \
+         CAST((SELECT id FROM j) AS text) AS journal",
+        sending = domain::delivery::DeliveryState::Sending.as_str(),
         message_columns = message_names.join(", "),
         message_rows = unnest(&messages, 1, "r", &message_names),
         delivery_rows = unnest(&deliveries, 1 + messages.len(), "r", &columns),

@@ -4,6 +4,7 @@
 pub(crate) mod connect;
 pub(crate) mod fault;
 pub(crate) mod ingest;
+pub(crate) mod journal;
 pub(crate) mod pg;
 pub(crate) mod results;
 

@@ -148,6 +148,17 @@ pub(crate) async fn query_with_arrays(
     run(db, sql, values, arrays, true).await
 }
 
+/// [`query_with_arrays`] as an unnamed statement, planned for the tables as they are at each
+/// run (see [`query_planned_now`] for why a kept plan can go stale).
+pub(crate) async fn query_with_arrays_planned_now(
+    db: &sea_orm::DatabaseConnection,
+    sql: &str,
+    values: Vec<Value>,
+    arrays: Vec<ColumnArray>,
+) -> Result<Vec<sea_orm::QueryResult>, sea_orm::DbErr> {
+    run(db, sql, values, arrays, false).await
+}
+
 /// Runs `stmt` as an unnamed statement, which PostgreSQL plans for each execution with its
 /// values and the tables' sizes of the moment. A statement a connection keeps prepared gets,
 /// after five runs, a generic plan that it keeps until the table's statistics change: the

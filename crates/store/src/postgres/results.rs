@@ -1,6 +1,7 @@
 //! Attempt results on PostgreSQL: one statement per batch.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::DeliveryId;
@@ -8,7 +9,7 @@ use sea_orm::Statement;
 
 use crate::entities::attempt;
 use crate::pg::{ColumnArray, column_names, columns_of, unnest};
-use crate::results::{AttemptResult, finish_of};
+use crate::results::{AttemptResult, Next, finish_of};
 use crate::{Result, Store};
 
 impl Store {
@@ -24,12 +25,51 @@ impl Store {
         now: i64,
         rest: Vec<Statement>,
     ) -> Result<HashSet<DeliveryId>> {
+        // Journaled deliveries (see `journal`): those that failed are written out first and
+        // then finished as any other; those that succeeded leave their attempt alone.
+        let (succeeded, other): (Vec<&AttemptResult>, Vec<&AttemptResult>) =
+            results.iter().partition(|r| r.next == Next::Succeeded);
+        self.write_out_handed(owner, other.iter().map(|r| r.delivery.id), Duration::ZERO)
+            .await?;
+        let journaled = self.journal.take(
+            owner,
+            succeeded.iter().map(|r| r.delivery.id),
+            Duration::ZERO,
+        );
+        // Their rows are not there to look up: only their attempts and journals are written.
+        let unjournaled: Vec<&AttemptResult> = if journaled.deliveries.is_empty() {
+            results.iter().collect()
+        } else {
+            let done: HashSet<DeliveryId> = journaled.deliveries.iter().map(|(d, _)| *d).collect();
+            results
+                .iter()
+                .filter(|r| !done.contains(&r.delivery.id))
+                .collect()
+        };
         let mut arrays = columns_of::<attempt::Entity>(results.iter().map(|r| &r.attempt));
-        arrays.extend(finished(results));
+        arrays.extend(finished(&unjournaled));
+        arrays.push(journaled.emptied_array());
         let statement = crate::pg::with_ctes(rest, finish_statement(owner, now));
         let values = statement.values.map(|v| v.0).unwrap_or_default();
-        let rows = crate::pg::query_with_arrays(&self.db, &statement.sql, values, arrays).await?;
-        let mut written = HashSet::with_capacity(results.len());
+        let rows = match crate::pg::query_with_arrays_planned_now(
+            &self.db,
+            &statement.sql,
+            values,
+            arrays,
+        )
+        .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.journal.put_back(journaled);
+                return Err(e.into());
+            }
+        };
+        // A journaled success is written with its attempt. Should another process have reaped
+        // its journal (this one stalled past its lease), it is sent again, as a delivery whose
+        // lease ran out: at least once either way.
+        let mut written: HashSet<DeliveryId> =
+            journaled.deliveries.iter().map(|(d, _)| *d).collect();
         for row in rows {
             written.insert(row.try_get::<DeliveryId>("", "id")?);
         }
@@ -50,9 +90,9 @@ const FINISHED: [&str; 7] = [
 
 /// The deliveries' new states after their attempts, as the arrays `v` of
 /// [`finish_statement`] reads, one per column of [`FINISHED`].
-fn finished(results: &[AttemptResult]) -> Vec<ColumnArray> {
+fn finished(results: &[&AttemptResult]) -> Vec<ColumnArray> {
     let n = results.len();
-    let finish: Vec<_> = results.iter().map(finish_of).collect();
+    let finish: Vec<_> = results.iter().map(|r| finish_of(r)).collect();
     vec![
         ColumnArray::Uuid(Vec::with_capacity(n)).filled(results.iter().map(|r| r.delivery.id)),
         ColumnArray::Text(Vec::with_capacity(n)).filled(finish.iter().map(|(state, _)| *state)),
@@ -70,7 +110,9 @@ fn finished(results: &[AttemptResult]) -> Vec<ColumnArray> {
 
 /// Inserts the attempts and writes the deliveries' new states, only while `owner` still holds
 /// each lease, returning the ids written: `$1` owner, `$2` now, then the attempts' arrays in
-/// their entity's column order and those of [`finished`]. A delivery that succeeded is deleted
+/// their entity's column order, those of [`finished`] (not the journaled deliveries that
+/// succeeded: they have no row) and the journals they empty, deleted if still `owner`'s. A
+/// delivery that succeeded is deleted
 /// (its attempt says the same, see `outcomes`): one small WAL record where the update of its
 /// row wrote a new version and three index entries. The text is the same for every batch
 /// (prepared once per connection). The rows are found by primary key, one lookup per unnested
@@ -89,6 +131,7 @@ fn finish_statement(owner: &str, now: i64) -> Statement {
         let attempts = columns_of::<attempt::Entity>(std::iter::empty());
         let finished = finished(&[]);
         let first = 3 + attempts.len();
+        let emptied = first + finished.len();
         let held = "deliveries.id = v.id \
                AND deliveries.lease_owner = $1 AND (deliveries.state = 'sending') IS TRUE";
         let states = unnest(&finished, first, "v", &FINISHED);
@@ -102,7 +145,9 @@ fn finish_statement(owner: &str, now: i64) -> Statement {
                last_error = v.last_error, last_attempt_at = v.last_attempt_at, updated_at = $2 \
              FROM {states} \
              WHERE v.state <> '{succeeded}' AND {held} \
-             RETURNING deliveries.id) \
+             RETURNING deliveries.id), \
+             e AS (DELETE FROM handoffs USING unnest(CAST(${emptied} AS uuid[])) AS g(id) \
+               WHERE handoffs.id = g.id AND handoffs.owner = $1) \
              SELECT id FROM d UNION ALL SELECT id FROM u",
             cols = names.join(", "),
             rows = unnest(&attempts, 3, "r", &names),
@@ -134,8 +179,10 @@ mod tests {
             }
             use sea_orm::{ConnectionTrait, TransactionTrait};
             let statement = finish_statement("owner", 0);
-            let params =
-                2 + columns_of::<attempt::Entity>(std::iter::empty()).len() + finished(&[]).len();
+            let params = 2
+                + columns_of::<attempt::Entity>(std::iter::empty()).len()
+                + finished(&[]).len()
+                + 1;
             let txn = db.store.connection().begin().await.unwrap();
             // As in `plans`: with sequential scans priced out, an empty table gets the plan a
             // large one would.

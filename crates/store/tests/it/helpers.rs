@@ -73,3 +73,15 @@ pub fn first_try(url: &str, status: u16) -> NewAttempt {
         retry_after_ms: None,
     }
 }
+
+/// How many steps `Migrator::down` takes to undo `first` and every migration after it, so a
+/// test that undoes one migration names it rather than counting the ones added since.
+pub fn steps_to_undo(first: &str) -> u32 {
+    use migration::MigratorTrait;
+    let all = migration::Migrator::migrations();
+    let at = all
+        .iter()
+        .position(|m| m.name() == first)
+        .unwrap_or_else(|| panic!("no migration {first}"));
+    (all.len() - at) as u32
+}

@@ -59,7 +59,7 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
     use migration::MigratorTrait;
     use store::NewMessage;
 
-    use crate::helpers::{app, endpoint, first_try, tenant, url};
+    use crate::helpers::{app, endpoint, first_try, steps_to_undo, tenant, url};
 
     each_backend(|store| async move {
         let t = tenant(&store, "t").await;
@@ -100,7 +100,9 @@ async fn m0032_and_m0033_undone_give_attempts_and_deliveries_their_ids_back() {
         expected.sort();
         expected_deliveries.sort();
         let conn = store.connection();
-        migration::Migrator::down(conn, Some(7)).await.unwrap();
+        migration::Migrator::down(conn, Some(steps_to_undo("m0032_lean_attempts")))
+            .await
+            .unwrap();
         let bytes = |r: &sea_orm::QueryResult, c: &str| -> Vec<u8> {
             match conn.get_database_backend() {
                 sea_orm::DbBackend::Postgres => r
