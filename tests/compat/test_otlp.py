@@ -93,10 +93,12 @@ def test_delivery_logs_reach_an_otlp_collector_with_every_id_and_no_payload(
     tmp_path, collector, receiver, uniq
 ):
     shared = hookd_server.database_url(tmp_path)
-    with contextlib.ExitStack() as stack:
-        own = None
-        if shared.startswith("postgres"):
-            own = stack.enter_context(hookd_server.own_postgres_database(shared, f"hookd_otlp_{uniq}"))
+    own_db = (
+        hookd_server.own_postgres_database(shared, f"hookd_otlp_{uniq}")
+        if shared.startswith("postgres")
+        else contextlib.nullcontext()
+    )
+    with own_db as own:
         run_and_check(tmp_path, collector, receiver, uniq, own)
 
 

@@ -59,8 +59,14 @@ pub(crate) struct Taken {
 }
 
 impl Taken {
+    /// Nothing taken (a journal is only emptied by taking a delivery out of it).
     pub(crate) fn is_empty(&self) -> bool {
-        self.deliveries.is_empty() && self.emptied.is_empty()
+        self.deliveries.is_empty()
+    }
+
+    /// The ids taken.
+    pub(crate) fn ids(&self) -> std::collections::HashSet<DeliveryId> {
+        self.deliveries.iter().map(|(d, _)| *d).collect()
     }
 
     /// The deliveries' ids and their journals' as two arrays, then the emptied journals'.
@@ -109,27 +115,28 @@ impl Journal {
     ) -> Taken {
         let mut taken = Taken::default();
         let mut inner = self.lock();
-        if inner.of.is_empty() {
+        let Inner { of, open } = &mut *inner;
+        if of.is_empty() {
             return taken;
         }
         let now = Instant::now();
         for id in ids {
-            let Some(&journal) = inner.of.get(&id) else {
+            let Some(&journal) = of.get(&id) else {
                 continue;
             };
-            let Some(open) = inner.open.get_mut(&journal) else {
+            let Some(o) = open.get_mut(&journal) else {
                 continue;
             };
-            if open.owner != owner || now.duration_since(open.since) < older {
+            if o.owner != owner || now.duration_since(o.since) < older {
                 continue;
             }
-            inner.of.remove(&id);
-            let open = inner.open.get_mut(&journal).expect("looked up above");
-            open.left -= 1;
-            if open.left == 0 {
-                let open = inner.open.remove(&journal).expect("looked up above");
+            of.remove(&id);
+            o.left -= 1;
+            if o.left == 0 {
+                if let Some(o) = open.remove(&journal) {
+                    taken.undo.push((journal, o.owner, o.since));
+                }
                 taken.emptied.push(journal);
-                taken.undo.push((journal, open.owner, open.since));
             }
             taken.deliveries.push((id, journal));
         }

@@ -37,15 +37,11 @@ impl Store {
             Duration::ZERO,
         );
         // Their rows are not there to look up: only their attempts and journals are written.
-        let unjournaled: Vec<&AttemptResult> = if journaled.deliveries.is_empty() {
-            results.iter().collect()
-        } else {
-            let done: HashSet<DeliveryId> = journaled.deliveries.iter().map(|(d, _)| *d).collect();
-            results
-                .iter()
-                .filter(|r| !done.contains(&r.delivery.id))
-                .collect()
-        };
+        let done = journaled.ids();
+        let unjournaled: Vec<&AttemptResult> = results
+            .iter()
+            .filter(|r| !done.contains(&r.delivery.id))
+            .collect();
         let mut arrays = columns_of::<attempt::Entity>(results.iter().map(|r| &r.attempt));
         arrays.extend(finished(&unjournaled));
         arrays.push(journaled.emptied_array());
@@ -68,8 +64,7 @@ impl Store {
         // A journaled success is written with its attempt. Should another process have reaped
         // its journal (this one stalled past its lease), it is sent again, as a delivery whose
         // lease ran out: at least once either way.
-        let mut written: HashSet<DeliveryId> =
-            journaled.deliveries.iter().map(|(d, _)| *d).collect();
+        let mut written = done;
         for row in rows {
             written.insert(row.try_get::<DeliveryId>("", "id")?);
         }
