@@ -14,7 +14,8 @@ use crate::{Result, Store};
 pub struct QueueGauges {
     /// Deliveries waiting for an attempt (due or not).
     pub pending: u64,
-    /// Deliveries claimed by a dispatcher, their attempt in flight.
+    /// Deliveries claimed by a dispatcher, their attempt in flight (on PostgreSQL with those
+    /// handed off at ingest and still only journaled).
     pub sending: u64,
     /// Dead letters: deliveries that failed for good.
     pub dead_letters: u64,
@@ -312,6 +313,17 @@ impl crate::System<'_> {
         let count = |col: &str| -> Result<u64> {
             Ok(u64::try_from(row.try_get::<i64>("", col)?).unwrap_or(0))
         };
+        let journaled = match self.sql.journaled_in_flight {
+            Some(sql) => match self
+                .db
+                .query_one(Statement::from_string(backend, sql()))
+                .await?
+            {
+                Some(r) => u64::try_from(r.try_get::<i64>("", "n")?).unwrap_or(0),
+                None => 0,
+            },
+            None => 0,
+        };
         let oldest_due = row.try_get::<Option<i64>>("", "oldest_due")?;
         let oldest_held = row.try_get::<Option<i64>>("", "oldest_held")?;
         let size_sql = self.sql.database_size;
@@ -329,7 +341,7 @@ impl crate::System<'_> {
             database_bytes: bytes("total")?,
             database_free_bytes: bytes("free")?,
             pending: count("pending")?,
-            sending: count("sending")?,
+            sending: count("sending")? + journaled,
             dead_letters: count("dead")?,
             oldest_due_age: oldest_due
                 .map(|at| now.since(Timestamp::from_millis(at)))

@@ -150,6 +150,37 @@ async fn metrics_move_as_messages_are_accepted_and_delivered() {
     }
 }
 
+/// An attempt counts as in flight from its start, including (on PostgreSQL) one handed to the
+/// dispatcher at ingest and so far only journaled (decisions 113).
+#[tokio::test]
+async fn a_slow_attempt_is_in_flight_from_its_start() {
+    for app in apps_with(&[]).await {
+        let sink = sink(Behaviour {
+            latency_ms: 4000,
+            ..Default::default()
+        });
+        let (a, _) = endpoint_at(&app, &sink, json!({})).await;
+        for n in 0..3 {
+            send(&app, &a, json!({"n": n})).await;
+        }
+        // Well before the first lease renewal (a third of the 30 s lease) writes anything out.
+        let mut seen = 0.0;
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline && seen != 3.0 {
+            seen = scrape(&app).await.get(IN_FLIGHT);
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(seen, 3.0, "three attempts in flight on {}", app.backend);
+        eventually(Duration::from_secs(15), "the attempts end", || async {
+            let now = scrape(&app).await;
+            now.get(IN_FLIGHT) == 0.0 && now.get(PENDING) == 0.0
+        })
+        .await;
+        assert_eq!(sink.state.report().unique, 3, "on {}", app.backend);
+        sink.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn refused_messages_are_counted_by_result() {
     let env = [
