@@ -101,6 +101,7 @@ mod m0036_attempts_keyed_by_message;
 mod m0037_messages_keyed_by_app;
 mod m0038_event_types_walked;
 mod m0039_handoff_journal;
+mod m0040_deliveries_seen;
 
 pub struct Migrator;
 
@@ -144,6 +145,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0037_messages_keyed_by_app::Migration),
             Box::new(m0038_event_types_walked::Migration),
             Box::new(m0039_handoff_journal::Migration),
+            Box::new(m0040_deliveries_seen::Migration),
         ]
     }
 }

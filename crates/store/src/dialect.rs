@@ -52,9 +52,6 @@ pub(crate) struct Dialect {
     pub give_back_wal: Option<&'static str>,
     /// Whether the database may need hookd to reclaim deleted rows' space (see `retention`).
     pub may_need_vacuum: bool,
-    /// Counts (`n`) deliveries in flight that are not rows yet, where the database keeps
-    /// handed-off deliveries in a journal first (`postgres::journal`).
-    pub journaled_in_flight: Option<fn() -> &'static str>,
     /// An id as an SQL literal of its stored form (decisions 94).
     pub id_literal: fn(&sea_orm::prelude::Uuid) -> String,
     /// The messages of these `(app_id, id)` pairs, each read by its key whatever the planner

@@ -22,11 +22,27 @@ use domain::ids::{AttemptId, DeliveryId, EndpointId, MessageId, TenantId};
 use sea_orm::sea_query::{
     Alias, Expr, IntoColumnRef, Query, SelectStatement, SimpleExpr, UnionType,
 };
-use sea_orm::{ColumnTrait, ConnectionTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select,
+};
 
 use crate::Result;
 use crate::entities::Owned;
 use crate::entities::{attempt, delivery};
+
+/// The deliveries as readers see them (m0040, decisions 114): on PostgreSQL with those only
+/// journaled, in `sending`. Named `deliveries` in the statement, so that columns qualified by
+/// the entity read the view.
+fn from_seen(q: &mut SelectStatement) -> &mut SelectStatement {
+    q.from_clear()
+        .from_as(Alias::new("deliveries_seen"), delivery::Entity)
+}
+
+/// `select` reading the deliveries as readers see them (see [`from_seen`]).
+pub(crate) fn seen(mut select: Select<delivery::Entity>) -> Select<delivery::Entity> {
+    from_seen(QueryTrait::query(&mut select));
+    select
+}
 
 /// `SELECT 1 FROM deliveries WHERE msg_id = <msg> [AND endpoint_id = <endpoint>]`: one probe
 /// of `uq_deliveries_msg_endpoint`.
@@ -39,6 +55,7 @@ fn kept_delivery(msg: SimpleExpr, endpoint: Option<SimpleExpr>) -> SelectStateme
     if let Some(ep) = endpoint {
         q.and_where(Expr::col((delivery::Entity, delivery::Column::EndpointId)).eq(ep));
     }
+    from_seen(&mut q);
     q
 }
 
@@ -104,11 +121,12 @@ pub(crate) fn has_outcome(
 /// kept deliveries and those of its success attempts.
 pub(crate) fn destinations(endpoint: impl IntoColumnRef, msg: MessageId) -> SimpleExpr {
     let ep = endpoint.into_column_ref();
-    let kept = Query::select()
+    let mut kept = Query::select()
         .column(delivery::Column::EndpointId)
         .from(delivery::Entity)
         .and_where(delivery::Column::MsgId.eq(msg))
         .to_owned();
+    from_seen(&mut kept);
     let succeeded = Query::select()
         .column(attempt::Column::EndpointId)
         .from(attempt::Entity)
@@ -136,7 +154,7 @@ pub(crate) async fn of_messages(
     if msgs.is_empty() {
         return Ok(Vec::new());
     }
-    let mut kept = delivery::Entity::find_in(tenant)
+    let mut kept = seen(delivery::Entity::find_in(tenant))
         .filter(delivery::Column::MsgId.is_in(msgs.iter().copied()))
         .order_by_desc(delivery::Column::MsgId)
         .order_by_asc(delivery::Column::EndpointId);

@@ -273,7 +273,7 @@ impl Store {
         since: Option<Timestamp>,
         until: Option<Timestamp>,
     ) -> Result<DeliveryStats> {
-        let mut select = delivery::Entity::find_in(tenant)
+        let mut select = crate::outcomes::seen(delivery::Entity::find_in(tenant))
             .select_only()
             .column(delivery::Column::State)
             .column_as(delivery::Column::Id.count(), "n")
@@ -328,7 +328,8 @@ impl Store {
         let now = Timestamp::now();
         let txn = self.write_txn().await?;
         let ep = &enabled_endpoint_in(&*txn, self.sql, tenant, ep.id).await?;
-        let existing = delivery::Entity::find()
+        // Read as seen: a delivery still only journaled is in flight, as a `sending` row is.
+        let existing = crate::outcomes::seen(delivery::Entity::find())
             .filter(delivery::Column::MsgId.eq(msg.id))
             .filter(delivery::Column::EndpointId.eq(ep.id))
             .one(&*txn)
@@ -365,7 +366,7 @@ impl Store {
                 id
             }
         };
-        let row = delivery::Entity::find_by_id(id)
+        let row = crate::outcomes::seen(delivery::Entity::find_by_id(id))
             .one(&*txn)
             .await?
             .ok_or(StoreError::not_found("delivery"))?;
@@ -698,7 +699,7 @@ pub(crate) fn endpoint_deliveries(
     endpoint_id: EndpointId,
     state: DeliveryState,
 ) -> sea_orm::Select<delivery::Entity> {
-    delivery::Entity::find_in(tenant)
+    crate::outcomes::seen(delivery::Entity::find_in(tenant))
         .filter(delivery::Column::EndpointId.eq(endpoint_id))
         .filter(delivery::Column::State.eq(state.as_str()))
 }

@@ -284,7 +284,7 @@ pub(crate) fn gauges_sql(now_ms: i64) -> String {
     format!(
         "SELECT \
                (SELECT COUNT(*) FROM deliveries WHERE state = '{pending}') AS pending, \
-               (SELECT COUNT(*) FROM deliveries WHERE state = '{sending}') AS sending, \
+               (SELECT COUNT(*) FROM deliveries_seen WHERE state = '{sending}') AS sending, \
                (SELECT COUNT(*) FROM deliveries WHERE state = '{failed}') AS dead, \
                (SELECT MIN(next_attempt_at) FROM deliveries \
                   WHERE state = '{pending}' AND next_attempt_at <= {now_ms}) AS oldest_due, \
@@ -313,17 +313,6 @@ impl crate::System<'_> {
         let count = |col: &str| -> Result<u64> {
             Ok(u64::try_from(row.try_get::<i64>("", col)?).unwrap_or(0))
         };
-        let journaled = match self.sql.journaled_in_flight {
-            Some(sql) => match self
-                .db
-                .query_one(Statement::from_string(backend, sql()))
-                .await?
-            {
-                Some(r) => u64::try_from(r.try_get::<i64>("", "n")?).unwrap_or(0),
-                None => 0,
-            },
-            None => 0,
-        };
         let oldest_due = row.try_get::<Option<i64>>("", "oldest_due")?;
         let oldest_held = row.try_get::<Option<i64>>("", "oldest_held")?;
         let size_sql = self.sql.database_size;
@@ -341,7 +330,7 @@ impl crate::System<'_> {
             database_bytes: bytes("total")?,
             database_free_bytes: bytes("free")?,
             pending: count("pending")?,
-            sending: count("sending")? + journaled,
+            sending: count("sending")?,
             dead_letters: count("dead")?,
             oldest_due_age: oldest_due
                 .map(|at| now.since(Timestamp::from_millis(at)))

@@ -26,7 +26,7 @@ pub(crate) fn deliveries_per_endpoint(
     since: Timestamp,
     until: Timestamp,
 ) -> sea_orm::Select<delivery::Entity> {
-    delivery::Entity::find_in(tenant)
+    crate::outcomes::seen(delivery::Entity::find_in(tenant))
         .select_only()
         .column(delivery::Column::EndpointId)
         .column_as(delivery::Column::Id.count(), "n")

@@ -150,8 +150,9 @@ async fn metrics_move_as_messages_are_accepted_and_delivered() {
     }
 }
 
-/// An attempt counts as in flight from its start, including (on PostgreSQL) one handed to the
-/// dispatcher at ingest and so far only journaled (decisions 113).
+/// An attempt counts as in flight from its start, in the gauge and the API, including (on
+/// PostgreSQL) one handed to the dispatcher at ingest and so far only journaled (decisions 113
+/// and 114).
 #[tokio::test]
 async fn a_slow_attempt_is_in_flight_from_its_start() {
     for app in apps_with(&[]).await {
@@ -159,9 +160,10 @@ async fn a_slow_attempt_is_in_flight_from_its_start() {
             latency_ms: 4000,
             ..Default::default()
         });
-        let (a, _) = endpoint_at(&app, &sink, json!({})).await;
+        let (a, e) = endpoint_at(&app, &sink, json!({})).await;
+        let mut msgs = Vec::new();
         for n in 0..3 {
-            send(&app, &a, json!({"n": n})).await;
+            msgs.push(send(&app, &a, json!({"n": n})).await);
         }
         // Well before the first lease renewal (a third of the 30 s lease) writes anything out.
         let mut seen = 0.0;
@@ -171,6 +173,18 @@ async fn a_slow_attempt_is_in_flight_from_its_start() {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         assert_eq!(seen, 3.0, "three attempts in flight on {}", app.backend);
+        let stats = app.get(&format!("/app/{a}/endpoint/{e}/stats")).await.body;
+        assert_eq!(stats["sending"], 3, "{stats} on {}", app.backend);
+        let dests = app
+            .get(&format!("/app/{a}/msg/{}/endpoint", msgs[0]))
+            .await
+            .body;
+        assert_eq!(
+            (&dests["data"][0]["id"], &dests["data"][0]["statusText"]),
+            (&json!(e), &json!("sending")),
+            "the message's destination on {}: {dests}",
+            app.backend
+        );
         eventually(Duration::from_secs(15), "the attempts end", || async {
             let now = scrape(&app).await;
             now.get(IN_FLIGHT) == 0.0 && now.get(PENDING) == 0.0

@@ -184,26 +184,6 @@ const UNNEST: &str = "CROSS JOIN LATERAL \
      unnest(h.delivery_ids, h.msg_ids, h.endpoint_ids, h.give_up_at) \
      AS j(id, msg_id, endpoint_id, give_up_at)";
 
-/// Counts (`n`) the journaled deliveries still in flight: neither written out (a row then,
-/// counted with the others) nor succeeded (its attempt alone is written).
-pub(crate) fn in_flight_sql() -> &'static str {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
-        use sea_orm::sea_query::{Expr, PostgresQueryBuilder};
-        let succeeded = crate::outcomes::success(
-            Expr::cust("j.msg_id"),
-            Some(Expr::cust("j.endpoint_id")),
-            false,
-        )
-        .to_string(PostgresQueryBuilder);
-        format!(
-            "SELECT COUNT(*) AS n FROM handoffs h {UNNEST} \
-             WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = j.id) \
-               AND NOT EXISTS ({succeeded})"
-        )
-    })
-}
-
 /// The statement that writes out the deliveries of the journals `h` (a CTE) named by `x`
 /// (`x.id` each delivery), as the message write would have, in `state`, leased by the
 /// journal's owner while `sending`. A delivery whose endpoint or message is gone (deleted

@@ -49,7 +49,6 @@ pub(crate) static DIALECT: Dialect = Dialect {
     }),
     give_back_wal: None,
     may_need_vacuum: true,
-    journaled_in_flight: Some(journal::in_flight_sql),
     id_literal: |u| format!("'{u}'"),
     message_keys,
     database_fault: fault::database_fault,

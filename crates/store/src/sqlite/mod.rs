@@ -43,7 +43,6 @@ pub(crate) static DIALECT: Dialect = Dialect {
     endpoint_leases: None,
     give_back_wal: Some(checkpoint::TRUNCATE),
     may_need_vacuum: false,
-    journaled_in_flight: None,
     id_literal: |u| format!("x'{}'", u.simple()),
     // SQLite plans from the schema: each term probes `idx_messages_app` (and its messages
     // keep their id key too).

@@ -5,7 +5,7 @@ use domain::Timestamp;
 use domain::classify::Verdict;
 use domain::delivery::DeliveryState;
 use domain::ids::{ApplicationId, EndpointId};
-use sea_orm::{EntityTrait, PaginatorTrait};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use store::entities::{attempt, delivery, message};
 use store::{
     AttemptFilter, ListParams, MessageFilter, NewAttempt, NewEndpoint, NewMessage, StoreError,
@@ -777,9 +777,9 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             .await
             .unwrap();
         // PostgreSQL journals them instead of writing their rows (see
-        // `handed_off_deliveries_are_journaled_and_written_out_when_their_process_dies`).
-        let journaled = store.backend() == store::Backend::Postgres;
-        assert_eq!(stored.len(), if journaled { 0 } else { 2 });
+        // `handed_off_deliveries_are_journaled_and_written_out_when_their_process_dies`); a
+        // reader sees them in flight all the same (m0040).
+        assert_eq!(stored.len(), 2);
         for d in &stored {
             assert_eq!(d.state, DeliveryState::Sending);
             assert_eq!(d.lease_owner.as_deref(), Some("node-1"));
@@ -826,7 +826,7 @@ async fn a_registered_dispatcher_gets_new_deliveries_claimed_in_the_same_commit(
             .collect();
         assert_eq!(
             states.iter().filter(|s| *s == "sending").count(),
-            if journaled { 0 } else { 1 },
+            1,
             "{states:?}"
         );
         assert_eq!(
@@ -2023,6 +2023,20 @@ async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
         let mut back = kept().await;
         back.sort_by_key(|(e, _)| *e);
         assert_eq!(back, want);
+        let restored = delivery::Entity::find()
+            .filter(delivery::Column::EndpointId.eq(ok.id))
+            .one(conn)
+            .await
+            .unwrap()
+            .unwrap();
+        migration::Migrator::up(conn, None).await.unwrap();
+        assert_eq!(kept().await, vec![(down.id, DeliveryState::Pending)]);
+        // Such a row beside its success attempt (the readers need m0040's view, so they are
+        // asked with every migration done): the pair counts once, as its kept row.
+        delivery::Entity::insert(delivery::ActiveModel::from(restored.clone()))
+            .exec(conn)
+            .await
+            .unwrap();
         assert_eq!(outcomes(store.clone()).await, expected);
         assert_eq!(
             store
@@ -2033,8 +2047,10 @@ async fn a_delivery_that_succeeds_is_not_kept_and_its_attempt_stands_for_it() {
             1,
             "counted once, as its kept row"
         );
-        migration::Migrator::up(conn, None).await.unwrap();
-        assert_eq!(kept().await, vec![(down.id, DeliveryState::Pending)]);
+        delivery::Entity::delete_by_id(restored.id)
+            .exec(conn)
+            .await
+            .unwrap();
         // A resend makes a new delivery, which stands for the pair until it succeeds.
         store
             .resend(t, &m.message, &ok, Duration::from_secs(60))
@@ -2305,12 +2321,16 @@ async fn handed_off_deliveries_are_journaled_and_written_out_when_their_process_
             .reap_expired_leases(Timestamp::now())
             .await
             .unwrap();
-        if journaled {
-            assert!(
-                state_of(3).await.is_none(),
-                "written out before its lease ran out"
-            );
-        }
+        let flying = state_of(3).await.expect("in flight, and seen so");
+        assert_eq!(
+            (flying.state, flying.lease_owner.as_deref()),
+            (DeliveryState::Sending, Some("node-1"))
+        );
+        assert_eq!(
+            count(rows).await,
+            if journaled { 2 } else { 3 },
+            "written out before its lease ran out"
+        );
         let after_lease = Timestamp::now().plus(Duration::from_secs(31));
         reaper
             .system()
