@@ -185,13 +185,31 @@ async fn a_read_only_postgres_is_refused_with_503_and_recovered_from_without_ter
         accepted.insert(r.body["id"].as_str().unwrap().to_owned());
     }
 
-    // Every accepted message is delivered; none refused was stored.
-    eventually(
-        Duration::from_secs(30),
-        "every accepted message delivered",
-        || async { accepted.is_subset(&receiver.state.acked_ids()) },
-    )
-    .await;
+    // Every accepted message is delivered; none refused was stored. Should one not be, the
+    // failure says how each missing one stands (its destination's status and next attempt).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let missing: Vec<String> = accepted
+            .difference(&receiver.state.acked_ids())
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let mut how = Vec::new();
+            for id in &missing {
+                let d = app.get(&format!("{msg_path}/{id}/endpoint")).await.body;
+                how.push(format!("{id}: {}", d["data"]));
+            }
+            panic!(
+                "{} accepted messages not delivered within 30 s:\n{}",
+                missing.len(),
+                how.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let listed = app.get(&format!("{msg_path}?limit=250")).await;
     let stored: HashSet<String> = listed.body["data"]
         .as_array()
