@@ -19,7 +19,11 @@ pub(crate) async fn open(
 ) -> Result<DatabaseConnection, StoreError> {
     let options = PgConnectOptions::from_str(url)
         .map_err(|e| invalid_url(url, e))?
-        .statement_cache_capacity(STATEMENT_CACHE);
+        .statement_cache_capacity(STATEMENT_CACHE)
+        // No JIT compilation (decisions 115): hookd's statements are short, and a reader of
+        // `deliveries_seen` estimated at millions (a `handoffs` table full of dead rows, with
+        // autovacuum off) was compiled for 320 ms to run for 20.
+        .options([("jit", "off")]);
     let health = health.clone();
     let pool = PgPoolOptions::new()
         // A session opened before the last storage fault may be the read-only one, or
@@ -59,6 +63,27 @@ mod tests {
     use sea_orm::ConnectionTrait;
 
     use crate::testing::TestDb;
+
+    /// Every pooled session runs without JIT compilation (decisions 115).
+    #[tokio::test]
+    async fn sessions_run_without_jit() {
+        for db in TestDb::all().await {
+            if db.backend_name != "postgres" {
+                continue;
+            }
+            let row = db
+                .store
+                .connection()
+                .query_one(sea_orm::Statement::from_string(
+                    sea_orm::DbBackend::Postgres,
+                    "SELECT current_setting('jit') AS jit",
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.try_get::<String>("", "jit").unwrap(), "off");
+        }
+    }
 
     /// Sessions the server dropped while they sat idle in the pool (a restart, an idle
     /// timeout of a proxy) are found out by the ping on their way out and replaced: the next
