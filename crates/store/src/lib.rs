@@ -191,13 +191,17 @@ impl Store {
         owner: &str,
         results: &[results::AttemptResult],
         now: i64,
-        rest: Vec<sea_orm::Statement>,
+        tallies: results::Tallies,
     ) -> Result<std::collections::HashSet<domain::ids::DeliveryId>> {
         match &self.writer {
             Writer::Sqlite(Some(lite)) => {
+                let rest = tallies.statements(self.sql);
                 sqlite::results::write_results_lite(lite, owner, results, now, rest).await
             }
-            Writer::Postgres(_) => self.record_results_at_once(owner, results, now, rest).await,
+            Writer::Postgres(_) => {
+                self.record_results_at_once(owner, results, now, &tallies)
+                    .await
+            }
             Writer::Sqlite(None) => Err(lite::stopped()),
         }
     }

@@ -47,73 +47,106 @@ pub(crate) fn finish_of(r: &AttemptResult) -> (DeliveryState, i64) {
     }
 }
 
-/// Endpoint health after a batch: any success clears the failure streak; otherwise the
-/// earliest failure starts one (if none is running). At most two statements whatever the
-/// number of endpoints (a fan-out's batch spans hundreds), each endpoint's value bound from a
-/// list: a statement per endpoint cost every delivery of a fan-out one more statement.
-fn health_updates(results: &[AttemptResult], sql: &Dialect) -> Vec<Statement> {
-    let mut health: HashMap<EndpointId, (Option<i64>, Option<i64>)> = HashMap::new();
-    for r in results {
-        let d = &r.delivery;
-        let entry = health.entry(d.endpoint_id).or_default();
-        let at = r.attempt.started_at;
-        if r.attempt.classification == Verdict::Success {
-            entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
-        } else {
-            entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
+/// What a batch of results changes besides its attempts and deliveries: the endpoints' health
+/// and the per-minute counts. Each database writes it with the rest of the batch.
+pub(crate) struct Tallies {
+    /// Endpoints with a success in the batch, at their latest one, in id order: their failure
+    /// streak ends.
+    pub succeeded: Vec<(EndpointId, i64)>,
+    /// Endpoints with failures only, at their earliest one, in id order: a streak starts where
+    /// none runs.
+    pub failed: Vec<(EndpointId, i64)>,
+    /// The charts' per-minute counts.
+    pub stats: std::collections::BTreeMap<crate::stats::StatKey, crate::stats::StatCounts>,
+}
+
+impl Tallies {
+    /// Endpoint health after a batch: any success clears the failure streak; otherwise the
+    /// earliest failure starts one (if none is running). In the endpoints' order, so that two
+    /// writers that share endpoints (a lease passing on while its old holder reports late)
+    /// lock their rows in the same order.
+    fn of(results: &[AttemptResult]) -> Self {
+        let mut health: HashMap<EndpointId, (Option<i64>, Option<i64>)> = HashMap::new();
+        for r in results {
+            let entry = health.entry(r.delivery.endpoint_id).or_default();
+            let at = r.attempt.started_at;
+            if r.attempt.classification == Verdict::Success {
+                entry.0 = Some(entry.0.map_or(at, |p: i64| p.max(at)));
+            } else {
+                entry.1 = Some(entry.1.map_or(at, |p: i64| p.min(at)));
+            }
         }
-    }
-    let mut succeeded = Vec::new();
-    let mut failed = Vec::new();
-    for (endpoint_id, (last_success, first_failure)) in health {
-        match (last_success, first_failure) {
-            (Some(ok), _) => succeeded.push((endpoint_id, ok)),
-            (None, Some(fail)) => failed.push((endpoint_id, fail)),
-            (None, None) => {}
+        let mut succeeded = Vec::new();
+        let mut failed = Vec::new();
+        for (endpoint_id, (last_success, first_failure)) in health {
+            match (last_success, first_failure) {
+                (Some(ok), _) => succeeded.push((endpoint_id, ok)),
+                (None, Some(fail)) => failed.push((endpoint_id, fail)),
+                (None, None) => {}
+            }
         }
-    }
-    // In the endpoints' order, so that two writers that share endpoints (a lease passing on
-    // while its old holder reports late) lock their rows in the same order.
-    succeeded.sort_unstable();
-    failed.sort_unstable();
-    let mut out = Vec::new();
-    // A success ends the streak; a failure starts one only where none runs. A success on a
-    // healthy endpoint whose last one is recorded within `SUCCESS_RECORDED_WITHIN_MS` writes
-    // nothing: the row is read, not rewritten.
-    let fresh = format!(
-        " AND (endpoints.failing_since IS NOT NULL OR endpoints.last_success_at IS NULL \
-         OR endpoints.last_success_at < v.at - {SUCCESS_RECORDED_WITHIN_MS})"
-    );
-    for (rows, set, only) in [
-        (
+        succeeded.sort_unstable();
+        failed.sort_unstable();
+        Tallies {
             succeeded,
-            "last_success_at = v.at, failing_since = NULL",
-            fresh.as_str(),
-        ),
-        (
             failed,
-            "failing_since = v.at",
-            " AND endpoints.failing_since IS NULL",
-        ),
-    ] {
-        for chunk in rows.chunks(HEALTH_CHUNK) {
-            let list = (0..chunk.len())
-                .map(|i| format!("({})", sql.params(2 * i + 1, 2)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let values = chunk
-                .iter()
-                .flat_map(|(id, at)| [sea_orm::Value::from(*id), sea_orm::Value::from(*at)]);
-            out.push(sql.statement(
-                format!(
-                    "WITH v (id, at) AS (VALUES {list}) UPDATE endpoints SET {set} \
-                     FROM v WHERE endpoints.id = v.id{only}"
-                ),
-                values,
-            ));
+            stats: stats_of(results),
         }
     }
-    out
+
+    /// The health updates' `SET` and extra condition for [`Tallies::succeeded`] and
+    /// [`Tallies::failed`], over `endpoints` joined to the rows `v (id, at)`. A success ends the
+    /// streak; a failure starts one only where none runs. A success on a healthy endpoint whose
+    /// last one is recorded within `SUCCESS_RECORDED_WITHIN_MS` writes nothing: the row is
+    /// read, not rewritten.
+    pub(crate) fn health_rules() -> [(&'static str, String); 2] {
+        [
+            (
+                "last_success_at = v.at, failing_since = NULL",
+                format!(
+                    " AND (endpoints.failing_since IS NOT NULL \
+                     OR endpoints.last_success_at IS NULL \
+                     OR endpoints.last_success_at < v.at - {SUCCESS_RECORDED_WITHIN_MS})"
+                ),
+            ),
+            (
+                "failing_since = v.at",
+                // Tested `IS TRUE`, so that no index of failing endpoints applies: through
+                // one PostgreSQL read every healthy endpoint to find the batch's.
+                " AND (endpoints.failing_since IS NULL) IS TRUE".to_owned(),
+            ),
+        ]
+    }
+
+    /// The health updates and the statistics' upserts as statements of the dialect `sql`
+    /// (SQLite's writer runs them in its transaction): at most two health statements whatever
+    /// the number of endpoints (a fan-out's batch spans hundreds), each endpoint's value bound
+    /// from a list; a statement per endpoint cost every delivery of a fan-out one more
+    /// statement.
+    pub(crate) fn statements(&self, sql: &Dialect) -> Vec<Statement> {
+        let mut out = Vec::new();
+        let [success, failure] = Self::health_rules();
+        for (rows, (set, only)) in [(&self.succeeded, success), (&self.failed, failure)] {
+            for chunk in rows.chunks(HEALTH_CHUNK) {
+                let list = (0..chunk.len())
+                    .map(|i| format!("({})", sql.params(2 * i + 1, 2)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let values = chunk
+                    .iter()
+                    .flat_map(|(id, at)| [sea_orm::Value::from(*id), sea_orm::Value::from(*at)]);
+                out.push(sql.statement(
+                    format!(
+                        "WITH v (id, at) AS (VALUES {list}) UPDATE endpoints SET {set} \
+                         FROM v WHERE endpoints.id = v.id{only}"
+                    ),
+                    values,
+                ));
+            }
+        }
+        out.extend(crate::stats::stats_upserts(sql, &self.stats));
+        out
+    }
 }
 
 /// How stale a healthy endpoint's `last_success_at` may be, in milliseconds. Fanned out, each
@@ -235,8 +268,7 @@ impl crate::System<'_> {
         }
         self.health.may_write()?;
         let now = Timestamp::now().as_millis();
-        let mut rest = health_updates(results, self.sql);
-        rest.extend(crate::stats::stats_upserts(self.sql, &stats_of(results)));
+        let tallies = Tallies::of(results);
         let mut gone: HashMap<EndpointId, &str> = HashMap::new();
         for r in results {
             if let Some(reason) = &r.disable_endpoint {
@@ -244,7 +276,7 @@ impl crate::System<'_> {
             }
         }
         let ids: Vec<EndpointId> = gone.keys().copied().collect();
-        let write = async { self.write_results(owner, results, now, rest).await };
+        let write = async { self.write_results(owner, results, now, tallies).await };
         let written = self.stopping(&ids, write).await?;
         if !gone.is_empty() {
             let disable = async {

@@ -134,12 +134,49 @@ pub(crate) fn stats_upserts(
     if counts.is_empty() {
         return out;
     }
-    let lat_cols: Vec<String> = (0..BUCKETS).map(|i| format!("lat_{i}")).collect();
-    let cols = format!(
-        "tenant_id, app_id, endpoint_id, minute, succeeded, retried, dead, duration_ms_sum, {}",
-        lat_cols.join(", ")
-    );
-    let per_row = 8 + BUCKETS;
+    let cols = stat_columns().join(", ");
+    let conflict = stat_conflict();
+    let entries: Vec<_> = counts.iter().collect();
+    for chunk in entries.chunks(40) {
+        let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * STAT_COLUMNS);
+        let mut rows = Vec::with_capacity(chunk.len());
+        for (key, c) in chunk {
+            rows.push(format!("({})", sql.params(values.len() + 1, STAT_COLUMNS)));
+            values.extend(stat_row(key, c));
+        }
+        let text = format!(
+            "INSERT INTO attempt_stats ({cols}) VALUES {} {conflict}",
+            rows.join(", ")
+        );
+        out.push(sql.statement(text, values));
+    }
+    out
+}
+
+/// Columns of an `attempt_stats` row as written (see [`stat_row`]).
+pub(crate) const STAT_COLUMNS: usize = 8 + BUCKETS;
+
+/// `attempt_stats`' columns in the order of [`stat_row`]'s values.
+pub(crate) fn stat_columns() -> Vec<String> {
+    let mut cols: Vec<String> = [
+        "tenant_id",
+        "app_id",
+        "endpoint_id",
+        "minute",
+        "succeeded",
+        "retried",
+        "dead",
+        "duration_ms_sum",
+    ]
+    .map(String::from)
+    .into();
+    cols.extend((0..BUCKETS).map(|i| format!("lat_{i}")));
+    cols
+}
+
+/// How a written row adds to the one already there for its endpoint and minute (an upsert's
+/// tail, the same on both databases).
+pub(crate) fn stat_conflict() -> String {
     let mut updates = vec![
         "succeeded = attempt_stats.succeeded + excluded.succeeded".to_owned(),
         "retried = attempt_stats.retried + excluded.retried".to_owned(),
@@ -147,38 +184,35 @@ pub(crate) fn stats_upserts(
         "duration_ms_sum = attempt_stats.duration_ms_sum + excluded.duration_ms_sum".to_owned(),
     ];
     updates.extend(
-        lat_cols
-            .iter()
-            .map(|c| format!("{c} = attempt_stats.{c} + excluded.{c}")),
+        (0..BUCKETS).map(|i| format!("lat_{i} = attempt_stats.lat_{i} + excluded.lat_{i}")),
     );
-    let entries: Vec<_> = counts.iter().collect();
-    for chunk in entries.chunks(40) {
-        let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * per_row);
-        let mut rows = Vec::with_capacity(chunk.len());
-        for ((tenant, app, endpoint, minute), c) in chunk {
-            let start = values.len();
-            rows.push(format!("({})", sql.params(start + 1, per_row)));
-            values.extend([
-                Value::from(tenant),
-                Value::from(app),
-                Value::from(endpoint),
-                Value::from(*minute),
-                Value::from(c.succeeded),
-                Value::from(c.retried),
-                Value::from(c.dead),
-                Value::from(c.duration_ms_sum),
-            ]);
-            values.extend(c.latency.iter().map(|n| Value::from(*n)));
-        }
-        let text = format!(
-            "INSERT INTO attempt_stats ({cols}) VALUES {} \
-             ON CONFLICT (endpoint_id, minute) DO UPDATE SET {}",
-            rows.join(", "),
-            updates.join(", ")
-        );
-        out.push(sql.statement(text, values));
+    format!(
+        "ON CONFLICT (endpoint_id, minute) DO UPDATE SET {}",
+        updates.join(", ")
+    )
+}
+
+/// One row's values, in [`stat_columns`]' order: the three ids, then numbers.
+pub(crate) fn stat_row(key: &StatKey, c: &StatCounts) -> [Value; STAT_COLUMNS] {
+    let (tenant, app, endpoint, minute) = key;
+    let mut row: [Value; STAT_COLUMNS] = std::array::from_fn(|_| Value::BigInt(None));
+    let head = [
+        Value::from(*tenant),
+        Value::from(*app),
+        Value::from(*endpoint),
+        Value::from(*minute),
+        Value::from(c.succeeded),
+        Value::from(c.retried),
+        Value::from(c.dead),
+        Value::from(c.duration_ms_sum),
+    ];
+    for (slot, v) in row.iter_mut().zip(
+        head.into_iter()
+            .chain(c.latency.iter().map(|n| Value::from(*n))),
+    ) {
+        *slot = v;
     }
-    out
+    row
 }
 
 /// The minute an attempt that started at `at` is counted in.

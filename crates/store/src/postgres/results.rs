@@ -5,25 +5,26 @@ use std::time::Duration;
 
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::DeliveryId;
-use sea_orm::Statement;
+use sea_orm::Value;
 
 use crate::entities::attempt;
 use crate::pg::{ColumnArray, column_names, columns_of, unnest};
-use crate::results::{AttemptResult, Next, finish_of};
+use crate::results::{AttemptResult, Next, Tallies, finish_of};
+use crate::stats::{STAT_COLUMNS, stat_columns, stat_conflict, stat_row};
 use crate::{Result, Store};
 
 impl Store {
-    /// [`Store::record_results_in`] on PostgreSQL: the attempts, the
-    /// endpoints' health and the statistics (`rest`) are CTEs of the statement that finishes the
-    /// deliveries, so the batch is one round trip. The attempts and the deliveries' new states
-    /// go as one binary array per column (see [`ColumnArray`]). Returns the ids of the
-    /// deliveries written.
+    /// [`Store::record_results_in`] on PostgreSQL: the attempts, the endpoints' health and the
+    /// statistics are CTEs of the statement that finishes the deliveries, so the batch is one
+    /// statement. Every row goes as one binary array per column (see [`ColumnArray`]), so its
+    /// text is the same for every batch and PostgreSQL plans it once per connection (see
+    /// `pg::query_with_arrays_by_key`). Returns the ids of the deliveries written.
     pub(crate) async fn record_results_at_once(
         &self,
         owner: &str,
         results: &[AttemptResult],
         now: i64,
-        rest: Vec<Statement>,
+        tallies: &Tallies,
     ) -> Result<HashSet<DeliveryId>> {
         // Journaled deliveries (see `journal`): those that failed are written out first and
         // then finished as any other; those that succeeded leave their attempt alone.
@@ -42,15 +43,16 @@ impl Store {
             .iter()
             .filter(|r| !done.contains(&r.delivery.id))
             .collect();
-        let mut arrays = columns_of::<attempt::Entity>(results.iter().map(|r| &r.attempt));
+        let mut arrays = tallied(tallies);
+        arrays.extend(columns_of::<attempt::Entity>(
+            results.iter().map(|r| &r.attempt),
+        ));
         arrays.extend(finished(&unjournaled));
         arrays.push(journaled.emptied_array());
-        let statement = crate::pg::with_ctes(rest, finish_statement(owner, now));
-        let values = statement.values.map(|v| v.0).unwrap_or_default();
-        let rows = match crate::pg::query_with_arrays_planned_now(
+        let rows = match crate::pg::query_with_arrays_by_key(
             &self.db,
-            &statement.sql,
-            values,
+            finish_sql(),
+            vec![owner.into(), now.into()],
             arrays,
         )
         .await
@@ -70,6 +72,32 @@ impl Store {
         }
         Ok(written)
     }
+}
+
+/// The endpoints' health (ids and times of [`Tallies::succeeded`], then of
+/// [`Tallies::failed`]) and the statistics' rows (one array per column of `stat_columns`), as
+/// [`finish_sql`] reads them.
+fn tallied(t: &Tallies) -> Vec<ColumnArray> {
+    let mut out = Vec::with_capacity(4 + STAT_COLUMNS);
+    for rows in [&t.succeeded, &t.failed] {
+        out.push(
+            ColumnArray::Uuid(Vec::with_capacity(rows.len())).filled(rows.iter().map(|r| r.0)),
+        );
+        out.push(
+            ColumnArray::BigInt(Vec::with_capacity(rows.len())).filled(rows.iter().map(|r| r.1)),
+        );
+    }
+    let rows: Vec<[Value; STAT_COLUMNS]> = t.stats.iter().map(|(k, c)| stat_row(k, c)).collect();
+    for column in 0..STAT_COLUMNS {
+        // The three ids, then numbers (see `stat_row`).
+        let empty = if column < 3 {
+            ColumnArray::Uuid(Vec::with_capacity(rows.len()))
+        } else {
+            ColumnArray::BigInt(Vec::with_capacity(rows.len()))
+        };
+        out.push(empty.filled(rows.iter().map(|r| r[column].clone())));
+    }
+    out
 }
 
 /// The columns of [`finished`], in its order.
@@ -103,35 +131,51 @@ fn finished(results: &[&AttemptResult]) -> Vec<ColumnArray> {
     ]
 }
 
-/// Inserts the attempts and writes the deliveries' new states, only while `owner` still holds
-/// each lease, returning the ids written: `$1` owner, `$2` now, then the attempts' arrays in
-/// their entity's column order, those of [`finished`] (not the journaled deliveries that
-/// succeeded: they have no row) and the journals they empty, deleted if still `owner`'s. A
-/// delivery that succeeded is deleted
+/// Writes a batch's results, returning the ids of the deliveries written: `$1` owner, `$2`
+/// now, then the arrays of [`tallied`] (the endpoints' health, updated as `Tallies::health_rules`
+/// says, and the statistics, added to their minute's row), the attempts' arrays in their
+/// entity's column order, those of [`finished`] (not the journaled deliveries that succeeded:
+/// they have no row) and the journals they empty, deleted if still `owner`'s. The deliveries
+/// are written only while `owner` still holds each lease. A delivery that succeeded is deleted
 /// (its attempt says the same, see `outcomes`): one small WAL record where the update of its
-/// row wrote a new version and three index entries. The text is the same for every batch
-/// (prepared once per connection). The rows are found by primary key, one lookup per unnested
-/// row: the planner takes `unnest` of parameters for 10 rows and so drives the join from
-/// them. With `id = ANY(array)` beside it (what JSON rows, estimated at 100, needed) it
-/// scanned that index and then the unnested rows again for each row found: 176,000 rows
-/// compared for a batch of 420, twice the statement's time. Through the state (tested as
-/// `IS TRUE` so that no state index applies) it would read every `sending` entry of that index,
-/// dead versions included. The delete and the update each unnest the same parameters, so that
-/// each keeps that plan (a CTE read twice would be materialized and joined as one).
-fn finish_statement(owner: &str, now: i64) -> Statement {
+/// row wrote a new version and three index entries. The text is the same for every batch.
+///
+/// Every row it changes is found by its primary key, one lookup per unnested row (the plan
+/// `pg::query_with_arrays_by_key` keeps, whatever the tables' sizes). With `id = ANY(array)`
+/// beside the join it scanned that index and then the unnested rows again for each row
+/// found: 176,000 rows compared for a batch of 420. Through the state (tested as `IS TRUE` so
+/// that no state index applies) it would read every `sending` entry of that index, dead
+/// versions included. The delete and the update each unnest the same parameters, so that each
+/// keeps that plan (a CTE read twice would be materialized and joined as one).
+fn finish_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let sql = SQL.get_or_init(|| {
+    SQL.get_or_init(|| {
         let names = column_names::<attempt::Entity>();
         // Only the types matter for the text: arrays of no rows.
+        let tallies = tallied(&Tallies {
+            succeeded: Vec::new(),
+            failed: Vec::new(),
+            stats: Default::default(),
+        });
         let attempts = columns_of::<attempt::Entity>(std::iter::empty());
         let finished = finished(&[]);
-        let first = 3 + attempts.len();
+        let stats_first = 3 + 4;
+        let attempts_first = stats_first + STAT_COLUMNS;
+        let first = attempts_first + attempts.len();
         let emptied = first + finished.len();
+        let [(success_set, success_only), (failure_set, failure_only)] = Tallies::health_rules();
+        let stat_names = stat_columns();
         let held = "deliveries.id = v.id \
                AND deliveries.lease_owner = $1 AND (deliveries.state = 'sending') IS TRUE";
         let states = unnest(&finished, first, "v", &FINISHED);
         format!(
-            "WITH a AS (INSERT INTO attempts ({cols}) SELECT * FROM {rows}), \
+            "WITH hs AS (UPDATE endpoints SET {success_set} FROM {success_rows} \
+               WHERE endpoints.id = v.id{success_only}), \
+             hf AS (UPDATE endpoints SET {failure_set} FROM {failure_rows} \
+               WHERE endpoints.id = v.id{failure_only}), \
+             st AS (INSERT INTO attempt_stats ({stat_cols}) SELECT * FROM {stat_rows} \
+               {conflict}), \
+             a AS (INSERT INTO attempts ({cols}) SELECT * FROM {rows}), \
              d AS (DELETE FROM deliveries USING {states} \
                WHERE v.state = '{succeeded}' AND {held} RETURNING deliveries.id), \
              u AS (UPDATE deliveries SET state = v.state, attempt_count = v.attempt_count, \
@@ -144,17 +188,17 @@ fn finish_statement(owner: &str, now: i64) -> Statement {
              e AS (DELETE FROM handoffs USING unnest(CAST(${emptied} AS uuid[])) AS g(id) \
                WHERE handoffs.id = g.id AND handoffs.owner = $1) \
              SELECT id FROM d UNION ALL SELECT id FROM u",
+            success_rows = unnest(&tallies[0..2], 3, "v", &["id", "at"]),
+            failure_rows = unnest(&tallies[2..4], 5, "v", &["id", "at"]),
+            stat_cols = stat_names.join(", "),
+            stat_rows = unnest(&tallies[4..], stats_first, "t", &stat_names),
+            conflict = stat_conflict(),
             cols = names.join(", "),
-            rows = unnest(&attempts, 3, "r", &names),
+            rows = unnest(&attempts, attempts_first, "r", &names),
             scheduled = AttemptTrigger::Scheduled.as_str(),
             succeeded = DeliveryState::Succeeded.as_str(),
         )
-    });
-    Statement::from_sql_and_values(
-        sea_orm::DbBackend::Postgres,
-        sql.as_str(),
-        [owner.into(), now.into()],
-    )
+    })
 }
 
 #[cfg(test)]
@@ -162,29 +206,35 @@ mod tests {
     use super::*;
     use crate::testing::TestDb;
 
-    /// The plan PostgreSQL keeps for the result write once it has run five times (its generic
-    /// plan, made without the arrays' lengths) finds each delivery by its primary key from
-    /// the unnested rows. With `id = ANY(...)` beside the join it scanned that index and then
-    /// the unnested rows again for every delivery found (a batch of n compared n² rows).
+    /// The plan PostgreSQL keeps for the result write (made once, under `pg::BY_KEY`'s
+    /// settings, as `query_with_arrays_by_key` runs it) finds every delivery, endpoint and
+    /// journal by its primary key from the batch, and scans no table: made on the empty tables
+    /// of a new database, it is still right once they hold millions of rows. Without those
+    /// settings the plan kept for empty tables scans `deliveries` and `endpoints` whole.
     #[tokio::test]
-    async fn the_result_write_finds_each_delivery_by_its_key_from_the_batch() {
+    async fn the_result_write_finds_each_row_by_its_key_from_the_batch() {
         for db in TestDb::all().await {
             if db.backend_name != "postgres" {
                 continue;
             }
-            use sea_orm::{ConnectionTrait, TransactionTrait};
-            let statement = finish_statement("owner", 0);
-            let params = 2
-                + columns_of::<attempt::Entity>(std::iter::empty()).len()
-                + finished(&[]).len()
-                + 1;
+            use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+            let params = finish_sql()
+                .match_indices('$')
+                .filter_map(|(i, _)| {
+                    let digits: String = finish_sql()[i + 1..]
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect();
+                    digits.parse::<usize>().ok()
+                })
+                .max()
+                .unwrap();
             let txn = db.store.connection().begin().await.unwrap();
-            // As in `plans`: with sequential scans priced out, an empty table gets the plan a
-            // large one would.
+            // The transaction is open: `BY_KEY`'s settings without its BEGIN.
+            let settings = crate::pg::BY_KEY.strip_prefix("BEGIN;").unwrap();
             for setup in [
-                "SET LOCAL enable_seqscan = off".to_owned(),
-                "SET LOCAL plan_cache_mode = force_generic_plan".to_owned(),
-                format!("PREPARE finish AS {}", statement.sql),
+                settings.to_owned(),
+                format!("PREPARE finish AS {}", finish_sql()),
             ] {
                 txn.execute_unprepared(&setup).await.unwrap();
             }
@@ -202,13 +252,27 @@ mod tests {
                 .map(|r| r.try_get::<String>("", "QUERY PLAN").unwrap())
                 .collect();
             let plan = plan.join("\n");
+            // Every index read is a primary key's, each probed with a row's id.
+            let mut indexes: Vec<&str> = plan
+                .lines()
+                .filter_map(|l| l.split("Index Scan using ").nth(1))
+                .filter_map(|l| l.split(' ').next())
+                .collect();
+            indexes.sort_unstable();
+            let probes = plan.matches("Index Cond: (id = ").count();
             assert!(
-                plan.matches("Index Scan using deliveries_pkey on deliveries")
-                    .count()
-                    == 2
-                    && plan.matches("Index Cond: (id = v").count() == 2
+                indexes
+                    == [
+                        "deliveries_pkey",
+                        "deliveries_pkey",
+                        "endpoints_pkey",
+                        "endpoints_pkey",
+                        "handoffs_pkey"
+                    ]
+                    && probes == 5
+                    && !plan.contains("Seq Scan")
                     && !plan.contains("ANY"),
-                "the result write does not look each delivery up by its key:\n{plan}"
+                "the result write does not look each row up by its key:\n{plan}"
             );
         }
     }
