@@ -597,9 +597,9 @@ mod tests {
         };
         let d = store::testing::delivery_model();
         let http = Senders {
-            clients: Arc::new(crate::http::Clients::new((*egress(&cfg)).clone(), None).unwrap()),
+            clients: Arc::new(crate::http::Clients::new((*egress(&cfg)).clone(), None, 8).unwrap()),
             tokens: crate::auth::Tokens::new(false, None),
-            mtls: crate::http::MtlsClients::new(None),
+            mtls: crate::http::MtlsClients::new(None, 8),
             brokers: crate::broker::Brokers::default(),
         };
         let r = attempt(&http, &target, &msg, &d).await;

@@ -228,6 +228,7 @@ impl Dispatcher {
         let clients = Arc::new(crate::http::Clients::new(
             Egress::new(cfg.allow_networks.clone(), Vec::new()),
             cfg.proxy.clone(),
+            cfg.max_in_flight,
         )?);
         // One endpoint's line may hold at most half the process's in-flight permits.
         let flow = Arc::new(Flow::new(cfg.breaker, cfg.max_in_flight / 2));
@@ -269,7 +270,7 @@ impl Dispatcher {
             http: send::Senders {
                 clients: self.clients.clone(),
                 tokens: crate::auth::Tokens::new(self.cfg.https_only, Some(self.store.clone())),
-                mtls: crate::http::MtlsClients::new(self.cfg.proxy.clone()),
+                mtls: crate::http::MtlsClients::new(self.cfg.proxy.clone(), self.cfg.max_in_flight),
                 brokers: crate::broker::Brokers::default(),
             },
             flow: self.flow.clone(),
