@@ -175,28 +175,28 @@ pub(crate) fn stat_columns() -> Vec<String> {
 }
 
 /// How a written row adds to the one already there for its endpoint and minute (an upsert's
-/// tail, the same on both databases).
+/// tail, the same on both databases): every column after the key's adds up.
 pub(crate) fn stat_conflict() -> String {
-    let mut updates = vec![
-        "succeeded = attempt_stats.succeeded + excluded.succeeded".to_owned(),
-        "retried = attempt_stats.retried + excluded.retried".to_owned(),
-        "dead = attempt_stats.dead + excluded.dead".to_owned(),
-        "duration_ms_sum = attempt_stats.duration_ms_sum + excluded.duration_ms_sum".to_owned(),
-    ];
-    updates.extend(
-        (0..BUCKETS).map(|i| format!("lat_{i} = attempt_stats.lat_{i} + excluded.lat_{i}")),
-    );
+    let updates: Vec<String> = stat_columns()
+        .iter()
+        .skip(STAT_KEY_COLUMNS)
+        .map(|c| format!("{c} = attempt_stats.{c} + excluded.{c}"))
+        .collect();
     format!(
         "ON CONFLICT (endpoint_id, minute) DO UPDATE SET {}",
         updates.join(", ")
     )
 }
 
+/// The leading columns of [`stat_columns`] that name the row (tenant, application, endpoint,
+/// minute); the rest are counts.
+const STAT_KEY_COLUMNS: usize = 4;
+
 /// One row's values, in [`stat_columns`]' order: the three ids, then numbers.
-pub(crate) fn stat_row(key: &StatKey, c: &StatCounts) -> [Value; STAT_COLUMNS] {
+pub(crate) fn stat_row(key: &StatKey, c: &StatCounts) -> Vec<Value> {
     let (tenant, app, endpoint, minute) = key;
-    let mut row: [Value; STAT_COLUMNS] = std::array::from_fn(|_| Value::BigInt(None));
-    let head = [
+    let mut row = Vec::with_capacity(STAT_COLUMNS);
+    row.extend([
         Value::from(*tenant),
         Value::from(*app),
         Value::from(*endpoint),
@@ -205,13 +205,8 @@ pub(crate) fn stat_row(key: &StatKey, c: &StatCounts) -> [Value; STAT_COLUMNS] {
         Value::from(c.retried),
         Value::from(c.dead),
         Value::from(c.duration_ms_sum),
-    ];
-    for (slot, v) in row.iter_mut().zip(
-        head.into_iter()
-            .chain(c.latency.iter().map(|n| Value::from(*n))),
-    ) {
-        *slot = v;
-    }
+    ]);
+    row.extend(c.latency.iter().map(|n| Value::from(*n)));
     row
 }
 

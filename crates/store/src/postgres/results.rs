@@ -87,7 +87,7 @@ fn tallied(t: &Tallies) -> Vec<ColumnArray> {
             ColumnArray::BigInt(Vec::with_capacity(rows.len())).filled(rows.iter().map(|r| r.1)),
         );
     }
-    let rows: Vec<[Value; STAT_COLUMNS]> = t.stats.iter().map(|(k, c)| stat_row(k, c)).collect();
+    let rows: Vec<Vec<Value>> = t.stats.iter().map(|(k, c)| stat_row(k, c)).collect();
     for column in 0..STAT_COLUMNS {
         // The three ids, then numbers (see `stat_row`).
         let empty = if column < 3 {
@@ -159,8 +159,11 @@ fn finish_sql() -> &'static str {
         });
         let attempts = columns_of::<attempt::Entity>(std::iter::empty());
         let finished = finished(&[]);
-        let stats_first = 3 + 4;
-        let attempts_first = stats_first + STAT_COLUMNS;
+        // Parameters: $1 owner, $2 now, then every array in the order `record_results_at_once`
+        // binds them.
+        let health_first = 3;
+        let stats_first = health_first + 4;
+        let attempts_first = health_first + tallies.len();
         let first = attempts_first + attempts.len();
         let emptied = first + finished.len();
         let [(success_set, success_only), (failure_set, failure_only)] = Tallies::health_rules();
@@ -188,8 +191,8 @@ fn finish_sql() -> &'static str {
              e AS (DELETE FROM handoffs USING unnest(CAST(${emptied} AS uuid[])) AS g(id) \
                WHERE handoffs.id = g.id AND handoffs.owner = $1) \
              SELECT id FROM d UNION ALL SELECT id FROM u",
-            success_rows = unnest(&tallies[0..2], 3, "v", &["id", "at"]),
-            failure_rows = unnest(&tallies[2..4], 5, "v", &["id", "at"]),
+            success_rows = unnest(&tallies[0..2], health_first, "v", &["id", "at"]),
+            failure_rows = unnest(&tallies[2..4], health_first + 2, "v", &["id", "at"]),
             stat_cols = stat_names.join(", "),
             stat_rows = unnest(&tallies[4..], stats_first, "t", &stat_names),
             conflict = stat_conflict(),
