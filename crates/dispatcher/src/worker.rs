@@ -795,7 +795,7 @@ impl Slots {
                 self.flow
                     .finished(job.d.endpoint_id, success, took, Timestamp::now());
             if let Some(change) = change {
-                persist_breaker(&self.store, change).await;
+                Box::pin(persist_breaker(&self.store, change)).await;
             }
             let operational = operational_kind(&result).map(|kind| MessageEvent {
                 kind,
@@ -816,7 +816,7 @@ impl Slots {
                 Then::Idle => return,
                 Then::Send(next) => job = next,
                 Then::Defer(list) => {
-                    self.defer(list.into_iter().map(|(j, at)| (j.d.id, at)).collect())
+                    Box::pin(self.defer(list.into_iter().map(|(j, at)| (j.d.id, at)).collect()))
                         .await;
                     return;
                 }
