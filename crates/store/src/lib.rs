@@ -195,8 +195,7 @@ impl Store {
     ) -> Result<std::collections::HashSet<domain::ids::DeliveryId>> {
         match &self.writer {
             Writer::Sqlite(Some(lite)) => {
-                let rest = tallies.statements(self.sql);
-                sqlite::results::write_results_lite(lite, owner, results, now, rest).await
+                sqlite::results::write_results_lite(lite, owner, results, now, tallies).await
             }
             Writer::Postgres(_) => {
                 self.record_results_at_once(owner, results, now, &tallies)

@@ -7,10 +7,8 @@ use domain::Timestamp;
 use domain::classify::Verdict;
 use domain::delivery::DeliveryState;
 use domain::ids::{ApplicationId, AttemptId, DeliveryId, EndpointId};
-use sea_orm::Statement;
 
 use crate::Result;
-use crate::dialect::Dialect;
 use crate::disable::{disable_and_notify, disabled_event};
 use crate::entities::{attempt, delivery};
 
@@ -117,36 +115,6 @@ impl Tallies {
             ),
         ]
     }
-
-    /// The health updates and the statistics' upserts as statements of the dialect `sql`
-    /// (SQLite's writer runs them in its transaction): at most two health statements whatever
-    /// the number of endpoints (a fan-out's batch spans hundreds), each endpoint's value bound
-    /// from a list; a statement per endpoint cost every delivery of a fan-out one more
-    /// statement.
-    pub(crate) fn statements(&self, sql: &Dialect) -> Vec<Statement> {
-        let mut out = Vec::new();
-        let [success, failure] = Self::health_rules();
-        for (rows, (set, only)) in [(&self.succeeded, success), (&self.failed, failure)] {
-            for chunk in rows.chunks(HEALTH_CHUNK) {
-                let list = (0..chunk.len())
-                    .map(|i| format!("({})", sql.params(2 * i + 1, 2)))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let values = chunk
-                    .iter()
-                    .flat_map(|(id, at)| [sea_orm::Value::from(*id), sea_orm::Value::from(*at)]);
-                out.push(sql.statement(
-                    format!(
-                        "WITH v (id, at) AS (VALUES {list}) UPDATE endpoints SET {set} \
-                         FROM v WHERE endpoints.id = v.id{only}"
-                    ),
-                    values,
-                ));
-            }
-        }
-        out.extend(crate::stats::stats_upserts(sql, &self.stats));
-        out
-    }
 }
 
 /// How stale a healthy endpoint's `last_success_at` may be, in milliseconds. Fanned out, each
@@ -155,9 +123,6 @@ impl Tallies {
 /// endpoint shares across its whole batch. Within a second, the time a person reads and the
 /// auto-disable rule (days) are unchanged; a success that ends a failure streak is always written.
 const SUCCESS_RECORDED_WITHIN_MS: i64 = 1_000;
-
-/// Endpoints per health statement: two parameters each, well under either database's limit.
-const HEALTH_CHUNK: usize = 200;
 
 /// The batch's per-minute counts for the charts' rollup.
 fn stats_of(

@@ -1,6 +1,5 @@
 //! Gauges for `/metrics`, read at scrape time: one statement of index-backed counts.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use domain::Timestamp;
@@ -120,37 +119,39 @@ pub struct StatPoint {
     pub counts: StatCounts,
 }
 
-/// Upserts adding per-minute counts, keyed by (tenant, app, endpoint, minute start), 40 keys
-/// per statement, run in the caller's transaction. Keys are written in sorted order so that
-/// concurrent writers lock rows in one order.
 /// (tenant, application, endpoint, minute): what one row of `attempt_stats` counts.
 pub(crate) type StatKey = (TenantId, ApplicationId, EndpointId, i64);
 
+/// Upserts adding per-minute counts, 40 keys per statement, in key order, for tests to write
+/// rows on either database (the result writers write them with each batch of results).
+#[cfg(test)]
 pub(crate) fn stats_upserts(
     sql: &crate::dialect::Dialect,
-    counts: &BTreeMap<StatKey, StatCounts>,
+    counts: &std::collections::BTreeMap<StatKey, StatCounts>,
 ) -> Vec<Statement> {
-    let mut out = Vec::new();
-    if counts.is_empty() {
-        return out;
-    }
-    let cols = stat_columns().join(", ");
-    let conflict = stat_conflict();
     let entries: Vec<_> = counts.iter().collect();
-    for chunk in entries.chunks(40) {
-        let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * STAT_COLUMNS);
-        let mut rows = Vec::with_capacity(chunk.len());
-        for (key, c) in chunk {
-            rows.push(format!("({})", sql.params(values.len() + 1, STAT_COLUMNS)));
-            values.extend(stat_row(key, c));
-        }
-        let text = format!(
-            "INSERT INTO attempt_stats ({cols}) VALUES {} {conflict}",
-            rows.join(", ")
-        );
-        out.push(sql.statement(text, values));
-    }
-    out
+    entries
+        .chunks(40)
+        .map(|chunk| {
+            let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * STAT_COLUMNS);
+            let mut rows = Vec::with_capacity(chunk.len());
+            for (key, c) in chunk {
+                rows.push(format!("({})", sql.params(values.len() + 1, STAT_COLUMNS)));
+                values.extend(stat_row(key, c));
+            }
+            sql.statement(stat_upsert_sql(&rows.join(", ")), values)
+        })
+        .collect()
+}
+
+/// The upsert that adds per-minute counts to `attempt_stats`, with `rows` its `VALUES` list
+/// (each row in [`stat_columns`]' order).
+pub(crate) fn stat_upsert_sql(rows: &str) -> String {
+    format!(
+        "INSERT INTO attempt_stats ({}) VALUES {rows} {}",
+        stat_columns().join(", "),
+        stat_conflict()
+    )
 }
 
 /// Columns of an `attempt_stats` row as written (see [`stat_row`]).
@@ -394,6 +395,7 @@ impl crate::System<'_> {
 mod tests {
     use super::*;
     use crate::testing::TestDb;
+    use std::collections::BTreeMap;
 
     #[tokio::test]
     async fn attempt_counts_add_up_per_minute_and_sum_into_buckets() {

@@ -82,24 +82,32 @@ impl ToSql for Bind<'_> {
 /// Prepares (from the connection's cache) and binds a statement built for SQLite.
 fn prepare<'c>(conn: &'c Connection, stmt: &Statement) -> Result<rusqlite::CachedStatement<'c>> {
     debug_assert_eq!(stmt.db_backend, DbBackend::Sqlite);
-    let mut prepared = conn.prepare_cached(&stmt.sql)?;
-    if let Some(values) = &stmt.values {
-        for (i, v) in values.0.iter().enumerate() {
-            prepared.raw_bind_parameter(i + 1, Bind(v))?;
-        }
+    let values = stmt.values.as_ref().map_or(&[][..], |v| &v.0[..]);
+    prepare_values(conn, &stmt.sql, values)
+}
+
+/// Prepares `sql` (from the connection's cache) and binds `values` to its parameters in order.
+fn prepare_values<'c>(
+    conn: &'c Connection,
+    sql: &str,
+    values: &[Value],
+) -> Result<rusqlite::CachedStatement<'c>> {
+    let mut prepared = conn.prepare_cached(sql)?;
+    for (i, v) in values.iter().enumerate() {
+        prepared.raw_bind_parameter(i + 1, Bind(v))?;
     }
     Ok(prepared)
 }
 
-/// Runs a statement that returns no rows; returns the rows changed.
-pub(crate) fn execute(conn: &Connection, stmt: &Statement) -> Result<usize> {
-    Ok(prepare(conn, stmt)?.raw_execute()?)
+/// Runs `sql` with `values` bound (see [`Bind`]); returns the rows changed.
+pub(crate) fn execute_values(conn: &Connection, sql: &str, values: &[Value]) -> Result<usize> {
+    Ok(prepare_values(conn, sql, values)?.raw_execute()?)
 }
 
 /// Runs a statement and collects its first column as text (the binding test's probe).
 #[cfg(test)]
 fn query_texts(conn: &Connection, stmt: &Statement) -> Result<Vec<String>> {
-    query_rows(conn, stmt, |r| r.get(0))
+    query_rows(conn, stmt, |r| r.row.get(0))
 }
 
 /// Runs a statement and returns its first row's first column as an integer.
@@ -119,30 +127,67 @@ pub(crate) fn query_i64(conn: &Connection, stmt: &Statement) -> Result<i64> {
     }
 }
 
-/// A text column holding one of the domain's enums; unknown text is an error naming the
-/// column, as sea-orm's decoding of the same column reports it.
-fn text_enum<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: &str) -> rusqlite::Result<T>
-where
-    T::Err: std::error::Error + Send + Sync + 'static,
-{
-    let text: String = r.get(column)?;
-    text.parse().map_err(|e| {
-        let idx = r.as_ref().column_index(column).unwrap_or(0);
-        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
-    })
+/// A row read by column name. rusqlite's own lookup by name asks SQLite for each column's name
+/// and compares it, column after column, at every read: a claimed row's 19 reads spent 2.7 µs
+/// a delivery on it at 1,000 endpoints. The statement's names are read once per query here, and
+/// each lookup starts where the last one ended, so a row read in its columns' order finds each
+/// at the first compare (any order still works).
+struct Named<'a> {
+    row: &'a rusqlite::Row<'a>,
+    names: &'a [String],
+    next: std::cell::Cell<usize>,
+}
+
+impl Named<'_> {
+    fn index(&self, name: &str) -> rusqlite::Result<usize> {
+        let n = self.names.len();
+        let start = self.next.get();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| self.names[i].eq_ignore_ascii_case(name))
+            .inspect(|i| self.next.set(i + 1))
+            .ok_or_else(|| rusqlite::Error::InvalidColumnName(name.to_owned()))
+    }
+
+    fn get<T: rusqlite::types::FromSql>(&self, name: &str) -> rusqlite::Result<T> {
+        self.row.get(self.index(name)?)
+    }
+
+    /// A text column holding one of the domain's enums; unknown text is an error naming the
+    /// column, as sea-orm's decoding of the same column reports it.
+    fn text_enum<T: std::str::FromStr>(&self, name: &str) -> rusqlite::Result<T>
+    where
+        T::Err: std::error::Error + Send + Sync + 'static,
+    {
+        let idx = self.index(name)?;
+        let text: String = self.row.get(idx)?;
+        text.parse().map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+        })
+    }
 }
 
 /// Runs a statement and turns each row it returns into a `T` with `row`.
 fn query_rows<T>(
     conn: &Connection,
     stmt: &Statement,
-    row: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    row: impl Fn(&Named<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>> {
     let mut prepared = prepare(conn, stmt)?;
+    let names: Vec<String> = prepared
+        .column_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let mut rows = prepared.raw_query();
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
-        out.push(row(r)?);
+        let named = Named {
+            row: r,
+            names: &names,
+            next: std::cell::Cell::new(0),
+        };
+        out.push(row(&named)?);
     }
     Ok(out)
 }
@@ -171,15 +216,15 @@ pub(crate) fn query_endpoints(conn: &Connection, stmt: &Statement) -> Result<Vec
             retry_policy: r.get("retry_policy")?,
             status_overrides: r.get("status_overrides")?,
             signature_headers: r
-                .get::<_, Option<String>>("signature_headers")?
-                .map(|_| text_enum(r, "signature_headers"))
+                .get::<Option<String>>("signature_headers")?
+                .map(|_| r.text_enum("signature_headers"))
                 .transpose()?,
             auth: r.get("auth")?,
             mtls: r.get("mtls")?,
             failing_since: r.get("failing_since")?,
             last_success_at: r.get("last_success_at")?,
             warned_failing_since: r.get("warned_failing_since")?,
-            breaker_state: text_enum(r, "breaker_state")?,
+            breaker_state: r.text_enum("breaker_state")?,
             breaker_until: r.get("breaker_until")?,
             created_at: r.get("created_at")?,
             updated_at: r.get("updated_at")?,
@@ -199,10 +244,10 @@ pub(crate) fn query_deliveries(
             tenant_id: r.get("tenant_id")?,
             endpoint_id: r.get("endpoint_id")?,
             msg_id: r.get("msg_id")?,
-            state: text_enum(r, "state")?,
+            state: r.text_enum("state")?,
             attempt_count: r.get("attempt_count")?,
             attempts_at_arm: r.get("attempts_at_arm")?,
-            next_trigger: text_enum(r, "next_trigger")?,
+            next_trigger: r.text_enum("next_trigger")?,
             next_attempt_at: r.get("next_attempt_at")?,
             lease_owner: r.get("lease_owner")?,
             lease_expires_at: r.get("lease_expires_at")?,
@@ -378,6 +423,30 @@ fn serve(store: Store, mut conn: Connection, mut rx: mpsc::Receiver<Work>) {
 mod tests {
     use super::*;
     use sea_orm::sea_query::Values;
+
+    #[test]
+    fn columns_are_found_by_name_in_any_order() {
+        let conn = Connection::open_in_memory().unwrap();
+        let stmt = Statement::from_string(
+            DbBackend::Sqlite,
+            "SELECT 1 AS a, 'two' AS b, 3 AS c UNION ALL SELECT 4, 'five', 6",
+        );
+        // In the statement's order, backwards and again: the same values either way.
+        let read = |r: &Named<'_>| -> rusqlite::Result<_> {
+            let forwards: (i64, String, i64) = (r.get("a")?, r.get("b")?, r.get("c")?);
+            let backwards: (i64, String, i64) = (r.get("A")?, r.get("b")?, r.get("c")?);
+            assert_eq!(r.get::<i64>("c")?, backwards.2);
+            assert_eq!(r.get::<i64>("a")?, backwards.0);
+            assert_eq!(forwards, backwards);
+            Ok(forwards)
+        };
+        assert_eq!(
+            query_rows(&conn, &stmt, read).unwrap(),
+            vec![(1, "two".to_owned(), 3), (4, "five".to_owned(), 6)]
+        );
+        let missing = query_rows(&conn, &stmt, |r| r.get::<i64>("d")).unwrap_err();
+        assert!(missing.to_string().contains("column name: d"), "{missing}");
+    }
 
     #[test]
     fn values_bind_as_sqlx_binds_them() {

@@ -4,11 +4,35 @@ use std::collections::HashSet;
 
 use domain::delivery::{AttemptTrigger, DeliveryState};
 use domain::ids::DeliveryId;
-use sea_orm::Statement;
 
 use crate::Result;
 use crate::entities::attempt;
-use crate::results::{AttemptResult, finish_of};
+use crate::results::{AttemptResult, Tallies, finish_of};
+
+/// The endpoints' health (successes, failures) and the statistics, each one prepared single-row
+/// statement run for every row of [`Tallies`]: SQLite runs a prepared statement again without
+/// parsing it, where a `VALUES` list as long as the batch's endpoints was a new text to parse
+/// for most batches of a fan-out (its length varies with theirs).
+fn tally_sql() -> &'static [String; 3] {
+    static SQL: std::sync::OnceLock<[String; 3]> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let [(success_set, success_only), (failure_set, failure_only)] = Tallies::health_rules();
+        let health = |set: &str, only: &str| {
+            format!(
+                "WITH v (id, at) AS (VALUES (?1, ?2)) UPDATE endpoints SET {set} \
+                 FROM v WHERE endpoints.id = v.id{only}"
+            )
+        };
+        let marks: Vec<String> = (1..=crate::stats::STAT_COLUMNS)
+            .map(|i| format!("?{i}"))
+            .collect();
+        [
+            health(success_set, &success_only),
+            health(failure_set, &failure_only),
+            crate::stats::stat_upsert_sql(&format!("({})", marks.join(", "))),
+        ]
+    })
+}
 
 /// [`Store::record_results_in`] on SQLite: one transaction on the writer thread, which takes
 /// the write turn itself. Returns the ids of the deliveries written (those whose lease the
@@ -18,7 +42,7 @@ pub(crate) async fn write_results_lite(
     owner: &str,
     results: &[AttemptResult],
     now: i64,
-    rest: Vec<Statement>,
+    tallies: Tallies,
 ) -> Result<HashSet<DeliveryId>> {
     let attempts: Vec<attempt::Model> = results.iter().map(|r| r.attempt.clone()).collect();
     let finishes: Vec<_> = results
@@ -81,8 +105,17 @@ pub(crate) async fn write_results_lite(
                 written.insert(id);
             }
         }
-        for stmt in &rest {
-            lite::execute(&txn, stmt)?;
+        let [success_sql, failure_sql, stats_sql] = tally_sql();
+        for (sql, rows) in [
+            (success_sql, &tallies.succeeded),
+            (failure_sql, &tallies.failed),
+        ] {
+            for (id, at) in rows {
+                lite::execute_params(&txn, sql, rusqlite::params![id, at])?;
+            }
+        }
+        for (key, counts) in &tallies.stats {
+            lite::execute_values(&txn, stats_sql, &crate::stats::stat_row(key, counts))?;
         }
         txn.commit()?;
         Ok(written)
