@@ -578,6 +578,23 @@ mod tests {
         assert_eq!(bad.url.as_ref().unwrap_err().0, ErrorKind::Http);
     }
 
+    /// An endpoint at `url` on loopback (allowed), prepared, and the senders to reach it.
+    fn on_loopback(url: &str) -> (Prepared, Senders) {
+        let ep = DispatchEndpoint::new(
+            store::testing::endpoint_model("ep_1", url),
+            Ok(vec![SECRET.into()]),
+            &store::testing::keys(),
+        );
+        let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
+        let http = Senders {
+            clients: Arc::new(crate::http::Clients::new((*egress(&cfg)).clone(), None, 8).unwrap()),
+            tokens: crate::auth::Tokens::new(false, None),
+            mtls: crate::http::MtlsClients::new(None, 8),
+            brokers: crate::broker::Brokers::default(),
+        };
+        (Prepared::new(Arc::new(ep), &cfg, None, egress(&cfg)), http)
+    }
+
     /// A retry that comes due after its message's content was expunged sends nothing (no
     /// request reaches the receiver) and ends the delivery, saying why.
     #[tokio::test]
@@ -585,24 +602,12 @@ mod tests {
         let receiver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         receiver.set_nonblocking(true).unwrap();
         let url = format!("http://{}/h", receiver.local_addr().unwrap());
-        let ep = DispatchEndpoint::new(
-            store::testing::endpoint_model("ep_1", &url),
-            Ok(vec![SECRET.into()]),
-            &store::testing::keys(),
-        );
-        let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
-        let target = Prepared::new(Arc::new(ep), &cfg, None, egress(&cfg));
+        let (target, http) = on_loopback(&url);
         let msg = message::Model {
             payload: Vec::new(),
             ..store::testing::message_model()
         };
         let d = store::testing::delivery_model();
-        let http = Senders {
-            clients: Arc::new(crate::http::Clients::new((*egress(&cfg)).clone(), None, 8).unwrap()),
-            tokens: crate::auth::Tokens::new(false, None),
-            mtls: crate::http::MtlsClients::new(None, 8),
-            brokers: crate::broker::Brokers::default(),
-        };
         let r = attempt(&http, &target, &msg, &d).await;
         assert!(matches!(r.next, Next::Failed), "{:?}", r.next);
         assert!(
@@ -623,21 +628,9 @@ mod tests {
     /// task in flight; boxed, 1.7 KB and 3.4 KB).
     #[test]
     fn an_attempt_in_flight_does_not_carry_the_room_of_its_rare_paths() {
-        let ep = DispatchEndpoint::new(
-            store::testing::endpoint_model("ep_1", "http://127.0.0.1:9/h"),
-            Ok(vec![SECRET.into()]),
-            &store::testing::keys(),
-        );
-        let cfg = DispatcherConfig::new("n".into(), AllowList::parse("127.0.0.0/8").unwrap());
-        let target = Prepared::new(Arc::new(ep), &cfg, None, egress(&cfg));
+        let (target, http) = on_loopback("http://127.0.0.1:9/h");
         let msg = store::testing::message_model();
         let d = store::testing::delivery_model();
-        let http = Senders {
-            clients: Arc::new(crate::http::Clients::new((*egress(&cfg)).clone(), None, 8).unwrap()),
-            tokens: crate::auth::Tokens::new(false, None),
-            mtls: crate::http::MtlsClients::new(None, 8),
-            brokers: crate::broker::Brokers::default(),
-        };
         let future = attempt(&http, &target, &msg, &d);
         let size = std::mem::size_of_val(&future);
         eprintln!("attempt future: {size} B");
