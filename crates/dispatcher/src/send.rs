@@ -633,7 +633,6 @@ mod tests {
         let d = store::testing::delivery_model();
         let future = attempt(&http, &target, &msg, &d);
         let size = std::mem::size_of_val(&future);
-        eprintln!("attempt future: {size} B");
         assert!(size <= 4096, "an attempt's future holds {size} bytes");
     }
 

@@ -294,12 +294,11 @@ pub(crate) fn insert_sql<E: EntityTrait>(suffix: &str) -> String {
     let columns: Vec<String> = E::Column::iter()
         .map(|c| format!("\"{}\"", c.as_str()))
         .collect();
-    let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
     format!(
         "INSERT INTO \"{}\" ({}) VALUES ({}){suffix}",
         E::default().table_name(),
         columns.join(", "),
-        marks.join(", ")
+        super::DIALECT.params(1, columns.len())
     )
 }
 
@@ -453,6 +452,7 @@ mod tests {
             vec![(1, "two".to_owned(), 3), (4, "five".to_owned(), 6)]
         );
         let missing = query_rows(&conn, &stmt, |r| r.get::<i64>("d")).unwrap_err();
+        assert!(missing.to_string().contains("column name: d"), "{missing}");
         // A name returned twice is its first column's, whatever was read before it.
         let twice = Statement::from_string(DbBackend::Sqlite, "SELECT 1 AS a, 2 AS b, 3 AS a");
         let firsts = query_rows(&conn, &twice, |r| {
@@ -460,7 +460,6 @@ mod tests {
         })
         .unwrap();
         assert_eq!(firsts, vec![(1, 2, 1)]);
-        assert!(missing.to_string().contains("column name: d"), "{missing}");
     }
 
     #[test]

@@ -17,19 +17,19 @@ fn tally_sql() -> &'static [String; 3] {
     static SQL: std::sync::OnceLock<[String; 3]> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
         let [(success_set, success_only), (failure_set, failure_only)] = Tallies::health_rules();
+        let sql = &super::DIALECT;
         let health = |set: &str, only: &str| {
             format!(
-                "WITH v (id, at) AS (VALUES (?1, ?2)) UPDATE endpoints SET {set} \
-                 FROM v WHERE endpoints.id = v.id{only}"
+                "WITH v (id, at) AS (VALUES ({})) UPDATE endpoints SET {set} \
+                 FROM v WHERE endpoints.id = v.id{only}",
+                sql.params(1, 2)
             )
         };
-        let marks: Vec<String> = (1..=crate::stats::STAT_COLUMNS)
-            .map(|i| format!("?{i}"))
-            .collect();
+        let row = format!("({})", sql.params(1, crate::stats::STAT_COLUMNS));
         [
             health(success_set, &success_only),
             health(failure_set, &failure_only),
-            crate::stats::stat_upsert_sql(&format!("({})", marks.join(", "))),
+            crate::stats::stat_upsert_sql(&row),
         ]
     })
 }
