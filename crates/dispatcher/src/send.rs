@@ -39,6 +39,8 @@ pub(crate) struct Prepared {
     signature_headers: SignatureHeaders,
     /// Where the endpoint's tenant may send (checked again at connect time).
     pub egress: Arc<Egress>,
+    /// The tenant's failure preset it was prepared with.
+    pub tenant_preset: Option<StatusPreset>,
 }
 
 impl Prepared {
@@ -99,6 +101,7 @@ impl Prepared {
             broker,
             secrets,
             egress,
+            tenant_preset,
             // The endpoint's authentication sets `Authorization`; a custom header of that name
             // would send two.
             headers: headers

@@ -190,9 +190,51 @@ pub struct Dispatcher {
     flow: Arc<Flow<Job>>,
     metrics: Arc<Metrics>,
     leased: Leased,
+    prepared: PreparedCache,
 }
 
 const RESULT_BATCH: usize = 512;
+
+/// Claimed work's endpoints as prepared for sending, kept from batch to batch while the
+/// store's copy of the endpoint (see `store::dispatch`), its tenant's preset and its egress
+/// stay the same: fanned out, most deliveries of a batch have an endpoint of their own, and
+/// preparing one (its URL parsed twice, its secrets decoded, its status overrides read) cost
+/// 3.8 µs of a delivery's 160 at 1,000 endpoints (session 45). Bounded: past
+/// [`PreparedCache::MOST`] it keeps only what is still in use.
+#[derive(Default)]
+struct PreparedCache(std::sync::Mutex<HashMap<EndpointId, Arc<Prepared>>>);
+
+impl PreparedCache {
+    const MOST: usize = 4096;
+
+    fn get(
+        &self,
+        ep: Arc<DispatchEndpoint>,
+        cfg: &DispatcherConfig,
+        preset: Option<domain::classify::StatusPreset>,
+        egress: Arc<Egress>,
+    ) -> Arc<Prepared> {
+        let id = ep.endpoint.id;
+        let lock = || self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = lock().get(&id)
+            && Arc::ptr_eq(&p.ep, &ep)
+            && p.tenant_preset == preset
+            && *p.egress == *egress
+        {
+            return p.clone();
+        }
+        let p = Arc::new(Prepared::new(ep, cfg, preset, egress));
+        let mut kept = lock();
+        if kept.len() >= Self::MOST && !kept.contains_key(&id) {
+            // In use: the store still holds its copy of the endpoint, or a job holds it.
+            kept.retain(|_, p| Arc::strong_count(&p.ep) > 1 || Arc::strong_count(p) > 1);
+        }
+        if kept.len() < Self::MOST || kept.contains_key(&id) {
+            kept.insert(id, p.clone());
+        }
+        p
+    }
+}
 
 /// The claims this process holds and is working on: the only leases it renews. A claim
 /// dropped from here by an error expires and returns to pending for anyone to take.
@@ -241,6 +283,7 @@ impl Dispatcher {
             clients,
             flow,
             metrics: Arc::new(Metrics::default()),
+            prepared: PreparedCache::default(),
         })
     }
 
@@ -668,7 +711,7 @@ impl Dispatcher {
                 .await?;
             endpoints.extend(read.into_iter().map(|(id, ep)| {
                 let (preset, egress) = (preset_of(&ep), egress_of(&ep));
-                (id, Arc::new(Prepared::new(ep, cfg, preset, egress)))
+                (id, self.prepared.get(ep, cfg, preset, egress))
             }));
         }
         let now = Timestamp::now();
@@ -1226,6 +1269,44 @@ async fn renew_leases(
 mod tests {
     use super::*;
     use store::Taker;
+
+    #[test]
+    fn a_prepared_endpoint_is_reused_only_while_built_from_the_same_copy_preset_and_egress() {
+        let cfg = DispatcherConfig::new("n".into(), AllowList::default());
+        let copy = |url: &str| {
+            Arc::new(DispatchEndpoint::new(
+                store::testing::endpoint_model("ep_1", url),
+                Ok(vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()]),
+                &store::testing::keys(),
+            ))
+        };
+        let egress = |grants: Vec<domain::egress::Grant>| {
+            Arc::new(Egress::new(cfg.allow_networks.clone(), grants))
+        };
+        let cache = PreparedCache::default();
+        let url = |p: &Prepared| p.ep.endpoint.url.clone();
+        let first = copy("https://a.example/hook");
+        let a = cache.get(first.clone(), &cfg, None, egress(Vec::new()));
+        // The same copy, an equal egress: the same preparation.
+        let again = cache.get(first.clone(), &cfg, None, egress(Vec::new()));
+        assert!(Arc::ptr_eq(&a, &again));
+        // The store read the endpoint again (its URL changed): prepared anew.
+        let moved = cache.get(
+            copy("https://b.example/hook"),
+            &cfg,
+            None,
+            egress(Vec::new()),
+        );
+        assert_eq!(url(&moved), "https://b.example/hook");
+        // So is a change of the tenant's preset, or of its grants.
+        let strict = Some(domain::classify::StatusPreset::RetryAllBut410);
+        let preset = cache.get(first.clone(), &cfg, strict, egress(Vec::new()));
+        assert!(!Arc::ptr_eq(&a, &preset));
+        assert_eq!(preset.tenant_preset, strict);
+        let grant = domain::egress::Grant::parse("10.0.0.0/8", None, None, None).unwrap();
+        let granted = cache.get(first, &cfg, strict, egress(vec![grant]));
+        assert!(!Arc::ptr_eq(&preset, &granted));
+    }
 
     #[test]
     fn new_deliveries_are_taken_only_while_more_than_the_kept_free_permits_are_free() {

@@ -93,22 +93,22 @@ impl Tallies {
     }
 
     /// The health updates' `SET` and extra condition for [`Tallies::succeeded`] and
-    /// [`Tallies::failed`], over `endpoints` joined to the rows `v (id, at)`. A success ends the
-    /// streak; a failure starts one only where none runs. A success on a healthy endpoint whose
-    /// last one is recorded within `SUCCESS_RECORDED_WITHIN_MS` writes nothing: the row is
-    /// read, not rewritten.
-    pub(crate) fn health_rules() -> [(&'static str, String); 2] {
+    /// [`Tallies::failed`], over `endpoints` where `at` is the expression of the result's time
+    /// (a joined row's column, or a parameter). A success ends the streak; a failure starts one
+    /// only where none runs. A success on a healthy endpoint whose last one is recorded within
+    /// `SUCCESS_RECORDED_WITHIN_MS` writes nothing: the row is read, not rewritten.
+    pub(crate) fn health_rules(at: &str) -> [(String, String); 2] {
         [
             (
-                "last_success_at = v.at, failing_since = NULL",
+                format!("last_success_at = {at}, failing_since = NULL"),
                 format!(
                     " AND (endpoints.failing_since IS NOT NULL \
                      OR endpoints.last_success_at IS NULL \
-                     OR endpoints.last_success_at < v.at - {SUCCESS_RECORDED_WITHIN_MS})"
+                     OR endpoints.last_success_at < {at} - {SUCCESS_RECORDED_WITHIN_MS})"
                 ),
             ),
             (
-                "failing_since = v.at",
+                format!("failing_since = {at}"),
                 // Tested `IS TRUE`, so that no index of failing endpoints applies: through
                 // one PostgreSQL read every healthy endpoint to find the batch's.
                 " AND (endpoints.failing_since IS NULL) IS TRUE".to_owned(),

@@ -166,7 +166,8 @@ fn finish_sql() -> &'static str {
         let attempts_first = health_first + tallies.len();
         let first = attempts_first + attempts.len();
         let emptied = first + finished.len();
-        let [(success_set, success_only), (failure_set, failure_only)] = Tallies::health_rules();
+        let [(success_set, success_only), (failure_set, failure_only)] =
+            Tallies::health_rules("v.at");
         let stat_names = stat_columns();
         let held = "deliveries.id = v.id \
                AND deliveries.lease_owner = $1 AND (deliveries.state = 'sending') IS TRUE";

@@ -12,23 +12,20 @@ use crate::results::{AttemptResult, Tallies, finish_of};
 /// The endpoints' health (successes, failures) and the statistics, each one prepared single-row
 /// statement run for every row of [`Tallies`]: SQLite runs a prepared statement again without
 /// parsing it, where a `VALUES` list as long as the batch's endpoints was a new text to parse
-/// for most batches of a fan-out (its length varies with theirs).
+/// for most batches of a fan-out (its length varies with theirs). The health updates find
+/// their row by its key alone: joined to a one-row `VALUES`, each run built a temporary table
+/// for it (2.5 µs of a fanned-out delivery's 160, session 45).
 fn tally_sql() -> &'static [String; 3] {
     static SQL: std::sync::OnceLock<[String; 3]> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
-        let [(success_set, success_only), (failure_set, failure_only)] = Tallies::health_rules();
-        let sql = &super::DIALECT;
-        let health = |set: &str, only: &str| {
-            format!(
-                "WITH v (id, at) AS (VALUES ({})) UPDATE endpoints SET {set} \
-                 FROM v WHERE endpoints.id = v.id{only}",
-                sql.params(1, 2)
-            )
-        };
-        let row = format!("({})", sql.params(1, crate::stats::STAT_COLUMNS));
+        let [(success_set, success_only), (failure_set, failure_only)] =
+            Tallies::health_rules("?2");
+        let health =
+            |set: &str, only: &str| format!("UPDATE endpoints SET {set} WHERE id = ?1{only}");
+        let row = format!("({})", super::DIALECT.params(1, crate::stats::STAT_COLUMNS));
         [
-            health(success_set, &success_only),
-            health(failure_set, &failure_only),
+            health(&success_set, &success_only),
+            health(&failure_set, &failure_only),
             crate::stats::stat_upsert_sql(&row),
         ]
     })
