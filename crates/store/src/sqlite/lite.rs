@@ -32,7 +32,8 @@ use crate::{Result, Store, StoreError};
 /// dropped whenever another one has written, so theirs could not stay warm.
 const WRITER_CACHE_KIB: i64 = -8192;
 
-/// Opens a connection with the settings of the sea-orm pool (see `connect`).
+/// Opens the writer's connection: the settings of the sea-orm pool (see `connect`) and a larger
+/// page cache ([`WRITER_CACHE_KIB`]).
 pub(crate) fn open(file: &Path) -> Result<Connection> {
     let conn = Connection::open(file)?;
     conn.busy_timeout(SQLITE_BUSY_TIMEOUT)?;
