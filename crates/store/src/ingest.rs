@@ -312,8 +312,9 @@ pub(crate) fn ordered_targets<'p>(
             out.push(((i, j), (*tenant, ep.id, key)));
         }
     }
-    // Counters are locked in one order by every batch, so two batches in flight at once
-    // (PostgreSQL) cannot deadlock; a stable sort keeps each key's messages in batch order.
+    // Counters are locked in one order by every batch, so batches written at once (several
+    // API nodes on PostgreSQL) cannot deadlock; a stable sort keeps each key's messages in
+    // batch order.
     out.sort_by(|a, b| (a.1.1, a.1.2).cmp(&(b.1.1, b.1.2)));
     out
 }

@@ -1,5 +1,5 @@
 //! New messages on PostgreSQL: a group-committing writer on the pool, and the one statement
-//! that writes a batch (decisions 27, 30).
+//! that writes a batch (decisions 30, 120).
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,36 +24,15 @@ pub(crate) fn spawn_writer(store: Store) -> mpsc::Sender<IngestJob> {
     tx
 }
 
-/// Batches the pool writer has in flight at once. On PostgreSQL a batch spends most of its time
-/// waiting for round trips and its commit; the next one is written meanwhile (decisions 27).
-const BATCHES_IN_FLIGHT: u32 = 2;
-
+/// Writes one batch at a time: whatever arrived while a batch was written is the next one.
+/// With the write down to two round trips (decisions 30), a second batch in flight only made
+/// every batch smaller and each message dearer to PostgreSQL (decisions 120, undoing 27).
 async fn pool_writer(store: Store, mut rx: mpsc::Receiver<IngestJob>) {
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT as usize));
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            break;
-        };
-        // Whatever arrived while waiting for a slot joins this batch.
-        drain(&mut rx, &mut jobs);
-        let batch = std::mem::take(&mut jobs);
-        let store = store.clone();
-        tokio::spawn(async move {
-            store.write_batch(batch).await;
-            drop(slot);
-        });
-    }
-    // Every batch answered before the writer ends.
-    let _ = slots.acquire_many(BATCHES_IN_FLIGHT).await;
-}
-
-fn drain(rx: &mut mpsc::Receiver<IngestJob>, jobs: &mut Vec<IngestJob>) {
-    while jobs.len() < MAX_BATCH {
-        match rx.try_recv() {
-            Ok(job) => jobs.push(job),
-            Err(_) => break,
-        }
+        let (store, batch) = (store.clone(), std::mem::take(&mut jobs));
+        // A task of its own, as before, so that a panic in one batch ends that batch only.
+        let _ = tokio::spawn(async move { store.write_batch(batch).await }).await;
     }
 }
 
@@ -72,7 +51,7 @@ impl Store {
     /// Creates a batch of messages on PostgreSQL, its one write path: two round trips and no
     /// explicit transaction. The endpoints are read, then one statement inserts the messages
     /// and their deliveries, numbers the ordered ones (one upsert of each key's counter, locked
-    /// in key order, so two batches in flight cannot deadlock) and reads the handed-off
+    /// in key order, so writers on several nodes cannot deadlock) and reads the handed-off
     /// endpoints' secrets. A single statement is atomic and durable when it returns, and sees
     /// what a READ COMMITTED transaction's statements would (decisions 30). The six round trips
     /// of a transaction (BEGIN, four statements, COMMIT) were most of an ingest request's time

@@ -137,11 +137,10 @@ async fn a_repeated_event_id_conflicts_and_writes_nothing() {
     .await;
 }
 
-/// Many ordered messages at once land in several group-committed batches, two of them in flight
-/// at a time on PostgreSQL (decisions 27): every one is created, and each (endpoint, key) is
-/// numbered 1..n with no gap or repeat. (Messages in flight together have no order between
-/// them; one accepted before the next was sent is always numbered first, which the test above
-/// checks.)
+/// Many ordered messages at once land in several group-committed batches: every one is
+/// created, and each (endpoint, key) is numbered 1..n with no gap or repeat. (Messages in
+/// flight together have no order between them; one accepted before the next was sent is always
+/// numbered first, which the test above checks.)
 #[tokio::test]
 async fn concurrent_ordered_messages_on_two_keys_are_all_numbered_without_gaps() {
     each_backend(|store| async move {
