@@ -235,6 +235,9 @@ settings! {
     http_body_timeout: Duration = "10s", Plain,
         "longest time a client may take to send a request body, from the end of its headers (100ms-10m); a slower request is answered 408 and its connection closed",
         |v| duration_between(v, 100 * MILLI, 10 * MINUTE), show::duration;
+    http_workers: usize = "0", Plain,
+        "threads serving HTTP (0-1024); 0: half the cores (at least one) in a process that also delivers, so that the API leaves the dispatcher room, every core in one that does not",
+        |v| whole(v, 0, 1024), show::plain;
     http_max_connections: usize = "10000", Plain,
         "most open HTTP connections the server keeps (16-1000000); further ones wait in the listen backlog",
         |v| whole(v, 16, 1_000_000), show::plain;
