@@ -225,13 +225,15 @@ impl PreparedCache {
         }
         let p = Arc::new(Prepared::new(ep, cfg, preset, egress));
         let mut kept = lock();
-        if kept.len() >= Self::MOST && !kept.contains_key(&id) {
+        if !kept.contains_key(&id) && kept.len() >= Self::MOST {
             // In use: the store still holds its copy of the endpoint, or a job holds it.
             kept.retain(|_, p| Arc::strong_count(&p.ep) > 1 || Arc::strong_count(p) > 1);
+            if kept.len() >= Self::MOST {
+                // Every one kept is in use: this one is prepared for its batch only.
+                return p;
+            }
         }
-        if kept.len() < Self::MOST || kept.contains_key(&id) {
-            kept.insert(id, p.clone());
-        }
+        kept.insert(id, p.clone());
         p
     }
 }
@@ -1306,6 +1308,53 @@ mod tests {
         let grant = domain::egress::Grant::parse("10.0.0.0/8", None, None, None).unwrap();
         let granted = cache.get(first, &cfg, strict, egress(vec![grant]));
         assert!(!Arc::ptr_eq(&preset, &granted));
+    }
+
+    #[test]
+    fn prepared_endpoints_kept_stay_at_most_the_bound_and_those_in_use_are_not_dropped() {
+        let cfg = DispatcherConfig::new("n".into(), AllowList::default());
+        let egress = Arc::new(Egress::new(cfg.allow_networks.clone(), Vec::new()));
+        let copy = || {
+            let mut model = store::testing::endpoint_model("ep_1", "https://a.example/hook");
+            model.id = EndpointId::new();
+            Arc::new(DispatchEndpoint::new(
+                model,
+                Ok(vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()]),
+                &store::testing::keys(),
+            ))
+        };
+        let cache = PreparedCache::default();
+        let kept = |cache: &PreparedCache| cache.0.lock().unwrap().len();
+        // One endpoint still in use (its copy held, as the store holds it for a second), then
+        // as many no longer in use as fill the cache.
+        let in_use = copy();
+        let held = cache.get(in_use.clone(), &cfg, None, egress.clone());
+        for _ in 1..PreparedCache::MOST {
+            cache.get(copy(), &cfg, None, egress.clone());
+        }
+        assert_eq!(kept(&cache), PreparedCache::MOST);
+        // One more: those no longer in use make room, the one in use stays prepared.
+        let newer = copy();
+        let newer_prepared = cache.get(newer.clone(), &cfg, None, egress.clone());
+        assert_eq!(kept(&cache), 2);
+        let again = cache.get(in_use.clone(), &cfg, None, egress.clone());
+        assert!(
+            Arc::ptr_eq(&held, &again),
+            "the endpoint in use was dropped"
+        );
+        assert!(Arc::ptr_eq(
+            &newer_prepared,
+            &cache.get(newer, &cfg, None, egress.clone())
+        ));
+        // With every kept one in use, a new endpoint is prepared but not kept.
+        let copies: Vec<_> = (2..PreparedCache::MOST).map(|_| copy()).collect();
+        for c in &copies {
+            cache.get(c.clone(), &cfg, None, egress.clone());
+        }
+        assert_eq!(kept(&cache), PreparedCache::MOST);
+        let extra = cache.get(copy(), &cfg, None, egress.clone());
+        assert_eq!(extra.ep.endpoint.url, "https://a.example/hook");
+        assert_eq!(kept(&cache), PreparedCache::MOST);
     }
 
     #[test]
