@@ -398,7 +398,8 @@ impl Store {
                 store.writer = Writer::Sqlite(Some(lite));
             }
             None => {
-                store.writer = Writer::Postgres(Some(postgres::ingest::spawn_writer(store.clone())))
+                let writer = postgres::ingest::spawn_writer(store.clone(), url, opts)?;
+                store.writer = Writer::Postgres(Some(writer));
             }
         }
         Ok(store)

@@ -17,6 +17,37 @@ pub(crate) async fn open(
     opts: &ConnectOptions,
     health: &crate::StorageHealth,
 ) -> Result<DatabaseConnection, StoreError> {
+    let (pool, options) = pool_of(url, opts.max_connections, opts, health)?;
+    let pool = pool
+        .connect_with(options)
+        .await
+        .map_err(|e| cannot_connect(url, e))?;
+    Ok(SqlxPostgresConnector::from_sqlx_postgres_pool(pool))
+}
+
+/// A pool of at most `sessions` on `url`, like [`open`]'s, that opens none until it is used:
+/// each session belongs to the runtime of the task that opened it, which is the one woken when
+/// its answer arrives. The message writer's own (see `ingest::spawn_writer`), made on its
+/// thread. `url` was opened once already by [`open`].
+pub(crate) fn open_lazy(
+    url: &str,
+    sessions: u32,
+    opts: &ConnectOptions,
+    health: &crate::StorageHealth,
+) -> Result<DatabaseConnection, StoreError> {
+    let (pool, options) = pool_of(url, sessions, opts, health)?;
+    Ok(SqlxPostgresConnector::from_sqlx_postgres_pool(
+        pool.connect_lazy_with(options),
+    ))
+}
+
+/// The pool's rules and the sessions' settings, shared by [`open`] and [`open_lazy`].
+fn pool_of(
+    url: &str,
+    sessions: u32,
+    opts: &ConnectOptions,
+    health: &crate::StorageHealth,
+) -> Result<(PgPoolOptions, PgConnectOptions), StoreError> {
     let options = PgConnectOptions::from_str(url)
         .map_err(|e| invalid_url(url, e))?
         .statement_cache_capacity(STATEMENT_CACHE)
@@ -50,12 +81,9 @@ pub(crate) async fn open(
                 Ok(true)
             })
         })
-        .max_connections(opts.max_connections)
-        .acquire_timeout(opts.acquire_timeout)
-        .connect_with(options)
-        .await
-        .map_err(|e| cannot_connect(url, e))?;
-    Ok(SqlxPostgresConnector::from_sqlx_postgres_pool(pool))
+        .max_connections(sessions)
+        .acquire_timeout(opts.acquire_timeout);
+    Ok((pool, options))
 }
 
 #[cfg(test)]

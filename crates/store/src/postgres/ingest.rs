@@ -15,13 +15,31 @@ use crate::ingest::{
 use crate::pg::ColumnArray;
 use crate::{Result, Store, StoreError};
 
-/// Starts the writer for `store` on the pool (PostgreSQL; SQLite's is the `lite` thread).
-/// `store` must not hold the sender itself, or the writer would never see the channel close.
-/// Returns where to send jobs.
-pub(crate) fn spawn_writer(store: Store) -> mpsc::Sender<IngestJob> {
+/// Starts the writer for `store` (PostgreSQL; SQLite's is the `lite` thread) on a thread of
+/// its own, with a runtime of its own and one session of its own on `url`, opened there when
+/// first used (decisions 122). On the serving runtime it was one task among the dispatcher's
+/// hundreds: each of its two round trips per batch waited in a worker's queue behind sending
+/// tasks before it saw its answer, and every request of the batch waited with it. `store` must
+/// not hold the sender itself, or the writer would never see the channel close: the thread
+/// ends when it does. Returns where to send jobs.
+pub(crate) fn spawn_writer(
+    store: Store,
+    url: &str,
+    opts: &crate::connect::ConnectOptions,
+) -> Result<mpsc::Sender<IngestJob>> {
+    // One batch at a time, its statements one after another: one session is all it uses.
+    let db = super::connect::open_lazy(url, 1, opts, &store.health)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Corrupt(format!("cannot start the message writer: {e}")))?;
     let (tx, rx) = mpsc::channel::<IngestJob>(MAX_BATCH * 4);
-    tokio::spawn(pool_writer(store, rx));
-    tx
+    let store = Store { db, ..store };
+    std::thread::Builder::new()
+        .name("hookd-ingest".into())
+        .spawn(move || runtime.block_on(pool_writer(store, rx)))
+        .map_err(|e| StoreError::Corrupt(format!("cannot start the message writer: {e}")))?;
+    Ok(tx)
 }
 
 /// Writes one batch at a time: whatever arrived while a batch was written is the next one.

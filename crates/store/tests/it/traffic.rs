@@ -105,6 +105,65 @@ async fn a_message_fans_out_to_matching_enabled_endpoints_only() {
     .await;
 }
 
+/// The message writer answers while every worker of the runtime that opened the store is busy,
+/// as a dispatcher's sending tasks keep the serving runtime's: a request's message does not
+/// wait behind them (decisions 122). The busy task gives up after 30 s; a message written only
+/// then was waiting for it.
+#[test]
+fn a_message_is_written_while_the_serving_runtime_is_busy() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let serving = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The caller's side: a runtime of its own, as an HTTP worker's.
+    let caller = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for db in serving.block_on(store::testing::TestDb::all()) {
+        let store = db.store.clone();
+        let (t, a) = serving.block_on(async {
+            let t = tenant(&store, "t").await;
+            let a = app(&store, t, "a").await;
+            endpoint(&store, t, &a, url("x")).await;
+            (t, a)
+        });
+        let (started, written) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let busy = serving.spawn({
+            let (started, written) = (started.clone(), written.clone());
+            async move {
+                started.store(true, Ordering::SeqCst);
+                let since = std::time::Instant::now();
+                while !written.load(Ordering::SeqCst) {
+                    if since.elapsed() > Duration::from_secs(30) {
+                        return false;
+                    }
+                    std::hint::spin_loop();
+                }
+                true
+            }
+        });
+        while !started.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let created = caller.block_on(store.create_message(t, &a, msg("user.created"), ttl));
+        written.store(true, Ordering::SeqCst);
+        let answered_while_busy = serving.block_on(busy).unwrap();
+        assert_eq!(created.unwrap().deliveries.len(), 1, "{}", db.backend_name);
+        assert!(
+            answered_while_busy,
+            "{}: the message was written only once the serving runtime's worker was free",
+            db.backend_name
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_repeated_event_id_conflicts_and_writes_nothing() {
     each_backend(|store| async move {
