@@ -527,9 +527,9 @@ async fn heartbeat(
 
 /// Threads serving HTTP (the connection limit is divided among them): `http_workers` when set,
 /// otherwise every core in a process that does not deliver and half of them (at least one) in
-/// one that does, whose dispatcher runtime uses every core too. On 2 cores, one HTTP thread beside the dispatcher delivered 21,000–22,000
-/// messages/s in the wrk harness where two took in more than the dispatcher could send and
-/// ended at 15,000–16,600 (decisions 121).
+/// one that does, whose dispatcher runtime uses every core too. On 2 cores, one HTTP thread
+/// beside the dispatcher delivered 21,000–22,000 messages/s in the wrk harness where two took
+/// in more than the dispatcher could send and ended at 15,000–16,600 (decisions 121).
 fn http_workers(setting: usize, cores: usize, delivers_here: bool) -> usize {
     match setting {
         0 if delivers_here => (cores / 2).max(1),

@@ -29,16 +29,18 @@ pub(crate) fn spawn_writer(
 ) -> Result<mpsc::Sender<IngestJob>> {
     // One batch at a time, its statements one after another: one session is all it uses.
     let db = super::connect::open_lazy(url, 1, opts, &store.health)?;
+    let cannot_start =
+        |e: std::io::Error| StoreError::Corrupt(format!("cannot start the message writer: {e}"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| StoreError::Corrupt(format!("cannot start the message writer: {e}")))?;
+        .map_err(cannot_start)?;
     let (tx, rx) = mpsc::channel::<IngestJob>(MAX_BATCH * 4);
     let store = Store { db, ..store };
     std::thread::Builder::new()
         .name("hookd-ingest".into())
         .spawn(move || runtime.block_on(pool_writer(store, rx)))
-        .map_err(|e| StoreError::Corrupt(format!("cannot start the message writer: {e}")))?;
+        .map_err(cannot_start)?;
     Ok(tx)
 }
 
