@@ -52,6 +52,12 @@ impl StoreError {
         StoreError::NotFound { entity }
     }
 
+    /// A writer's thread or runtime (`what`) could not be started: the system refused a
+    /// thread or its resources. Both databases' writers say it the same way.
+    pub(crate) fn not_started(what: &str, e: std::io::Error) -> Self {
+        StoreError::Corrupt(format!("cannot start {what}: {e}"))
+    }
+
     /// Whether this error means the database cannot take writes right now (full, read-only,
     /// unreachable) rather than that this request was wrong. Judged by the database's own
     /// error codes, each by its implementation (`Dialect::database_fault`), never by message

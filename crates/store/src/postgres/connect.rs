@@ -27,8 +27,8 @@ pub(crate) async fn open(
 
 /// A pool of at most `sessions` on `url`, like [`open`]'s, that opens none until it is used:
 /// each session belongs to the runtime of the task that opened it, which is the one woken when
-/// its answer arrives. The message writer's own (see `ingest::spawn_writer`), made on its
-/// thread. `url` was opened once already by [`open`].
+/// its answer arrives. The message writer's own (see `ingest::spawn_writer`), made inside its
+/// runtime. `url` was opened once already by [`open`].
 pub(crate) fn open_lazy(
     url: &str,
     sessions: u32,

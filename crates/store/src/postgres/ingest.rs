@@ -27,14 +27,18 @@ pub(crate) fn spawn_writer(
     url: &str,
     opts: &crate::connect::ConnectOptions,
 ) -> Result<mpsc::Sender<IngestJob>> {
-    // One batch at a time, its statements one after another: one session is all it uses.
-    let db = super::connect::open_lazy(url, 1, opts, &store.health)?;
-    let cannot_start =
-        |e: std::io::Error| StoreError::Corrupt(format!("cannot start the message writer: {e}"));
+    let cannot_start = |e| StoreError::not_started("the message writer", e);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(cannot_start)?;
+    // One batch at a time, its statements one after another: one session is all it uses.
+    // Made inside the writer's runtime, so the pool's own task (sqlx's reaper of idle and old
+    // sessions) runs on that thread too, not on the caller's runtime.
+    let db = {
+        let _writers = runtime.enter();
+        super::connect::open_lazy(url, 1, opts, &store.health)?
+    };
     let (tx, rx) = mpsc::channel::<IngestJob>(MAX_BATCH * 4);
     let store = Store { db, ..store };
     std::thread::Builder::new()

@@ -374,7 +374,7 @@ impl Lite {
         std::thread::Builder::new()
             .name("hookd-sqlite".into())
             .spawn(move || serve(store, conn, rx))
-            .map_err(|e| StoreError::Corrupt(format!("cannot start the SQLite thread: {e}")))?;
+            .map_err(|e| StoreError::not_started("the SQLite thread", e))?;
         Ok(Lite { tx })
     }
 
